@@ -1,0 +1,33 @@
+"""The common base of this package's actors: typed dispatch of mailbox messages."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pykka
+
+from messages.mailbox import Ping
+
+__all__ = ["MailboxActor"]
+
+_log = logging.getLogger("dsh_schedule.actors")
+
+
+class MailboxActor(pykka.ThreadingActor):
+    """A pykka actor that routes each message to ``handle_<MessageType>``.
+
+    Subclasses define one handler per message type they accept, so every state
+    transition is a visible method. :class:`messages.mailbox.Ping` is answered by
+    every actor (see :func:`host_bridge.testing.settle`).
+    """
+
+    def on_receive(self, message: Any) -> Any:
+        """Dispatch ``message`` to its handler; unknown messages are logged and dropped."""
+        if isinstance(message, Ping):
+            return None
+        handler = getattr(self, f"handle_{type(message).__name__}", None)
+        if handler is None:
+            _log.warning("%s dropped an unexpected message %r", type(self).__name__, message)
+            return None
+        return handler(message)

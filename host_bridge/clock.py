@@ -1,0 +1,119 @@
+"""Wall clock and the default timer service.
+
+The timer service runs every callback of the process on one shared scheduler
+thread (a heap ordered by due time), not a thread per timer. Callbacks must be
+short: Schedule's callbacks only post a message to an actor mailbox.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["ThreadTimers", "TimerHandle", "default_timers", "wall_clock_ms"]
+
+_log = logging.getLogger("dsh_schedule.clock")
+
+
+def wall_clock_ms() -> int:
+    """The wall clock in integer epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(eq=False)
+class TimerHandle:
+    """A cancellable handle to one armed callback of :class:`ThreadTimers`."""
+
+    due: float
+    callback: Callable[[], None]
+    cancelled: bool = field(default=False)
+
+    def cancel(self) -> None:
+        """Stop the callback from running if it has not started; idempotent."""
+        self.cancelled = True
+
+
+class ThreadTimers:
+    """A timer service backed by one daemon thread and a monotonic-clock heap.
+
+    Delays are measured on the monotonic clock, so wall-clock jumps do not move
+    an armed timer; callers that care about wall time re-read it when woken.
+    """
+
+    def __init__(self, name: str = "dsh-schedule-timers") -> None:
+        self._name = name
+        self._heap: list[tuple[float, int, TimerHandle]] = []
+        self._counter = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once after ``delay_ms`` milliseconds (negative counts as 0)."""
+        due = time.monotonic() + max(0, delay_ms) / 1000.0
+        handle = TimerHandle(due, callback)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("timer service is closed")
+            heapq.heappush(self._heap, (due, next(self._counter), handle))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return handle
+
+    def pending(self) -> int:
+        """How many armed, uncancelled callbacks are waiting."""
+        with self._cond:
+            return sum(1 for _, _, handle in self._heap if not handle.cancelled)
+
+    def close(self) -> None:
+        """Stop the scheduler thread; armed callbacks never run."""
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    while self._heap and self._heap[0][2].cancelled:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        _, _, handle = heapq.heappop(self._heap)
+                        break
+                    self._cond.wait(wait)
+            if handle.cancelled:
+                continue
+            try:
+                handle.callback()
+            except Exception:
+                _log.exception("timer callback failed")
+
+
+_default: ThreadTimers | None = None
+_default_lock = threading.Lock()
+
+
+def default_timers() -> ThreadTimers:
+    """The process-wide shared :class:`ThreadTimers`, created on first use."""
+    global _default  # noqa: PLW0603 - a process-wide singleton by design
+    with _default_lock:
+        if _default is None:
+            _default = ThreadTimers()
+        return _default

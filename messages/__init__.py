@@ -1,0 +1,1 @@
+"""Pure values of dsh-tool-schedule: the durable protocol and the actors' message types."""
