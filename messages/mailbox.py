@@ -2,15 +2,158 @@
 
 Every step an actor takes is one of these frozen values arriving in its
 mailbox; a reader sees a transaction as the sequence of its message types.
+Replies travel in ``concurrent.futures.Future`` objects carried by the message,
+so a sender never has to block on the actor.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Ping"]
+__all__ = [
+    "AgentIdle",
+    "AppendEvent",
+    "BarrierSettled",
+    "CreateSchedule",
+    "DeleteSchedule",
+    "DetachSession",
+    "DisposeOwner",
+    "FlushSession",
+    "ListSchedules",
+    "Ping",
+    "PreflightSettled",
+    "RequestDrive",
+    "RunTurn",
+    "StartOwner",
+    "TimerFired",
+    "ToolRequest",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Ping:
     """Asked of any actor to learn that every message queued before it was handled."""
+
+
+# --- SessionActor -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEvent:
+    """Append one event to the session log; the reply is the committed event."""
+
+    type: str
+    data: Any
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FlushSession:
+    """Flush barrier: the reply resolves once every earlier append is durable (or not)."""
+
+    reply: Future[bool]
+
+
+@dataclass(frozen=True, slots=True)
+class DetachSession:
+    """Detach the session: later appends and flushes are rejected."""
+
+    reply: Future[None]
+
+
+# --- AgentActor (embedded host) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunTurn:
+    """Run one model turn for the queued user message ``message``."""
+
+    message: Any
+
+
+# --- ScheduleOwner ------------------------------------------------------------
+#
+# A management transaction is: CreateSchedule | ListSchedules | DeleteSchedule
+# (admitted) -> PreflightSettled -> [append] -> BarrierSettled (create/delete).
+# A delivery transaction is: RequestDrive | TimerFired | AgentIdle (a drive)
+# -> PreflightSettled -> [reserve, follow-up, dispatch append, release]
+# -> BarrierSettled. DisposeOwner ends the owner once the step in flight settles.
+
+
+@dataclass(frozen=True, slots=True)
+class StartOwner:
+    """The owner was installed: run the first drive."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestDrive:
+    """Ask for a (coalesced) delivery drive; ``reason`` is for logs and tests."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSchedule:
+    """Admitted ``schedule_create`` with shape-checked input; the reply is the tool value."""
+
+    prompt: str
+    after_seconds: int
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ListSchedules:
+    """Admitted ``schedule_list``; the reply is the tool value."""
+
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSchedule:
+    """Admitted ``schedule_delete`` with a shape-checked id; the reply is the tool value."""
+
+    id: str
+    reply: Future[Any]
+
+
+ToolRequest = CreateSchedule | ListSchedules | DeleteSchedule
+"""A management transaction waiting in the owner's queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightSettled:
+    """The preflight flush of transaction ``txn`` resolved; ``ok`` only when it resolved True."""
+
+    txn: int
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierSettled:
+    """The post-append barrier of transaction ``txn`` resolved; ``ok`` only when True."""
+
+    txn: int
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """The owner's timer of generation ``generation`` woke up."""
+
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentIdle:
+    """The idle wait of generation ``generation`` resolved."""
+
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class DisposeOwner:
+    """Stop the owner: no new work; the reply resolves once it has finished."""
+
+    reply: Future[None]

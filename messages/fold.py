@@ -1,0 +1,204 @@
+"""Folding a session's ``schedule/change`` events into the active reminders."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Protocol
+
+from messages.errors import ScheduleLogError
+from messages.numbers import json_integer
+from messages.records import (
+    SCHEDULE_CHANGE_TYPE,
+    CreateChange,
+    ScheduleChange,
+    ScheduleRecord,
+    decode_schedule_change,
+)
+
+__all__ = [
+    "EventLike",
+    "FoldedSchedules",
+    "allocate_schedule_id",
+    "apply_schedule_change",
+    "check_schedule_candidate",
+    "continue_fold",
+    "fold_schedule_events",
+    "validate_schedule_stream",
+]
+
+_target = attrgetter("target_ms")
+
+
+class EventLike(Protocol):
+    """The read-only view of a session event that folding needs."""
+
+    @property
+    def type(self) -> str:
+        """The event type; only ``"schedule/change"`` is folded."""
+        ...
+
+    @property
+    def seq(self) -> int:
+        """The event's index in its session log."""
+        ...
+
+    @property
+    def data(self) -> object:
+        """The event's JSON-like payload."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FoldedSchedules:
+    """The result of folding a log suffix.
+
+    ``active`` holds the live records in create order, ``seen_ids`` every id created
+    in the folded suffix in order, ``seed_length`` where the suffix starts and ``end``
+    the log length that was folded (one past the last folded event). Inconsistent
+    values (duplicate ids, active ids never seen, ``seed_length > end``) raise
+    ``ValueError``.
+    """
+
+    active: tuple[ScheduleRecord, ...] = ()
+    seen_ids: tuple[str, ...] = ()
+    seed_length: int = 0
+    end: int = 0
+    _by_id: Mapping[str, ScheduleRecord] = field(init=False, compare=False, repr=False)
+    _seen: frozenset[str] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        seen = frozenset(self.seen_ids)
+        by_id = {record.id: record for record in self.active}
+        if len(seen) != len(self.seen_ids):
+            raise ValueError("seen_ids must be unique")
+        if len(by_id) != len(self.active) or not seen.issuperset(by_id):
+            raise ValueError("active records must have unique, seen ids")
+        if not 0 <= self.seed_length <= self.end:
+            raise ValueError("need 0 <= seed_length <= end")
+        object.__setattr__(self, "_seen", seen)
+        object.__setattr__(self, "_by_id", by_id)
+
+    def get(self, id: str) -> ScheduleRecord | None:
+        """The active record with this id, or ``None``."""
+        return self._by_id.get(id)
+
+    def earliest(self) -> ScheduleRecord | None:
+        """The active record due first (smallest target; ties in create order), or ``None``."""
+        return min(self.active, key=_target, default=None)
+
+    def is_seen(self, id: str) -> bool:
+        """Tell whether ``id`` was ever created in the folded suffix."""
+        return id in self._seen
+
+
+class _Fold:
+    """Mutable fold state, frozen into a :class:`FoldedSchedules` at the end."""
+
+    __slots__ = ("active", "seed_length", "seen", "seen_ids")
+
+    def __init__(self, folded: FoldedSchedules) -> None:
+        self.active = {record.id: record for record in folded.active}
+        self.seen = set(folded.seen_ids)
+        self.seen_ids = list(folded.seen_ids)
+        self.seed_length = folded.seed_length
+
+    def apply(self, change: ScheduleChange, where: str) -> None:
+        if isinstance(change, CreateChange):
+            record_id = change.schedule.id
+            if record_id in self.seen:
+                raise ScheduleLogError(f"{where}: create id {record_id!r:.80} was reused")
+            self.seen.add(record_id)
+            self.seen_ids.append(record_id)
+            self.active[record_id] = change.schedule
+        elif self.active.pop(change.id, None) is None:
+            raise ScheduleLogError(f"{where}: {change.operation} of inactive id {change.id!r:.80}")
+
+    def fold(self, events: Sequence[EventLike], start: int, stop: int) -> None:
+        for index in range(start, stop):
+            event = events[index]
+            if event.type != SCHEDULE_CHANGE_TYPE:
+                continue
+            try:
+                change = decode_schedule_change(event.data)
+            except ScheduleLogError as error:
+                raise ScheduleLogError(f"event seq {event.seq}: {error.message}") from error
+            self.apply(change, f"event seq {event.seq}")
+
+    def freeze(self, end: int) -> FoldedSchedules:
+        return FoldedSchedules(
+            tuple(self.active.values()), tuple(self.seen_ids), self.seed_length, end
+        )
+
+
+def _seed_length(value: object, length: int) -> int:
+    seed = json_integer(value)
+    if seed is None or not 0 <= seed <= length:
+        raise ScheduleLogError(f"seed_length must be an integer in 0..{length}")
+    return seed
+
+
+def fold_schedule_events(events: Sequence[EventLike], seed_length: object = 0) -> FoldedSchedules:
+    """Fold ``events[seed_length:]`` (a fork does not inherit its parent's reminders).
+
+    Other event types are skipped. A malformed change, a reused create id, or a
+    delete/dispatch of an inactive id raises ``ScheduleLogError`` naming the
+    event's seq; so does a ``seed_length`` that is not an integer in ``0..len(events)``.
+    """
+    length = len(events)
+    seed = _seed_length(seed_length, length)
+    state = _Fold(FoldedSchedules(seed_length=seed, end=seed))
+    state.fold(events, seed, length)
+    return state.freeze(length)
+
+
+def continue_fold(folded: FoldedSchedules, events: Sequence[EventLike]) -> FoldedSchedules:
+    """Fold only the events appended since ``folded`` (``events[folded.end:]``).
+
+    ``events`` is the same append-only log, possibly grown; the result equals
+    ``fold_schedule_events(events, folded.seed_length)``. A log shorter than
+    ``folded.end`` raises ``ScheduleLogError``.
+    """
+    length = len(events)
+    if length < folded.end:
+        raise ScheduleLogError(f"the log shrank from {folded.end} to {length} events")
+    if length == folded.end:
+        return folded
+    state = _Fold(folded)
+    state.fold(events, folded.end, length)
+    return state.freeze(length)
+
+
+def apply_schedule_change(folded: FoldedSchedules, change: ScheduleChange) -> FoldedSchedules:
+    """Apply one decoded change as if appended at ``folded.end`` (fold rules apply)."""
+    state = _Fold(folded)
+    state.apply(change, "candidate")
+    return state.freeze(folded.end + 1)
+
+
+def check_schedule_candidate(folded: FoldedSchedules, data: object) -> FoldedSchedules:
+    """Decode a candidate ``schedule/change`` payload and apply it to ``folded``.
+
+    Raises ``ScheduleLogError`` if it is malformed or breaks the fold rules.
+    """
+    try:
+        change = decode_schedule_change(data)
+    except ScheduleLogError as error:
+        raise ScheduleLogError(f"candidate: {error.message}") from error
+    return apply_schedule_change(folded, change)
+
+
+def allocate_schedule_id(folded: FoldedSchedules) -> str:
+    """The next unused id ``schedule-N``, N counting up from ``len(seen_ids) + 1``."""
+    number = len(folded.seen_ids) + 1
+    while folded.is_seen(f"schedule-{number}"):
+        number += 1
+    return f"schedule-{number}"
+
+
+def validate_schedule_stream(
+    events: Sequence[EventLike], seed_length: object = None
+) -> FoldedSchedules:
+    """The invariant check of a session's owned stream; ``seed_length`` ``None`` means 0."""
+    return fold_schedule_events(events, 0 if seed_length is None else seed_length)

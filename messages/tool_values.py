@@ -1,0 +1,221 @@
+"""Tool inputs and values: shape checks before the queue, and every value a tool returns.
+
+Diagnostic messages are fixed per code and situation; none embeds input or
+exception text, so a tool value never leaks backend details and the same
+situation always renders the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from messages.errors import ErrorCode
+from messages.numbers import MAX_SAFE_INTEGER, json_integer
+from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
+
+__all__ = [
+    "CREATE_KEYS",
+    "DELETE_KEYS",
+    "CreateInput",
+    "DeleteInput",
+    "ListInput",
+    "Operation",
+    "ToolError",
+    "corrupt_log_error",
+    "cross_agent_error",
+    "delete_value",
+    "input_error",
+    "internal_error",
+    "list_value",
+    "not_found_value",
+    "parse_create_input",
+    "parse_delete_input",
+    "parse_list_input",
+    "persistence_uncertain",
+    "time_out_of_range_error",
+    "valid_prompt",
+]
+
+Operation = Literal["create", "list", "delete", "dispatch"]
+"""The operation a ``persistence_uncertain`` error is about."""
+
+CREATE_KEYS = frozenset({"prompt", "after_seconds"})
+"""The only argument keys ``schedule_create`` accepts in protocol version 1."""
+
+DELETE_KEYS = frozenset({"id"})
+"""The only argument key ``schedule_delete`` accepts."""
+
+_MESSAGES: Mapping[str, str] = {
+    "not_object": "Tool arguments must be a JSON object.",
+    "create_keys": (
+        "schedule_create accepts only prompt and after_seconds; at, every_seconds, cron and "
+        "time_zone are not supported by schedule protocol version 1."
+    ),
+    "create_missing_rule": "schedule_create requires after_seconds.",
+    "delete_keys": "schedule_delete accepts only id.",
+    "prompt": "prompt must be a non-empty string of valid Unicode text.",
+    "after_seconds": f"after_seconds must be an integer from 1 to {MAX_SAFE_INTEGER}.",
+    "delete_id": "id must be a non-empty string without leading or trailing whitespace.",
+    "time_out_of_range": "The reminder would fall after 9999-12-31T23:59:59.999Z.",
+    "corrupt": "The session's schedule log is corrupt; schedules cannot be read or changed.",
+    "preflight": "The session's log could not be confirmed durable, so the {op} did not run.",
+    "barrier": (
+        "The {op} was appended but could not be confirmed durable; "
+        "a later schedule_list confirms the retained log."
+    ),
+    "internal": "An internal error stopped the schedule operation.",
+    "cross_agent": "This schedule tool belongs to another agent.",
+    "not_live": "The agent that owns these schedules is no longer live.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolError:
+    """A closed-code domain error value: ``{"code", "message"}`` plus optional fields."""
+
+    code: ErrorCode
+    message: str
+    operation: Operation | None = None
+    id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The canonical value: code, message, then operation and id when present."""
+        value: dict[str, object] = {"code": str(self.code), "message": self.message}
+        if self.operation is not None:
+            value["operation"] = self.operation
+        if self.id is not None:
+            value["id"] = self.id
+        return value
+
+    @classmethod
+    def of(cls, code: ErrorCode, situation: str) -> ToolError:
+        """The error for ``code`` with the fixed message of ``situation``."""
+        return cls(code, _MESSAGES[situation])
+
+
+@dataclass(frozen=True, slots=True)
+class CreateInput:
+    """Shape-checked ``schedule_create`` input (prompt still untrimmed)."""
+
+    prompt: str
+    after_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListInput:
+    """``schedule_list`` input (it has no parameters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteInput:
+    """Shape-checked ``schedule_delete`` input."""
+
+    id: str
+
+
+def _is_object(arguments: object) -> bool:
+    return isinstance(arguments, Mapping) and all(isinstance(k, str) for k in arguments)
+
+
+def valid_prompt(value: object) -> bool:
+    """Whether ``value`` is a usable prompt: a string, non-blank after trim, no lone surrogate."""
+    return isinstance(value, str) and not has_lone_surrogate(value) and ecma_trim(value) != ""
+
+
+def parse_create_input(arguments: object) -> CreateInput | ToolError:
+    """Check ``schedule_create`` arguments in the spec's order: selector, prompt, rule."""
+    if not _is_object(arguments):
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
+    assert isinstance(arguments, Mapping)
+    if any(key not in CREATE_KEYS for key in arguments):
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_keys")
+    if "after_seconds" not in arguments:
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_missing_rule")
+    prompt = arguments.get("prompt")
+    if not valid_prompt(prompt):
+        return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt")
+    assert isinstance(prompt, str)
+    after_seconds = json_integer(arguments["after_seconds"])
+    if after_seconds is None or not 1 <= after_seconds <= MAX_SAFE_INTEGER:
+        return ToolError.of(ErrorCode.INVALID_RULE, "after_seconds")
+    return CreateInput(prompt, after_seconds)
+
+
+def parse_list_input(arguments: object) -> ListInput | ToolError:
+    """``schedule_list`` accepts any object (its keys are ignored)."""
+    if not _is_object(arguments):
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
+    return ListInput()
+
+
+def parse_delete_input(arguments: object) -> DeleteInput | ToolError:
+    """Check ``schedule_delete`` arguments: only ``id``, a trimmed non-empty string."""
+    if not _is_object(arguments):
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
+    assert isinstance(arguments, Mapping)
+    if any(key not in DELETE_KEYS for key in arguments):
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "delete_keys")
+    schedule_id = arguments.get("id")
+    if not isinstance(schedule_id, str) or schedule_id == "" or not is_ecma_trimmed(schedule_id):
+        return ToolError.of(ErrorCode.INVALID_RULE, "delete_id")
+    return DeleteInput(schedule_id)
+
+
+def persistence_uncertain(
+    operation: Operation, *, appended: bool, id: str | None = None
+) -> ToolError:
+    """``persistence_uncertain`` for a failed preflight (``appended=False``) or barrier."""
+    template = _MESSAGES["barrier" if appended else "preflight"]
+    return ToolError(ErrorCode.PERSISTENCE_UNCERTAIN, template.format(op=operation), operation, id)
+
+
+def internal_error(
+    situation: Literal["internal", "cross_agent", "not_live"] = "internal",
+) -> ToolError:
+    """``internal_error`` with the fixed message of ``situation``."""
+    return ToolError.of(ErrorCode.INTERNAL_ERROR, situation)
+
+
+def cross_agent_error() -> ToolError:
+    """The refusal of a tool executed for an agent other than its owner's."""
+    return internal_error("cross_agent")
+
+
+def corrupt_log_error() -> ToolError:
+    """``corrupt_schedule_log`` for any operation."""
+    return ToolError.of(ErrorCode.CORRUPT_SCHEDULE_LOG, "corrupt")
+
+
+def time_out_of_range_error() -> ToolError:
+    """``time_out_of_range`` for a create past the last representable instant."""
+    return ToolError.of(ErrorCode.TIME_OUT_OF_RANGE, "time_out_of_range")
+
+
+_INPUT_SITUATIONS: Mapping[ErrorCode, str] = {
+    ErrorCode.INVALID_PROMPT: "prompt",
+    ErrorCode.INVALID_RULE: "after_seconds",
+    ErrorCode.TIME_OUT_OF_RANGE: "time_out_of_range",
+}
+
+
+def input_error(code: ErrorCode) -> ToolError:
+    """The fixed error value for a ``ScheduleInputError`` code raised while building a record."""
+    situation = _INPUT_SITUATIONS.get(code)
+    return ToolError.of(code, situation) if situation is not None else internal_error()
+
+
+def list_value(views: list[dict[str, object]]) -> dict[str, object]:
+    """The ``schedule_list`` value: every active view in create order."""
+    return {"schedules": views}
+
+
+def delete_value(schedule_id: str) -> dict[str, object]:
+    """The value of a delete that retired an active record."""
+    return {"id": schedule_id, "deleted": True}
+
+
+def not_found_value(schedule_id: str) -> dict[str, object]:
+    """The value of a delete of an unknown, deleted or dispatched id."""
+    return {"id": schedule_id, "deleted": False, "code": "schedule_not_found"}

@@ -1,0 +1,114 @@
+"""Builders shared by the messages tests: events, payloads and valid-log strategies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from hypothesis import strategies as st
+
+from messages import SCHEDULE_CHANGE_TYPE, format_instant
+
+AT = "2026-01-01T00:00:00.000Z"
+AT_MS = 1_767_225_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A minimal session event (matches ``EventLike``)."""
+
+    type: str
+    seq: int
+    data: object
+
+
+def create(id: str, prompt: str = "p", after: object = 5, at: object = AT) -> dict[str, object]:
+    """A ``create`` payload."""
+    schedule = {
+        "id": id,
+        "kind": "after",
+        "prompt": prompt,
+        "afterSeconds": after,
+        "scheduledAt": at,
+    }
+    return {"version": 1, "operation": "create", "schedule": schedule}
+
+
+def delete(id: object) -> dict[str, object]:
+    """A ``delete`` payload."""
+    return {"version": 1, "operation": "delete", "id": id}
+
+
+def dispatch(id: object) -> dict[str, object]:
+    """A ``dispatch`` payload."""
+    return {"version": 1, "operation": "dispatch", "id": id}
+
+
+def other(data: object = None) -> tuple[str, object]:
+    """An event of a type Schedule does not own."""
+    return ("message", data)
+
+
+def log(*items: dict[str, object] | tuple[str, object]) -> list[Event]:
+    """A contiguous log: dicts are ``schedule/change`` payloads, tuples ``(type, data)``."""
+    events = []
+    for seq, item in enumerate(items):
+        if isinstance(item, tuple):
+            events.append(Event(item[0], seq, item[1]))
+        else:
+            events.append(Event(SCHEDULE_CHANGE_TYPE, seq, item))
+    return events
+
+
+class CountingLog(Sequence[Event]):
+    """A sequence that records which indexes were read."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+        self.reads: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            raise AssertionError("folding must not copy the log with a slice")
+        self.reads.append(index)
+        return self.events[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        raise AssertionError("folding must not iterate the whole log")
+
+
+instants = st.integers(-62_135_596_800_000, 253_402_300_799_999).map(format_instant)
+
+
+@st.composite
+def valid_segment(
+    draw: st.DrawFn, max_size: int = 25
+) -> list[dict[str, object] | tuple[str, object]]:
+    """Items of a log segment that folds cleanly on its own (ids may repeat other segments)."""
+    items: list[dict[str, object] | tuple[str, object]] = []
+    active: list[str] = []
+    created = 0
+    for _ in range(draw(st.integers(0, max_size))):
+        choice = draw(st.sampled_from(["create", "create", "other", "delete", "dispatch"]))
+        if choice == "create":
+            created += 1
+            record_id = f"schedule-{created}"
+            active.append(record_id)
+            items.append(create(record_id, f"prompt {created}", created, draw(instants)))
+        elif choice == "other" or not active:
+            items.append(other({"n": len(items)}))
+        else:
+            record_id = draw(st.sampled_from(active))
+            active.remove(record_id)
+            items.append(delete(record_id) if choice == "delete" else dispatch(record_id))
+    return items

@@ -1,0 +1,69 @@
+"""The closed error codes and the protocol exceptions."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from messages import (
+    ERROR_CODES,
+    ErrorCode,
+    ScheduleError,
+    ScheduleInputError,
+    ScheduleLogError,
+)
+
+
+def test_error_codes_are_the_closed_v1_set_in_order() -> None:
+    assert ERROR_CODES == (
+        "invalid_prompt",
+        "invalid_selector",
+        "invalid_rule",
+        "time_out_of_range",
+        "corrupt_schedule_log",
+        "persistence_uncertain",
+        "internal_error",
+    )
+    assert all(type(code) is str for code in ERROR_CODES)
+
+
+@pytest.mark.parametrize("code", list(ErrorCode))
+def test_error_code_is_its_wire_string(code: ErrorCode) -> None:
+    assert code == code.value
+    assert f"{code}" == code.value
+    assert ErrorCode(code.value) is code
+
+
+def test_log_error_always_carries_corrupt_schedule_log() -> None:
+    error = ScheduleLogError("schedule/change: unknown key 'x'")
+    assert isinstance(error, ScheduleError)
+    assert error.code is ErrorCode.CORRUPT_SCHEDULE_LOG
+    assert error.message == "schedule/change: unknown key 'x'"
+    assert str(error) == error.message
+
+
+def test_input_error_carries_its_code() -> None:
+    error = ScheduleInputError(ErrorCode.INVALID_RULE, "bad rule")
+    assert isinstance(error, ScheduleError)
+    assert error.code is ErrorCode.INVALID_RULE
+    assert error.message == "bad rule"
+
+
+def test_input_error_normalises_a_code_string() -> None:
+    error = ScheduleInputError("invalid_prompt", "bad")  # type: ignore[arg-type]
+    assert error.code is ErrorCode.INVALID_PROMPT
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ScheduleLogError("broken"),
+        ScheduleInputError(ErrorCode.TIME_OUT_OF_RANGE, "late"),
+        ScheduleError(ErrorCode.INTERNAL_ERROR, "oops"),
+    ],
+)
+def test_errors_survive_pickling(error: ScheduleError) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert (copy.code, copy.message) == (error.code, error.message)
