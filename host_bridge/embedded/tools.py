@@ -1,0 +1,154 @@
+"""A thread-safe tool registry scoped per agent, with optional global tools."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
+
+__all__ = ["ScopedToolRegistry", "ToolConflictError"]
+
+_log = logging.getLogger("dsh_schedule.tools")
+
+
+class ToolConflictError(Exception):
+    """A tool with the same name is already visible in the scope."""
+
+
+def _error(code: str, message: str, name: str) -> ToolResult:
+    value = {"code": code, "message": message, "tool": name}
+    content = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return ToolResult(is_error=True, value=value, content=content)
+
+
+def _resolved(result: ToolResult) -> Future[ToolResult]:
+    future: Future[ToolResult] = Future()
+    future.set_result(result)
+    return future
+
+
+class ScopedToolRegistry:
+    """A ``ToolRegistry``: tools registered for one agent are invisible to others.
+
+    Scopes are keyed by agent id. A *global* tool (:meth:`register_global`) is
+    visible to every agent; a scoped tool may not share a global tool's name.
+    Failures of lookup or execution become ``ToolResult(is_error=True)`` values
+    with code ``unknown_tool``, ``tool_failed`` or ``tool_timeout`` and a fixed
+    message; exception text is logged (``dsh_schedule.tools``), never returned.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scoped: dict[str, dict[str, ToolDefinition]] = {}
+        self._global: dict[str, ToolDefinition] = {}
+        self._call_ids = itertools.count(1)
+
+    def register(self, tool: ToolDefinition, *, agent: Agent) -> Callable[[], None]:
+        """Offer ``tool`` to ``agent`` only; returns an idempotent ``unregister``.
+
+        Raises :class:`ToolConflictError` if ``agent`` already sees a tool of that name.
+        """
+        agent_id = agent.id
+        with self._lock:
+            scope = self._scoped.setdefault(agent_id, {})
+            if tool.name in scope or tool.name in self._global:
+                raise ToolConflictError(
+                    f"tool {tool.name!r} is already registered for agent {agent_id!r}"
+                )
+            scope[tool.name] = tool
+
+        def unregister() -> None:
+            with self._lock:
+                current = self._scoped.get(agent_id)
+                if current is not None and current.get(tool.name) is tool:
+                    del current[tool.name]
+                    if not current:
+                        del self._scoped[agent_id]
+
+        return unregister
+
+    def register_global(self, tool: ToolDefinition) -> Callable[[], None]:
+        """Offer ``tool`` to every agent; returns an idempotent ``unregister``.
+
+        Raises :class:`ToolConflictError` if any scope already has that name.
+        """
+        with self._lock:
+            if tool.name in self._global or any(tool.name in s for s in self._scoped.values()):
+                raise ToolConflictError(f"tool {tool.name!r} is already registered")
+            self._global[tool.name] = tool
+
+        def unregister() -> None:
+            with self._lock:
+                if self._global.get(tool.name) is tool:
+                    del self._global[tool.name]
+
+        return unregister
+
+    def get(self, name: str, *, agent: Agent | None = None) -> ToolDefinition | None:
+        """The tool ``name`` visible to ``agent`` (only global tools when ``agent`` is None)."""
+        with self._lock:
+            if agent is not None:
+                scoped = self._scoped.get(agent.id, {}).get(name)
+                if scoped is not None:
+                    return scoped
+            return self._global.get(name)
+
+    def tools_for(self, agent: Agent) -> list[ToolDefinition]:
+        """Every tool visible to ``agent``, sorted by name (for model callables)."""
+        with self._lock:
+            visible = dict(self._global)
+            visible.update(self._scoped.get(agent.id, {}))
+        return [visible[name] for name in sorted(visible)]
+
+    def submit(self, name: str, arguments: Any, *, agent: Agent) -> Future[ToolResult]:
+        """Start a tool for ``agent`` without waiting; the future never fails.
+
+        An unknown tool, a tool that raises, a failed future or a non-``ToolResult``
+        value resolve to an ``is_error`` result.
+        """
+        tool = self.get(name, agent=agent)
+        if tool is None:
+            return _resolved(_error("unknown_tool", f"No tool named {name!r} is available.", name))
+        with self._lock:
+            call = ToolCall(f"call-{next(self._call_ids)}", agent)
+        try:
+            inner = tool.execute(arguments, call)
+        except Exception:
+            _log.warning("tool %s raised for agent %s", name, agent.id, exc_info=True)
+            return _resolved(_error("tool_failed", "The tool failed.", name))
+        outer: Future[ToolResult] = Future()
+
+        def settle(done: Future[ToolResult]) -> None:
+            outer.set_result(self._outcome(name, agent, done))
+
+        inner.add_done_callback(settle)
+        return outer
+
+    def execute(
+        self, name: str, arguments: Any, *, agent: Agent, timeout: float | None = None
+    ) -> ToolResult:
+        """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result."""
+        future = self.submit(name, arguments, agent=agent)
+        try:
+            return future.result(timeout=timeout)
+        except TimeoutError:
+            _log.warning("tool %s timed out for agent %s", name, agent.id)
+            return _error("tool_timeout", "The tool did not finish in time.", name)
+
+    @staticmethod
+    def _outcome(name: str, agent: Agent, done: Future[ToolResult]) -> ToolResult:
+        try:
+            result = done.result()
+        except Exception:
+            _log.warning("tool %s failed for agent %s", name, agent.id, exc_info=True)
+            return _error("tool_failed", "The tool failed.", name)
+        if not isinstance(result, ToolResult):
+            _log.warning("tool %s returned %r instead of a ToolResult", name, type(result))
+            return _error("tool_failed", "The tool failed.", name)
+        return result

@@ -1,0 +1,95 @@
+"""A complete fake host: every fake wired to one clock and one journal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from host_bridge.embedded.tools import ScopedToolRegistry
+from host_bridge.protocols import HostContext, SessionEvent
+from host_bridge.testing.agents import FakeAgent
+from host_bridge.testing.clock import DEFAULT_START_MS, FakeClock, FakeTimers
+from host_bridge.testing.journal import Journal
+from host_bridge.testing.registry import FakeAgentRegistry
+from host_bridge.testing.sessions import FakeSession, FakeSessionStore
+
+__all__ = ["FakeHost", "FakePersistence"]
+
+
+class FakePersistence:
+    """A marker standing in for the host's durability service."""
+
+    def __repr__(self) -> str:
+        return "FakePersistence()"
+
+
+class FakeHost:
+    """A :class:`FakeClock`, :class:`FakeTimers`, :class:`FakeSessionStore`,
+    :class:`FakeAgentRegistry` and :class:`~host_bridge.embedded.tools.ScopedToolRegistry`
+    sharing one :class:`Journal`.
+    """
+
+    def __init__(self, *, start_ms: int = DEFAULT_START_MS) -> None:
+        self.journal = Journal()
+        self.clock = FakeClock(start_ms)
+        self.timers = FakeTimers(self.clock, self.journal)
+        self.sessions = FakeSessionStore(self.journal)
+        self.agents = FakeAgentRegistry(self.journal)
+        self.tools = ScopedToolRegistry()
+        self.persistence = FakePersistence()
+
+    def context(self) -> HostContext:
+        """A ``HostContext`` over these fakes (``session_persistence`` is a marker)."""
+        return HostContext(
+            sessions=self.sessions,
+            agents=self.agents,
+            tools=self.tools,
+            session_persistence=self.persistence,
+            clock=self.clock,
+            timers=self.timers,
+        )
+
+    def new_session(
+        self,
+        session_id: str,
+        *,
+        seed_events: Iterable[SessionEvent | tuple[str, Any]] = (),
+        seed_length: int | None = None,
+        parent_session: str | None = None,
+    ) -> FakeSession:
+        """Create a :class:`FakeSession` on this host's clock and journal and add it."""
+        session = FakeSession(
+            session_id,
+            seed_events=seed_events,
+            seed_length=seed_length,
+            parent_session=parent_session,
+            clock=self.clock,
+            journal=self.journal,
+        )
+        return self.sessions.add(session)
+
+    def spawn_root(
+        self,
+        agent_id: str = "agent-1",
+        session_id: str | None = None,
+        *,
+        seed_events: Iterable[SessionEvent | tuple[str, Any]] = (),
+        seed_length: int | None = None,
+        parent_session: str | None = None,
+    ) -> FakeAgent:
+        """Create a session (id ``session_id`` or ``"<agent_id>/session"``) and a root agent.
+
+        ``on_created`` listeners run before this returns.
+        """
+        session = self.new_session(
+            session_id if session_id is not None else f"{agent_id}/session",
+            seed_events=seed_events,
+            seed_length=seed_length,
+            parent_session=parent_session,
+        )
+        return self.agents.create_root(agent_id, session)
+
+    def spawn_child(self, agent_id: str, session_id: str | None = None) -> FakeAgent:
+        """Create a session and a non-root agent; ``on_created`` listeners run."""
+        session = self.new_session(session_id if session_id is not None else f"{agent_id}/session")
+        return self.agents.create_child(agent_id, session)
