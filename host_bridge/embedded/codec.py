@@ -1,0 +1,184 @@
+"""The msgpack codec of event payloads stored by the embedded host.
+
+Payloads are JSON-like values only: ``dict`` with ``str`` keys, ``list`` (a
+``tuple`` is encoded as a list), ``str`` (valid Unicode, no lone surrogates),
+``int`` in msgpack's range (``-2**63 … 2**64-1``), ``float``, ``bool`` and
+``None``. Encoding is deterministic: the same value, including the insertion
+order of its dict keys, always gives the same bytes (dict order is kept rather
+than sorted so that a decoded value is identical to the one appended).
+
+Decoding is strict and bounded: at most :data:`MAX_PAYLOAD_BYTES` of input,
+str keys only, no duplicate keys, no binary values, no extension types
+(msgpack timestamps included), nothing after the value. Every failure raises
+:class:`PayloadError`, whose message never contains the raw payload bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import msgpack
+
+__all__ = [
+    "MAX_NESTING",
+    "MAX_PAYLOAD_BYTES",
+    "PayloadError",
+    "decode_payload",
+    "encode_payload",
+]
+
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+"""The largest payload (16 MiB) that :func:`encode_payload` produces and
+:func:`decode_payload` reads."""
+
+MAX_NESTING = 500
+"""The deepest nesting of lists and dicts that :func:`encode_payload` accepts."""
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+class PayloadError(ValueError):
+    """A value cannot be encoded as a payload, or stored bytes are not a valid payload."""
+
+
+def encode_payload(data: object) -> bytes:
+    """Encode a JSON-like value as msgpack bytes (``use_bin_type=True``).
+
+    Raises :class:`PayloadError` for any other value: unsupported types, non-str
+    dict keys, integers outside msgpack's range, strings with lone surrogates,
+    nesting deeper than :data:`MAX_NESTING` (including cycles) or an encoding
+    larger than :data:`MAX_PAYLOAD_BYTES`.
+    """
+    _check_encodable(data)
+    try:
+        raw: bytes = msgpack.packb(data, use_bin_type=True, strict_types=False)
+    except UnicodeEncodeError:
+        raise PayloadError(
+            "payload contains a string that is not valid Unicode (lone surrogate)"
+        ) from None
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+    ) as error:  # pragma: no cover - guarded by _check_encodable
+        raise PayloadError(f"payload cannot be encoded ({type(error).__name__})") from None
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise PayloadError(
+            f"encoded payload is {len(raw)} bytes, more than the {MAX_PAYLOAD_BYTES} allowed"
+        )
+    return raw
+
+
+def decode_payload(raw: bytes) -> object:
+    """Decode msgpack bytes produced by :func:`encode_payload` back to a JSON-like value.
+
+    Arrays decode as lists. Raises :class:`PayloadError` for anything that is not
+    exactly one valid, JSON-like msgpack value of at most :data:`MAX_PAYLOAD_BYTES`.
+    """
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise PayloadError(f"payload must be bytes, not {type(raw).__name__}")
+    size = len(raw) if not isinstance(raw, memoryview) else raw.nbytes
+    if size == 0:
+        raise PayloadError("payload is empty")
+    if size > MAX_PAYLOAD_BYTES:
+        raise PayloadError(f"payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} allowed")
+    try:
+        value = msgpack.unpackb(
+            raw,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            unicode_errors="strict",
+            ext_hook=_reject_ext,
+            list_hook=_checked_list,
+            object_pairs_hook=_checked_map,
+            max_str_len=MAX_PAYLOAD_BYTES,
+            max_bin_len=MAX_PAYLOAD_BYTES,
+            max_array_len=MAX_PAYLOAD_BYTES,
+            max_map_len=MAX_PAYLOAD_BYTES // 2,
+            max_ext_len=MAX_PAYLOAD_BYTES,
+        )
+    except PayloadError:
+        raise
+    except msgpack.ExtraData:
+        raise PayloadError("payload has trailing bytes after its value") from None
+    except UnicodeDecodeError:
+        raise PayloadError("payload contains a string that is not valid UTF-8") from None
+    except msgpack.StackError:
+        raise PayloadError("payload is nested too deeply") from None
+    except ValueError as error:
+        reason = str(error)
+        if "incomplete" in reason:
+            raise PayloadError("payload is truncated") from None
+        if "map key" in reason:
+            raise PayloadError("payload has a map key that is not a str") from None
+        raise PayloadError("payload is not valid msgpack (ValueError)") from None
+    except Exception as error:
+        raise PayloadError(f"payload is not valid msgpack ({type(error).__name__})") from None
+    _check_item(value)
+    return value
+
+
+def _check_encodable(data: object) -> None:
+    """Walk ``data`` iteratively; raise PayloadError at the first non-JSON-like part."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if value is None or isinstance(value, bool | str | float):
+            continue
+        if isinstance(value, int):
+            if not _INT_MIN <= value <= _INT_MAX:
+                raise PayloadError("payload contains an integer outside msgpack's 64-bit range")
+            continue
+        if isinstance(value, dict | list | tuple):
+            if depth >= MAX_NESTING:
+                raise PayloadError(
+                    f"payload is nested deeper than {MAX_NESTING} levels (or is cyclic)"
+                )
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise PayloadError(
+                            f"payload has a dict key of type {type(key).__name__}; keys must be str"
+                        )
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+            continue
+        raise PayloadError(f"payload contains a value of unsupported type {type(value).__name__}")
+
+
+def _check_item(value: object) -> None:
+    """Reject a decoded leaf that is not JSON-like (bytes, msgpack timestamps...)."""
+    if value is None or isinstance(value, bool | int | float | str | list | dict):
+        return
+    if isinstance(value, bytes):
+        _fail("payload contains a binary value; only JSON-like values are allowed")
+    _fail(f"payload contains a value of unsupported type {type(value).__name__}")
+
+
+def _checked_list(items: list[Any]) -> list[Any]:
+    for item in items:
+        _check_item(item)
+    return items
+
+
+def _checked_map(pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if not isinstance(key, str):
+            _fail(f"payload has a map key of type {type(key).__name__}; keys must be str")
+        if key in result:
+            _fail("payload has a duplicate map key")
+        _check_item(item)
+        result[key] = item
+    return result
+
+
+def _reject_ext(code: int, _data: bytes) -> NoReturn:
+    _fail(f"payload contains msgpack extension type {code}; extension types are not allowed")
+
+
+def _fail(message: str) -> NoReturn:
+    raise PayloadError(message)
