@@ -6,6 +6,8 @@ Heavier parts (the plugin, the embedded host) are imported lazily so that
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from host_bridge.protocols import (
     Agent,
     AgentRegistry,
@@ -28,7 +30,9 @@ __all__ = [
     "Agent",
     "AgentRegistry",
     "Cancellable",
+    "CompositionError",
     "HostContext",
+    "SchedulePlugin",
     "Session",
     "SessionEvent",
     "SessionHeader",
@@ -40,4 +44,24 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "UserMessage",
+    "install_schedule",
 ]
+
+if TYPE_CHECKING:
+    from host_bridge.plugin import CompositionError, SchedulePlugin, install_schedule
+
+_LAZY = {
+    "install_schedule": "host_bridge.plugin",
+    "SchedulePlugin": "host_bridge.plugin",
+    "CompositionError": "host_bridge.plugin",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the plugin's names on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'host_bridge' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

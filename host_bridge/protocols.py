@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 AgentStatus = str
-"""An agent status as reported to ``AgentRegistry.on_status`` listeners: ``"running"`` or ``"idle"``."""
+"""An agent status reported to ``AgentRegistry.on_status``: ``"running"`` or ``"idle"``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ class Session(Protocol):
         """An immutable snapshot of the log."""
         ...
 
-    def append(self, type: str, data: Any) -> SessionEvent:  # noqa: A002 - the contract's name
+    def append(self, type: str, data: Any) -> SessionEvent:
         """Append one event and return it; raises if the host rejects it."""
         ...
 
@@ -301,6 +301,4 @@ class HostContext:
     session_persistence: object | None
     clock: Callable[[], int] = wall_clock_ms
     timers: Timers = field(default_factory=default_timers)
-    logger: logging.Logger = field(
-        default_factory=lambda: logging.getLogger("dsh_schedule")
-    )
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dsh_schedule"))

@@ -1,0 +1,185 @@
+"""SessionActor: owns one session's live log, serialises appends, mediates flush barriers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future, InvalidStateError
+from types import TracebackType
+from typing import Any, Protocol
+
+from actors.base import MailboxActor
+from host_bridge.protocols import SessionEvent, SessionHeader
+from messages.mailbox import AppendEvent, DetachSession, FlushSession
+
+__all__ = [
+    "AppendGuard",
+    "PersistenceListener",
+    "SessionActor",
+    "SessionDetachedError",
+]
+
+_log = logging.getLogger("dsh_schedule.session")
+
+
+class SessionDetachedError(RuntimeError):
+    """The session was detached: it accepts no more appends or flushes."""
+
+
+class PersistenceListener(Protocol):
+    """Where a SessionActor writes its events behind and asks for durability."""
+
+    def record_append(self, session_id: str, event: SessionEvent, payload: bytes) -> None:
+        """Queue one committed event for the next durable commit (never blocks on disk)."""
+        ...
+
+    def flush(self, session_id: str) -> Future[bool]:
+        """Resolve True once everything queued for the session before this call is durable."""
+        ...
+
+
+AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+"""Called before an append with (header, current events, type, data); raising rejects it."""
+
+
+class EventSink(Protocol):
+    """The log a SessionActor appends to (an :class:`host_bridge.eventlog.EventLog`)."""
+
+    def __len__(self) -> int: ...
+
+    def snapshot(self) -> Sequence[SessionEvent]: ...
+
+    def append(self, type_: str, time_ms: int, data: object) -> SessionEvent: ...
+
+
+class SessionActor(MailboxActor):
+    """One live session. Its mailbox orders appends and flush barriers.
+
+    A :class:`~messages.mailbox.FlushSession` handled after an append covers
+    that append, because every append was handed to the persistence listener
+    before the actor took the next message. Coalescing of concurrent barriers
+    into one durable commit happens in the listener (group commit).
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        log: EventSink,
+        *,
+        listener: PersistenceListener | None,
+        encode: Callable[[object], bytes],
+        decode: Callable[[bytes], object],
+        clock: Callable[[], int],
+        guards: Callable[[], Sequence[AppendGuard]] = tuple,
+    ) -> None:
+        super().__init__()
+        self._header = header
+        self._log = log
+        self._listener = listener
+        self._encode = encode
+        self._decode = decode
+        self._clock = clock
+        self._guards = guards
+        self._detached = False
+
+    def handle_AppendEvent(self, message: AppendEvent) -> None:
+        """Judge, encode, write behind and commit one event to the live log."""
+        try:
+            event = self._append(message.type, message.data)
+        except BaseException as error:
+            _fail(message.reply, error)
+        else:
+            _succeed(message.reply, event)
+
+    def handle_FlushSession(self, message: FlushSession) -> None:
+        """Start a flush barrier covering every append handled so far."""
+        if self._detached:
+            _fail(message.reply, SessionDetachedError(f"session {self._header.id!r} is detached"))
+            return
+        if self._listener is None:
+            _succeed(message.reply, False)
+            return
+        try:
+            durable = self._listener.flush(self._header.id)
+        except Exception as error:
+            _log.warning("persistence listener refused a flush of session %r", self._header.id)
+            _fail(message.reply, error)
+            return
+        _forward(durable, message.reply)
+
+    def handle_DetachSession(self, message: DetachSession) -> None:
+        """Detach: every later append or flush is rejected."""
+        self._detached = True
+        _succeed(message.reply, None)
+
+    def on_stop(self) -> None:
+        """Fail the replies of messages still queued: pykka drops unanswered ``tell``s."""
+        self._reject_leftovers()
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Like :meth:`on_stop`: nobody may wait forever on a dead session."""
+        self._reject_leftovers()
+
+    def _reject_leftovers(self) -> None:
+        self._detached = True
+        kept = []
+        while True:
+            try:
+                envelope = self.actor_inbox.get_nowait()
+            except queue.Empty:
+                break
+            reply = getattr(envelope.message, "reply", None)
+            if isinstance(envelope.message, AppendEvent | FlushSession | DetachSession):
+                _fail(reply, SessionDetachedError(f"session {self._header.id!r} is detached"))
+            else:
+                kept.append(envelope)  # asks: pykka answers them with ActorDeadError
+        for envelope in kept:
+            self.actor_inbox.put(envelope)
+
+    def _append(self, type_: str, data: Any) -> SessionEvent:
+        if self._detached:
+            raise SessionDetachedError(f"session {self._header.id!r} is detached")
+        if not isinstance(type_, str) or not type_:
+            raise ValueError("event type must be a non-empty string")
+        for guard in self._guards():
+            guard(self._header, self._log.snapshot(), type_, data)
+        payload = self._encode(data)
+        stored = self._decode(payload)  # the live log holds exactly what a resume would read
+        time_ms = self._clock()
+        seq = len(self._log)
+        if self._listener is not None:
+            self._listener.record_append(
+                self._header.id, SessionEvent(type_, seq, time_ms, stored), payload
+            )
+        return self._log.append(type_, time_ms, stored)
+
+
+def _succeed(reply: Future[Any], value: Any) -> None:
+    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
+        reply.set_result(value)
+
+
+def _fail(reply: Future[Any], error: BaseException) -> None:
+    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
+        reply.set_exception(error)
+
+
+def _forward(source: Future[bool], target: Future[bool]) -> None:
+    def _copy(done: Future[bool]) -> None:
+        if done.cancelled():
+            _fail(target, CancelledError())
+            return
+        error = done.exception()
+        if error is not None:
+            _fail(target, error)
+        else:
+            _succeed(target, done.result() is True)
+
+    source.add_done_callback(_copy)

@@ -1,0 +1,103 @@
+"""EmbeddedHost: a complete agent host on SQLite for the demo, the CLI, tests and benchmarks."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from host_bridge.clock import ThreadTimers, wall_clock_ms
+from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.paths import default_data_dir, store_path
+from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.tools import ScopedToolRegistry
+from host_bridge.protocols import HostContext, Timers
+
+__all__ = ["EmbeddedHost"]
+
+_log = logging.getLogger("dsh_schedule.host")
+
+
+class EmbeddedHost:
+    """Sessions on SQLite, agents with turn admission, scoped tools, a clock and timers.
+
+    ``data_dir`` defaults to :func:`host_bridge.embedded.paths.default_data_dir`;
+    ``durable=False`` runs without a persistence listener (every flush resolves
+    ``False``). Close it with :meth:`close` or use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        durable: bool = True,
+        clock: Callable[[], int] = wall_clock_ms,
+        timers: Timers | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.clock = clock
+        self._own_timers = timers is None
+        self.timers: Timers = (
+            timers if timers is not None else ThreadTimers(name="dsh-embedded-timers")
+        )
+        self.logger = logger if logger is not None else logging.getLogger("dsh_schedule")
+        self.persistence: SqliteEventStore | None = (
+            SqliteEventStore(store_path(self.data_dir)) if durable else None
+        )
+        self.sessions = EmbeddedSessionStore(self.persistence, clock=clock)
+        self.tools = ScopedToolRegistry()
+        self.agents = EmbeddedAgentRegistry(self.tools)
+        self._closed = False
+
+    def context(self) -> HostContext:
+        """The :class:`HostContext` to hand to ``install_schedule``."""
+        return HostContext(
+            sessions=self.sessions,
+            agents=self.agents,
+            tools=self.tools,
+            session_persistence=self.persistence,
+            clock=self.clock,
+            timers=self.timers,
+            logger=self.logger,
+        )
+
+    def spawn_root(
+        self,
+        *,
+        session: EmbeddedSession | None = None,
+        session_id: str | None = None,
+        model: Model | None = None,
+        agent_id: str | None = None,
+    ) -> EmbeddedAgent:
+        """Start a root agent on ``session`` (or on ``session_id`` opened/resumed/created)."""
+        if session is None:
+            session = (
+                self.sessions.open(session_id) if session_id is not None else self.sessions.create()
+            )
+        return self.agents.spawn(session, model=model, agent_id=agent_id)
+
+    def spawn_child(self, parent: EmbeddedAgent, *, model: Model | None = None) -> EmbeddedAgent:
+        """Start a child agent of ``parent`` on a fork of its session."""
+        child_session = self.sessions.fork(parent.session)
+        return self.agents.spawn(child_session, model=model, parent=parent)
+
+    def close(self) -> None:
+        """Dispose every agent, detach every session, close the store and the timers."""
+        if self._closed:
+            return
+        self._closed = True
+        self.agents.dispose_all()
+        self.sessions.close()
+        if self.persistence is not None:
+            self.persistence.close()
+        if self._own_timers and isinstance(self.timers, ThreadTimers):
+            self.timers.close()
+
+    def __enter__(self) -> EmbeddedHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,255 @@
+"""Live sessions of the embedded host: one SessionActor each, backed by the SQLite store."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import pykka
+
+from actors.session_actor import AppendGuard, SessionActor, SessionDetachedError
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.eventlog import EventLog, LogSnapshot
+from host_bridge.futures import failed
+from host_bridge.protocols import Session, SessionEvent, SessionHeader
+from messages.mailbox import AppendEvent, DetachSession, FlushSession
+
+__all__ = ["EmbeddedSession", "EmbeddedSessionStore", "SessionError"]
+
+_log = logging.getLogger("dsh_schedule.sessions")
+
+
+class SessionError(RuntimeError):
+    """A session cannot be created, resumed or forked as asked."""
+
+
+class EmbeddedSession:
+    """A live session of the embedded host (implements the ``Session`` protocol)."""
+
+    def __init__(
+        self, header: SessionHeader, log: EventLog, actor: pykka.ActorRef[SessionActor]
+    ) -> None:
+        self._header = header
+        self._log = log
+        self._actor = actor
+        self._detached = False
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (``seed_length``/``parent_session`` set on forks)."""
+        return self._header
+
+    @property
+    def events(self) -> LogSnapshot:
+        """An immutable O(1) snapshot of the log."""
+        return self._log.snapshot()
+
+    @property
+    def detached(self) -> bool:
+        """Whether the session was detached from its store."""
+        return self._detached
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[SessionActor]:
+        """The session's actor (for tests and diagnostics)."""
+        return self._actor
+
+    def append(self, type: str, data: Any) -> SessionEvent:
+        """Append one event through the session's mailbox and return it once committed."""
+        reply: Future[SessionEvent] = Future()
+        try:
+            self._actor.tell(AppendEvent(type, data, reply))
+        except pykka.ActorDeadError:
+            raise SessionDetachedError(f"session {self.id!r} is detached") from None
+        return reply.result()
+
+    def request_flush(self) -> Future[bool]:
+        """Queue a flush barrier behind every append made so far."""
+        reply: Future[bool] = Future()
+        try:
+            self._actor.tell(FlushSession(reply))
+        except pykka.ActorDeadError:
+            return failed(SessionDetachedError(f"session {self.id!r} is detached"))
+        return reply
+
+    def _detach(self) -> None:
+        if self._detached:
+            return
+        self._detached = True
+        reply: Future[None] = Future()
+        try:
+            self._actor.tell(DetachSession(reply))
+            reply.result()
+            self._actor.stop()
+        except pykka.ActorDeadError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"EmbeddedSession({self.id!r}, events={len(self._log)})"
+
+
+class EmbeddedSessionStore:
+    """The embedded host's session service (implements ``SessionStore``).
+
+    Sessions are created, resumed from SQLite or forked into live
+    :class:`EmbeddedSession` objects. ``persistence=None`` gives a store whose
+    flushes resolve ``False`` (nothing is durable), useful to exercise
+    ``persistence_uncertain``.
+    """
+
+    def __init__(
+        self,
+        persistence: SqliteEventStore | None,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._persistence = persistence
+        self._clock = clock
+        self._live: dict[str, EmbeddedSession] = {}
+        self._guards: list[AppendGuard] = []
+        self._lock = threading.Lock()
+
+    @property
+    def persistence(self) -> SqliteEventStore | None:
+        """The persistence listener, if any."""
+        return self._persistence
+
+    # --- SessionStore protocol -------------------------------------------------
+
+    def flush(self, session: Session) -> Future[bool]:
+        """Durability barrier for ``session``; fails for a detached or unknown session."""
+        live = self._live.get(session.id)
+        if live is None or live is not session or live.detached:
+            return failed(SessionDetachedError(f"session {session.id!r} is not live in this store"))
+        return live.request_flush()
+
+    def get(self, session_id: str) -> EmbeddedSession | None:
+        """The live session with this id."""
+        return self._live.get(session_id)
+
+    def list(self) -> Sequence[EmbeddedSession]:
+        """Every live session."""
+        with self._lock:
+            return tuple(self._live.values())
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def create(self, session_id: str | None = None) -> EmbeddedSession:
+        """Create a new empty session (a fresh id when none is given)."""
+        header = SessionHeader(session_id if session_id is not None else _new_id())
+        return self._go_live(header, (), seed_payloads=())
+
+    def resume(self, session_id: str) -> EmbeddedSession:
+        """Bring a stored session back to life with its whole durable log."""
+        if self._persistence is None:
+            raise SessionError("this store has no persistence to resume from")
+        with self._lock:
+            if session_id in self._live:
+                raise SessionError(f"session {session_id!r} is already live")
+        stored = self._persistence.load(session_id)
+        if stored is None:
+            raise SessionError(f"no stored session {session_id!r}")
+        return self._go_live(stored.header, stored.events, seed_payloads=None)
+
+    def open(self, session_id: str) -> EmbeddedSession:
+        """The live session, else the stored one resumed, else a new one with that id."""
+        live = self.get(session_id)
+        if live is not None:
+            return live
+        if self._persistence is not None and self._persistence.load_header(session_id) is not None:
+            return self.resume(session_id)
+        return self.create(session_id)
+
+    def fork(
+        self, parent: Session, *, at: int | None = None, session_id: str | None = None
+    ) -> EmbeddedSession:
+        """A child session seeded with ``parent.events[:at]`` (the whole log by default)."""
+        events = parent.events
+        boundary = len(events) if at is None else at
+        if isinstance(boundary, bool) or not 0 <= boundary <= len(events):
+            raise SessionError(f"fork boundary {boundary!r} is outside 0..{len(events)}")
+        header = SessionHeader(
+            session_id if session_id is not None else _new_id(),
+            seed_length=boundary,
+            parent_session=parent.id,
+        )
+        seed = tuple(events[:boundary])
+        return self._go_live(
+            header, seed, seed_payloads=tuple(encode_payload(e.data) for e in seed)
+        )
+
+    def detach(self, session: Session) -> None:
+        """Take a session offline: later appends and flushes fail."""
+        with self._lock:
+            live = self._live.pop(session.id, None)
+        if live is not None:
+            live._detach()
+
+    def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
+        """Judge every later append of every session; returns ``remove``."""
+        with self._lock:
+            self._guards.append(guard)
+
+        def remove() -> None:
+            with self._lock:
+                if guard in self._guards:
+                    self._guards.remove(guard)
+
+        return remove
+
+    def close(self) -> None:
+        """Detach every live session (the persistence store is closed by its owner)."""
+        for session in self.list():
+            self.detach(session)
+
+    def _current_guards(self) -> Sequence[AppendGuard]:
+        return tuple(self._guards)
+
+    def _go_live(
+        self,
+        header: SessionHeader,
+        events: Sequence[SessionEvent],
+        *,
+        seed_payloads: Sequence[bytes] | None,
+    ) -> EmbeddedSession:
+        if not isinstance(header.id, str) or not header.id:
+            raise SessionError("a session id must be a non-empty string")
+        with self._lock:
+            if header.id in self._live:
+                raise SessionError(f"session {header.id!r} is already live")
+            if seed_payloads is not None and self._persistence is not None:
+                try:
+                    self._persistence.create_session(
+                        header, tuple(zip(events, seed_payloads, strict=True))
+                    )
+                except StoreError as error:
+                    raise SessionError(f"cannot create session {header.id!r}: {error}") from None
+            log = EventLog(events)
+            actor = SessionActor.start(
+                header,
+                log,
+                listener=self._persistence,
+                encode=encode_payload,
+                decode=decode_payload,
+                clock=self._clock,
+                guards=self._current_guards,
+            )
+            session = EmbeddedSession(header, log, actor)
+            self._live[header.id] = session
+        _log.debug("session %r is live with %d events", header.id, len(events))
+        return session
+
+
+def _new_id() -> str:
+    return f"session-{uuid.uuid4().hex[:12]}"

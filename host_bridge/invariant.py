@@ -1,0 +1,113 @@
+"""Invariant companion: the Schedule fold policy applied by the host's session layer.
+
+Installed beside (or without) the plugin, it judges every existing session's
+owned stream once at install time and every candidate ``schedule/change``
+before it is appended, so nothing — a buggy plugin, a forged host call — can
+write a stream that the fold would reject. Events before a fork's
+``seed_length`` belong to the parent and are never judged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from host_bridge.protocols import Session, SessionEvent, SessionHeader
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    FoldedSchedules,
+    ScheduleLogError,
+    check_schedule_candidate,
+    continue_fold,
+    validate_schedule_stream,
+)
+
+__all__ = ["ScheduleInvariant", "ScheduleInvariantError", "install_schedule_invariant"]
+
+_log = logging.getLogger("dsh_schedule.invariant")
+
+AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+
+
+class GuardedSessionStore(Protocol):
+    """A session store that lets a companion judge appends before they commit."""
+
+    def list(self) -> Sequence[Session]:
+        """Every live session."""
+        ...
+
+    def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
+        """Call ``guard(header, events, type, data)`` before each append; returns ``remove``."""
+        ...
+
+
+class ScheduleInvariantError(ScheduleLogError):
+    """A session's Schedule stream, or a candidate for it, breaks the fold policy."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r}: {reason}")
+        self.session_id = session_id
+        self.reason = reason
+
+
+class ScheduleInvariant:
+    """The installed companion. Keeps one incremental fold per session it has judged."""
+
+    def __init__(self) -> None:
+        self._folds: dict[str, FoldedSchedules] = {}
+        self._lock = threading.Lock()
+        self._remove: Callable[[], None] | None = None
+
+    def check_session(self, session: Session) -> FoldedSchedules:
+        """Judge a session's whole owned stream; raises :class:`ScheduleInvariantError`."""
+        return self._fold(session.header, session.events)
+
+    def guard(
+        self, header: SessionHeader, events: Sequence[SessionEvent], type_: str, data: Any
+    ) -> None:
+        """Append guard: reject a ``schedule/change`` candidate that the fold would refuse."""
+        if type_ != SCHEDULE_CHANGE_TYPE:
+            return
+        folded = self._fold(header, events)
+        try:
+            check_schedule_candidate(folded, data)
+        except ScheduleLogError as error:
+            _log.warning("rejected a schedule/change candidate for session %r", header.id)
+            raise ScheduleInvariantError(
+                header.id, f"candidate rejected: {error.message}"
+            ) from None
+
+    def uninstall(self) -> None:
+        """Stop judging appends."""
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+
+    def _fold(self, header: SessionHeader, events: Sequence[SessionEvent]) -> FoldedSchedules:
+        with self._lock:
+            cached = self._folds.get(header.id)
+        try:
+            if cached is not None and cached.end <= len(events):
+                folded = continue_fold(cached, events)
+            else:
+                folded = validate_schedule_stream(events, header.seed_length)
+        except ScheduleLogError as error:
+            raise ScheduleInvariantError(header.id, error.message) from None
+        with self._lock:
+            self._folds[header.id] = folded
+        return folded
+
+
+def install_schedule_invariant(sessions: GuardedSessionStore) -> ScheduleInvariant:
+    """Judge every live session now, then every later ``schedule/change`` candidate.
+
+    Raises :class:`ScheduleInvariantError` (and installs nothing) when an existing
+    session's owned stream is corrupt.
+    """
+    invariant = ScheduleInvariant()
+    for session in sessions.list():
+        invariant.check_session(session)
+    invariant._remove = sessions.add_append_guard(invariant.guard)
+    return invariant
