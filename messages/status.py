@@ -24,3 +24,5 @@ class OwnerStatus:
     queued: int = 0
     deliveries: int = 0
     contained_failures: int = 0
+    busy: bool = False
+    """A transaction is in flight or work is queued behind it."""

@@ -1,0 +1,633 @@
+"""ScheduleOwner: one actor per live root agent; its mailbox is the agent's Schedule queue.
+
+Every admitted management transaction and every delivery transaction runs
+here from preflight through its last barrier, one at a time. Steps that wait
+(a preflight flush, a post-append barrier, an idle wait, a timer) are separate
+mailbox messages posted by future callbacks and timers, so the actor never
+blocks on a future and stays responsive to :class:`DisposeOwner`.
+
+Transaction shapes (see :mod:`messages.mailbox`)::
+
+    create   CreateSchedule -> flush -> PreflightSettled -> append create -> flush -> BarrierSettled
+    list     ListSchedules  -> flush -> PreflightSettled
+    delete   DeleteSchedule -> flush -> PreflightSettled -> append delete -> flush -> BarrierSettled
+    deliver  drive          -> flush -> PreflightSettled -> reserve, follow-up, append dispatch,
+                                                           release -> flush -> BarrierSettled
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import logging
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pykka
+
+from actors.base import MailboxActor
+from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
+from messages.delivery import WaitFor, plan_delivery
+from messages.errors import ScheduleInputError, ScheduleLogError
+from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
+from messages.mailbox import (
+    AgentIdle,
+    BarrierSettled,
+    CreateSchedule,
+    DeleteSchedule,
+    DisposeOwner,
+    ListSchedules,
+    PreflightSettled,
+    RequestDrive,
+    StartOwner,
+    TimerFired,
+    ToolRequest,
+)
+from messages.presentation import REMINDER_SOURCE, render_reminder_framing
+from messages.records import (
+    SCHEDULE_CHANGE_TYPE,
+    CreateChange,
+    DeleteChange,
+    DispatchChange,
+    ScheduleRecord,
+    create_after_schedule_record,
+)
+from messages.status import OwnerState, OwnerStatus
+from messages.tool_values import (
+    ToolError,
+    corrupt_log_error,
+    delete_value,
+    input_error,
+    internal_error,
+    list_value,
+    not_found_value,
+    persistence_uncertain,
+)
+from messages.views import schedule_view
+
+__all__ = ["OwnerStatusBox", "ScheduleOwner"]
+
+_log = logging.getLogger("dsh_schedule.owner")
+
+TxnKind = Literal["create", "list", "delete", "deliver"]
+
+
+@dataclass
+class _Txn:
+    """The transaction in flight: which step it waits for and what it carries."""
+
+    id: int
+    kind: TxnKind
+    request: ToolRequest | None
+    phase: Literal["preflight", "barrier"] = "preflight"
+    record: ScheduleRecord | None = None
+    schedule_id: str | None = None
+
+
+class UnreadableLogError(RuntimeError):
+    """The host could not produce the session's events."""
+
+
+class _Drive:
+    """The single coalesced drive request in the owner's queue."""
+
+    __slots__ = ()
+
+
+_DRIVE = _Drive()
+
+
+class OwnerStatusBox:
+    """Where an owner publishes its :class:`OwnerStatus`; readable and awaitable from any thread."""
+
+    def __init__(self, agent_id: str) -> None:
+        self._cond = threading.Condition()
+        self._current = OwnerStatus(agent_id, "starting")
+        self._inbox_empty: Callable[[], bool] = lambda: True
+
+    @property
+    def current(self) -> OwnerStatus:
+        """The latest published status."""
+        return self._current
+
+    def publish(self, status: OwnerStatus) -> None:
+        """Replace the status and wake every waiter (called by the owner)."""
+        with self._cond:
+            self._current = status
+            self._cond.notify_all()
+
+    def watch_inbox(self, inbox_empty: Callable[[], bool]) -> None:
+        """Tell the box how to see whether the owner's mailbox is empty (called by the owner)."""
+        self._inbox_empty = inbox_empty
+
+    def wait_for(self, predicate: Callable[[OwnerStatus], bool], timeout: float) -> OwnerStatus:
+        """Block until a published status satisfies ``predicate``; ``TimeoutError`` otherwise."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: predicate(self._current), timeout):
+                raise TimeoutError(f"owner status never matched; last: {self._current}")
+            return self._current
+
+    def wait_quiet(self, timeout: float = 10.0) -> OwnerStatus:
+        """Block until the owner has nothing in flight, nothing queued and an empty mailbox."""
+        return self.wait_for(
+            lambda s: s.state == "disposed" or (not s.busy and self._inbox_empty()), timeout
+        )
+
+
+class ScheduleOwner(MailboxActor):
+    """The Schedule state machine of one root agent. See the module docstring."""
+
+    def __init__(
+        self, agent: Agent, host: HostContext, status: OwnerStatusBox | None = None
+    ) -> None:
+        super().__init__()
+        if host.sessions is None or host.agents is None:
+            raise ValueError("ScheduleOwner needs a host with sessions and agents")
+        self._agent = agent
+        self._host = host
+        self._sessions = host.sessions
+        self._agents = host.agents
+        self._session = agent.session
+        header = self._session.header
+        self._seed = header.seed_length or 0
+        self._status = status if status is not None else OwnerStatusBox(agent.id)
+        self._status.watch_inbox(self.actor_inbox.empty)
+        self._fold: FoldedSchedules | None = None
+        self._queue: deque[ToolRequest | _Drive] = deque()
+        self._txn: _Txn | None = None
+        self._txn_ids = itertools.count(1)
+        self._timer: Cancellable | None = None
+        self._timer_delay: int | None = None
+        self._timer_generation = 0
+        self._idle_generation = 0
+        self._waiting_for_idle = False
+        self._faulted: str | None = None
+        self._disposing = False
+        self._dispose_replies: list[Future[None]] = []
+        self._deliveries = 0
+        self._contained = 0
+
+    # --- mailbox ----------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        """Handle one message; an unexpected exception is contained, never escapes."""
+        try:
+            return super().on_receive(message)
+        except Exception:
+            self._contain(message)
+            return None
+        finally:
+            self._publish()
+
+    def on_stop(self) -> None:
+        """Cancel the timer, answer what is still queued, resolve every dispose request."""
+        self._cancel_timer()
+        self._disposing = True
+        others = []
+        while not self.actor_inbox.empty():
+            envelope = self.actor_inbox.get()
+            leftover = envelope.message
+            if isinstance(leftover, CreateSchedule | ListSchedules | DeleteSchedule):
+                _reply(leftover.reply, internal_error("not_live"))
+            elif isinstance(leftover, DisposeOwner):
+                self._dispose_replies.append(leftover.reply)
+            else:
+                others.append(envelope)
+        for envelope in others:  # pykka's teardown answers these (asks, stop requests)
+            self.actor_inbox.put(envelope)
+        self._publish("disposed")
+        for reply in self._dispose_replies:
+            if not reply.done():
+                reply.set_result(None)
+
+    # --- admission -----------------------------------------------------------------------
+
+    def handle_StartOwner(self, message: StartOwner) -> None:
+        """First drive after installation."""
+        self._request_drive()
+
+    def handle_RequestDrive(self, message: RequestDrive) -> None:
+        """A drive was asked for (agent idle, recompute, plugin)."""
+        self._request_drive()
+
+    def handle_CreateSchedule(self, message: CreateSchedule) -> None:
+        """Admit a create transaction."""
+        self._admit(message)
+
+    def handle_ListSchedules(self, message: ListSchedules) -> None:
+        """Admit a list transaction."""
+        self._admit(message)
+
+    def handle_DeleteSchedule(self, message: DeleteSchedule) -> None:
+        """Admit a delete transaction."""
+        self._admit(message)
+
+    def handle_TimerFired(self, message: TimerFired) -> None:
+        """The armed timer woke: re-read the clock through a fresh drive."""
+        if message.generation != self._timer_generation or self._timer is None:
+            return
+        self._timer = None
+        self._timer_delay = None
+        self._request_drive()
+
+    def handle_AgentIdle(self, message: AgentIdle) -> None:
+        """The agent became idle after a refused reservation: drive again."""
+        if message.generation != self._idle_generation or not self._waiting_for_idle:
+            return
+        self._waiting_for_idle = False
+        self._request_drive()
+
+    def handle_DisposeOwner(self, message: DisposeOwner) -> None:
+        """Stop new work; finish once the step in flight settles."""
+        self._dispose_replies.append(message.reply)
+        if self._disposing:
+            return
+        self._disposing = True
+        self._cancel_timer()
+        self._abandon_idle_wait()
+        while self._queue:
+            work = self._queue.popleft()
+            if not isinstance(work, _Drive):
+                _reply(work.reply, internal_error("not_live"))
+        if self._txn is None:
+            self.stop()
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def handle_PreflightSettled(self, message: PreflightSettled) -> None:
+        """Continue the transaction whose preflight resolved."""
+        txn = self._txn
+        if txn is None or txn.id != message.txn or txn.phase != "preflight":
+            return
+        if self._disposing:  # never start an append during teardown
+            if message.ok or txn.kind == "deliver":
+                self._answer(txn, internal_error("not_live"))
+            else:
+                self._answer(
+                    txn, persistence_uncertain(txn.kind, appended=False, id=txn.schedule_id)
+                )
+            return self._finish()
+        if txn.kind == "deliver":
+            return self._deliver_after_preflight(txn, message.ok)
+        request = txn.request
+        assert request is not None
+        if not message.ok:
+            self._answer(txn, persistence_uncertain(txn.kind, appended=False, id=txn.schedule_id))
+            return self._finish()
+        self._request_drive()  # every successful management preflight asks for a recompute
+        if isinstance(request, CreateSchedule):
+            self._create_after_preflight(txn, request)
+        elif isinstance(request, DeleteSchedule):
+            self._delete_after_preflight(txn, request)
+        else:
+            self._list_after_preflight(txn)
+
+    def handle_BarrierSettled(self, message: BarrierSettled) -> None:
+        """Finish the transaction whose post-append barrier resolved."""
+        txn = self._txn
+        if txn is None or txn.id != message.txn or txn.phase != "barrier":
+            return
+        if txn.kind == "deliver":
+            if message.ok and not self._disposing:
+                self._request_drive()  # the next earliest record may already be due
+            elif not message.ok:
+                _log.info(
+                    "dispatch of %r is not yet durable; left for a later preflight", txn.schedule_id
+                )
+            return self._finish()
+        if not message.ok:
+            operation: Literal["create", "delete"] = "create" if txn.kind == "create" else "delete"
+            self._answer(txn, persistence_uncertain(operation, appended=True, id=txn.schedule_id))
+            return self._finish()
+        if not self._disposing:
+            self._request_drive()
+        if txn.kind == "create":
+            assert txn.record is not None
+            self._answer(txn, schedule_view(txn.record, self._host.clock()))
+        else:
+            assert txn.schedule_id is not None
+            self._answer(txn, delete_value(txn.schedule_id))
+        self._finish()
+
+    # --- management ----------------------------------------------------------------------
+
+    def _create_after_preflight(self, txn: _Txn, request: CreateSchedule) -> None:
+        folded = self._fold_or_answer(txn)
+        if folded is None:
+            return self._finish()
+        schedule_id = allocate_schedule_id(folded)
+        try:
+            record = create_after_schedule_record(
+                schedule_id, request.prompt, request.after_seconds, self._host.clock()
+            )
+        except ScheduleInputError as error:
+            self._answer(txn, input_error(error.code))
+            return self._finish()
+        if not self._append_or_answer(txn, CreateChange(record).to_json()):
+            return self._finish()
+        txn.record = record
+        txn.schedule_id = schedule_id
+        self._barrier(txn)
+
+    def _delete_after_preflight(self, txn: _Txn, request: DeleteSchedule) -> None:
+        folded = self._fold_or_answer(txn)
+        if folded is None:
+            return self._finish()
+        if folded.get(request.id) is None:
+            self._answer(txn, not_found_value(request.id))
+            return self._finish()
+        if not self._append_or_answer(txn, DeleteChange(request.id).to_json()):
+            return self._finish()
+        self._barrier(txn)
+
+    def _list_after_preflight(self, txn: _Txn) -> None:
+        folded = self._fold_or_answer(txn)
+        if folded is not None:
+            now = self._host.clock()
+            self._answer(txn, list_value([schedule_view(r, now) for r in folded.active]))
+        self._finish()
+
+    def _fold_or_answer(self, txn: _Txn) -> FoldedSchedules | None:
+        try:
+            return self._refold()
+        except ScheduleLogError:
+            _log.warning("schedule log of session %r is corrupt", self._session.id)
+            self._answer(txn, corrupt_log_error())
+        except UnreadableLogError:
+            _log.warning("schedule log of session %r could not be read", self._session.id)
+            self._answer(txn, internal_error())
+        return None
+
+    def _append_or_answer(self, txn: _Txn, payload: dict[str, object]) -> bool:
+        try:
+            self._session.append(SCHEDULE_CHANGE_TYPE, payload)
+        except Exception:
+            _log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
+            self._answer(txn, internal_error())
+            return False
+        return True
+
+    # --- delivery ------------------------------------------------------------------------
+
+    def _deliver_after_preflight(self, txn: _Txn, ok: bool) -> None:
+        if not ok:
+            _log.info(
+                "delivery preflight for agent %r failed; waiting for activity", self._agent.id
+            )
+            return self._finish()
+        if self._faulted is not None or not self._is_live():
+            return self._finish()
+        try:
+            plan = plan_delivery(self._refold(), self._host.clock())
+        except ScheduleLogError:
+            self._fault("corrupt schedule log")
+            _log.warning(
+                "schedule log of session %r is corrupt; delivery stopped", self._session.id
+            )
+            return self._finish()
+        except UnreadableLogError:
+            _log.warning(
+                "schedule log of session %r could not be read; waiting for activity",
+                self._session.id,
+            )
+            return self._finish()
+        if plan is None:
+            self._cancel_timer()
+            return self._finish()
+        if isinstance(plan, WaitFor):
+            self._arm(plan.delay_ms)
+            return self._finish()
+        self._cancel_timer()
+        release = self._agent.reserve_turn_admission()
+        if release is None:
+            self._await_idle()
+            return self._finish()
+        if self._dispatch_reserved(txn, release):
+            self._barrier(txn)
+        else:
+            self._finish()
+
+    def _dispatch_reserved(self, txn: _Txn, release: Callable[[], None]) -> bool:
+        """Inside the reservation: re-check, decide, follow up, append the dispatch."""
+        try:
+            if not self._is_live():
+                return False
+            try:
+                plan = plan_delivery(self._refold(), self._host.clock())
+            except UnreadableLogError:
+                _log.warning("schedule log of session %r could not be read", self._session.id)
+                return False
+            except ScheduleLogError:
+                self._fault("corrupt schedule log")
+                _log.warning(
+                    "schedule log of session %r is corrupt; delivery stopped", self._session.id
+                )
+                return False
+            if plan is None:
+                return False
+            if isinstance(plan, WaitFor):
+                self._arm(plan.delay_ms)
+                return False
+            record = plan.record
+            try:
+                framing = render_reminder_framing(record)
+                self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
+            except Exception:
+                _log.warning(
+                    "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
+                )
+                return False
+            try:
+                self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
+            except Exception:
+                self._fault("dispatch append failed")
+                _log.error(
+                    "dispatch of %r could not be appended after its follow-up; delivery stopped "
+                    "for agent %r so the reminder is never repeated",
+                    record.id,
+                    self._agent.id,
+                )
+                return False
+            txn.schedule_id = record.id
+            self._deliveries += 1
+            return True
+        finally:
+            try:
+                release()
+            except Exception:
+                _log.warning("turn-admission release of agent %r failed", self._agent.id)
+
+    # --- queue and transactions ------------------------------------------------------------
+
+    def _admit(self, request: ToolRequest) -> None:
+        if self._disposing or not self._is_live():
+            _reply(request.reply, internal_error("not_live"))
+            return
+        self._queue.append(request)
+        self._pump()
+
+    def _request_drive(self) -> None:
+        if self._disposing or self._faulted is not None:
+            return
+        if not any(isinstance(work, _Drive) for work in self._queue):
+            self._queue.append(_DRIVE)
+        self._pump()
+
+    def _pump(self) -> None:
+        while self._txn is None and self._queue and not self._disposing:
+            work = self._queue.popleft()
+            if isinstance(work, _Drive):
+                if self._faulted is not None or not self._is_live():
+                    continue
+                txn = _Txn(next(self._txn_ids), "deliver", None)
+            elif isinstance(work, CreateSchedule):
+                txn = _Txn(next(self._txn_ids), "create", work)
+            elif isinstance(work, DeleteSchedule):
+                txn = _Txn(next(self._txn_ids), "delete", work, schedule_id=work.id)
+            else:
+                txn = _Txn(next(self._txn_ids), "list", work)
+            self._txn = txn
+            self._flush(txn, PreflightSettled)
+
+    def _barrier(self, txn: _Txn) -> None:
+        txn.phase = "barrier"
+        self._flush(txn, BarrierSettled)
+
+    def _flush(self, txn: _Txn, settled: type[PreflightSettled] | type[BarrierSettled]) -> None:
+        """Ask the host for a durability barrier; its outcome arrives as a message."""
+        try:
+            future = self._sessions.flush(self._session)
+        except Exception:
+            _log.warning("flush of session %r raised", self._session.id)
+            self._post(settled(txn.id, False))
+            return
+        post = self._post
+
+        def on_done(done: Future[bool]) -> None:
+            ok = not done.cancelled() and done.exception() is None and done.result() is True
+            post(settled(txn.id, ok))
+
+        future.add_done_callback(on_done)
+
+    def _finish(self) -> None:
+        self._txn = None
+        if self._disposing:
+            self.stop()
+        else:
+            self._pump()
+
+    def _answer(self, txn: _Txn, value: ToolError | dict[str, object]) -> None:
+        if txn.request is not None:
+            _reply(txn.request.reply, value)
+
+    # --- fold, timer, idle wait ------------------------------------------------------------
+
+    def _refold(self) -> FoldedSchedules:
+        """Fold only what the log gained since the last fold (results equal a full refold)."""
+        try:
+            events = self._session.events
+        except Exception:
+            raise UnreadableLogError from None
+        if self._fold is not None and self._fold.end <= len(events):
+            folded = continue_fold(self._fold, events)
+        else:
+            folded = fold_schedule_events(events, self._seed)
+        self._fold = folded
+        return folded
+
+    def _arm(self, delay_ms: int) -> None:
+        self._cancel_timer()
+        self._timer_generation += 1
+        generation = self._timer_generation
+        post = self._post
+        self._timer = self._host.timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
+        self._timer_delay = delay_ms
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_delay = None
+            self._timer_generation += 1
+
+    def _await_idle(self) -> None:
+        if self._waiting_for_idle:
+            return
+        self._waiting_for_idle = True
+        self._idle_generation += 1
+        generation = self._idle_generation
+        post = self._post
+        self._agent.when_idle().add_done_callback(lambda _: post(AgentIdle(generation)))
+
+    def _abandon_idle_wait(self) -> None:
+        self._waiting_for_idle = False
+        self._idle_generation += 1
+
+    # --- liveness, faults, status ----------------------------------------------------------
+
+    def _is_live(self) -> bool:
+        agent = self._agent
+        return self._agents.get(agent.id) is agent and any(
+            root is agent for root in self._agents.roots()
+        )
+
+    def _fault(self, reason: str) -> None:
+        if self._faulted is None:
+            self._faulted = reason
+        self._cancel_timer()
+        self._abandon_idle_wait()
+
+    def _contain(self, message: Any) -> None:
+        self._contained += 1
+        if self._contained == 1:
+            _log.exception(
+                "schedule owner of agent %r failed on %s; delivery stopped, tools keep answering",
+                self._agent.id,
+                type(message).__name__,
+            )
+        else:
+            _log.debug("schedule owner of agent %r failed again", self._agent.id, exc_info=True)
+        self._fault("unexpected error")
+        txn = self._txn
+        if txn is not None:
+            self._answer(txn, internal_error())
+            self._finish()
+        elif self._disposing:
+            self.stop()
+
+    def _post(self, message: Any) -> None:
+        with contextlib.suppress(pykka.ActorDeadError):  # a late callback after the owner finished
+            self.actor_ref.tell(message)
+
+    def _publish(self, state: OwnerState | None = None) -> None:
+        if state is None:
+            if self._disposing:
+                state = "disposing"
+            elif self._faulted is not None:
+                state = "faulted"
+            else:
+                state = "running"
+        self._status.publish(
+            OwnerStatus(
+                agent_id=self._agent.id,
+                state=state,
+                fault=self._faulted,
+                active=len(self._fold.active) if self._fold is not None else None,
+                timer_delay_ms=self._timer_delay,
+                waiting_for_idle=self._waiting_for_idle,
+                queued=sum(1 for work in self._queue if not isinstance(work, _Drive)),
+                deliveries=self._deliveries,
+                contained_failures=self._contained,
+                busy=self._txn is not None or bool(self._queue),
+            )
+        )
+
+
+def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
+    if reply.done():
+        return
+    reply.set_result(value.to_json() if isinstance(value, ToolError) else value)

@@ -1,0 +1,128 @@
+"""The generated tool catalog: ``docs/tool-catalog.md`` and ``docs/tool-catalog.json``.
+
+Regenerate with ``python -m host_bridge.catalog --write``; ``--check`` exits 1
+when the committed files differ from what :mod:`host_bridge.schemas` generates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from host_bridge.schemas import TOOL_SPECS
+
+__all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
+
+_DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def catalog_value() -> dict[str, Any]:
+    """The catalog as one JSON value: every tool with its parameter and output schema."""
+    return {
+        "catalog": "dsh-tool-schedule",
+        "protocolVersion": 1,
+        "tools": [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+                "outputSchema": spec.output_schema,
+            }
+            for spec in TOOL_SPECS
+        ],
+    }
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    """The tools in the function-calling layout of OpenAI-compatible chat APIs."""
+    tools = []
+    for spec in TOOL_SPECS:
+        parameters = {k: v for k, v in spec.parameters.items() if k != "$schema"}
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": parameters,
+                },
+            }
+        )
+    return tools
+
+
+def catalog_json() -> str:
+    """The JSON catalog file's text (stable: sorted nothing, two-space indent, final newline)."""
+    return json.dumps(catalog_value(), indent=2, ensure_ascii=False) + "\n"
+
+
+def catalog_markdown() -> str:
+    """The Markdown catalog file's text."""
+    lines = [
+        "# Tool catalog",
+        "",
+        "Generated from `host_bridge/schemas.py` by `python -m host_bridge.catalog --write`;",
+        "do not edit by hand (a test fails when this file drifts).",
+        "",
+        "Inputs use `after_seconds`; values are canonical camelCase (`afterSeconds`,",
+        "`scheduledAt`,",
+        '`deliveryMode`). Every error value is `{"code", "message"}`, plus `operation` and `id`',
+        "for `persistence_uncertain`. Tool content is the compact JSON of the value.",
+        "",
+    ]
+    for spec in TOOL_SPECS:
+        lines += [
+            f"## `{spec.name}`",
+            "",
+            spec.description,
+            "",
+            "### Parameters",
+            "",
+            "```json",
+            json.dumps(spec.parameters, indent=2, ensure_ascii=False),
+            "```",
+            "",
+            "### Output",
+            "",
+            "```json",
+            json.dumps(spec.output_schema, indent=2, ensure_ascii=False),
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _files() -> dict[Path, str]:
+    return {
+        _DOCS / "tool-catalog.md": catalog_markdown(),
+        _DOCS / "tool-catalog.json": catalog_json(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--write`` regenerates the committed catalog; ``--check`` reports drift."""
+    parser = argparse.ArgumentParser(prog="python -m host_bridge.catalog")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="regenerate docs/tool-catalog.*")
+    mode.add_argument(
+        "--check", action="store_true", help="exit 1 if the committed catalog drifted"
+    )
+    args = parser.parse_args(argv)
+    drifted = []
+    for path, text in _files().items():
+        if args.write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        elif not path.exists() or path.read_text(encoding="utf-8") != text:
+            drifted.append(path.name)
+    if drifted:
+        sys.stderr.write(f"catalog drifted: {', '.join(drifted)}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

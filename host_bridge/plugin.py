@@ -1,0 +1,229 @@
+"""``install_schedule``: give every future live root agent its owner and three tools."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from host_bridge.futures import resolved
+from host_bridge.protocols import Agent, HostContext
+from host_bridge.tools import schedule_tools
+from messages.mailbox import DisposeOwner, RequestDrive, StartOwner
+from messages.status import OwnerStatus
+
+__all__ = ["CompositionError", "PluginStatus", "SchedulePlugin", "install_schedule"]
+
+_log = logging.getLogger("dsh_schedule.plugin")
+
+
+class CompositionError(RuntimeError):
+    """The host lacks a part Schedule cannot work without."""
+
+
+@dataclass(frozen=True)
+class PluginStatus:
+    """What the plugin is doing: one :class:`OwnerStatus` per installed agent."""
+
+    disposed: bool
+    owners: tuple[OwnerStatus, ...]
+
+    @property
+    def faulted(self) -> tuple[OwnerStatus, ...]:
+        """The owners whose delivery stopped."""
+        return tuple(o for o in self.owners if o.state == "faulted")
+
+
+@dataclass
+class _Installed:
+    agent: Agent
+    owner: pykka.ActorRef[ScheduleOwner]
+    status: OwnerStatusBox
+    unregister: list[Callable[[], None]] = field(default_factory=list)
+
+
+class SchedulePlugin:
+    """An installed Schedule plugin. Create it with :func:`install_schedule`."""
+
+    def __init__(self, host: HostContext) -> None:
+        self._host = host
+        self._lock = threading.Lock()
+        self._installed: dict[str, _Installed] = {}
+        self._disposed = False
+        self._dispose_future: Future[None] | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    def _listen(self) -> None:
+        agents = self._host.agents
+        assert agents is not None
+        self._unsubscribe = [
+            agents.on_created(self._on_created),
+            agents.on_status(self._on_status),
+            agents.on_disposed(self._on_disposed),
+        ]
+
+    # --- public ------------------------------------------------------------------------
+
+    def owner_of(self, agent: Agent) -> pykka.ActorRef[ScheduleOwner] | None:
+        """The owner actor installed for ``agent`` (for diagnostics and tests)."""
+        installed = self._installed.get(agent.id)
+        return installed.owner if installed is not None and installed.agent is agent else None
+
+    def wait_quiet(self, agent: Agent, timeout: float = 10.0) -> OwnerStatus:
+        """Block until ``agent``'s owner has nothing in flight or queued (demos, tests, shutdown).
+
+        Raises ``KeyError`` if the agent has no owner and ``TimeoutError`` on timeout.
+        """
+        installed = self._installed.get(agent.id)
+        if installed is None or installed.agent is not agent:
+            raise KeyError(agent.id)
+        return installed.status.wait_quiet(timeout)
+
+    def agents(self) -> Sequence[Agent]:
+        """Agents that currently have Schedule."""
+        with self._lock:
+            return tuple(i.agent for i in self._installed.values())
+
+    def status(self) -> PluginStatus:
+        """A snapshot of every owner's state (faults are visible here)."""
+        with self._lock:
+            owners = tuple(i.status.current for i in self._installed.values())
+        return PluginStatus(self._disposed, owners)
+
+    def dispose(self) -> Future[None]:
+        """Stop listening and dispose every owner; resolves once all have finished."""
+        with self._lock:
+            if self._dispose_future is not None:
+                return self._dispose_future
+            self._disposed = True
+            self._dispose_future = Future()
+            unsubscribe, self._unsubscribe = self._unsubscribe, []
+            installed = list(self._installed.values())
+            self._installed.clear()
+        for stop in unsubscribe:
+            stop()
+        finished = [self._retire(entry) for entry in installed]
+        _when_all(finished, self._dispose_future)
+        return self._dispose_future
+
+    # --- host events ---------------------------------------------------------------------
+
+    def _on_created(self, agent: Agent) -> None:
+        agents = self._host.agents
+        assert agents is not None
+        if self._disposed or not any(root is agent for root in agents.roots()):
+            return
+        with self._lock:
+            if agent.id in self._installed:
+                return
+        self._install(agent)
+
+    def _on_status(self, agent: Agent, status: str) -> None:
+        if status != "idle":
+            return
+        installed = self._installed.get(agent.id)
+        if installed is not None and installed.agent is agent:
+            _tell(installed.owner, RequestDrive("idle"))
+
+    def _on_disposed(self, agent: Agent) -> None:
+        with self._lock:
+            installed = self._installed.get(agent.id)
+            if installed is None or installed.agent is not agent:
+                return
+            del self._installed[agent.id]
+        self._retire(installed)
+
+    # --- install / retire --------------------------------------------------------------------
+
+    def _install(self, agent: Agent) -> None:
+        tools = self._host.tools
+        assert tools is not None
+        status = OwnerStatusBox(agent.id)
+        owner = ScheduleOwner.start(agent, self._host, status)
+        entry = _Installed(agent, owner, status)
+        try:
+            for tool in schedule_tools(agent, owner):
+                entry.unregister.append(tools.register(tool, agent=agent))
+        except Exception:
+            for unregister in reversed(entry.unregister):
+                _quietly(unregister)
+            owner.stop()
+            raise
+        with self._lock:
+            if self._disposed:
+                race = True
+            else:
+                race = False
+                self._installed[agent.id] = entry
+        if race:
+            self._retire(entry)
+            return
+        _tell(owner, StartOwner())
+        _log.debug("Schedule installed on agent %r", agent.id)
+
+    def _retire(self, entry: _Installed) -> Future[None]:
+        for unregister in reversed(entry.unregister):
+            _quietly(unregister)
+        entry.unregister.clear()
+        reply: Future[None] = Future()
+        try:
+            entry.owner.tell(DisposeOwner(reply))
+        except pykka.ActorDeadError:
+            return resolved(None)
+        return reply
+
+
+def install_schedule(host: HostContext) -> SchedulePlugin:
+    """Install Schedule: every live root agent created from now on gets an owner and three tools.
+
+    Raises :class:`CompositionError` naming every missing part (``sessions``,
+    ``agents``, ``tools``, ``session_persistence``).
+    """
+    missing = [
+        name
+        for name in ("sessions", "agents", "tools", "session_persistence")
+        if getattr(host, name, None) is None
+    ]
+    if missing:
+        raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
+    plugin = SchedulePlugin(host)
+    plugin._listen()
+    return plugin
+
+
+def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        owner.tell(message)
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception:
+        _log.warning("a Schedule tool could not be unregistered")
+
+
+def _when_all(futures: list[Future[None]], target: Future[None]) -> None:
+    remaining = len(futures)
+    if remaining == 0:
+        target.set_result(None)
+        return
+    lock = threading.Lock()
+
+    def one_done(_: Future[None]) -> None:
+        nonlocal remaining
+        with lock:
+            remaining -= 1
+            last = remaining == 0
+        if last:
+            target.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(one_done)

@@ -1,0 +1,141 @@
+"""The three Schedule tools of one agent, bound to that agent's ScheduleOwner.
+
+Shape checks run here, before the owner's queue, and need no flush; everything
+else is a message to the owner. ``execute`` never raises: every outcome is a
+:class:`ToolResult` whose ``content`` is the deterministic compact JSON of the value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import pykka
+
+from host_bridge.futures import resolved
+from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
+from host_bridge.schemas import TOOL_SPECS
+from messages.mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
+from messages.text import canonical_json
+from messages.tool_values import (
+    CreateInput,
+    DeleteInput,
+    ToolError,
+    cross_agent_error,
+    internal_error,
+    parse_create_input,
+    parse_delete_input,
+    parse_list_input,
+)
+
+__all__ = ["present_value", "render_value", "schedule_tools"]
+
+_log = logging.getLogger("dsh_schedule.tools")
+
+RequestFactory = Callable[[Any, "Future[Any]"], "ToolRequest | ToolError"]
+
+
+def render_value(value: Any) -> str:
+    """The model-visible content of a tool value: deterministic compact JSON."""
+    return canonical_json(value)
+
+
+def present_value(value: Any) -> str:
+    """A one-line human summary of a tool value, for transcripts and UIs."""
+    if not isinstance(value, dict):
+        return render_value(value)
+    if "message" in value and "code" in value:
+        extra = f" ({value['operation']})" if "operation" in value else ""
+        return f"error {value['code']}{extra}: {value['message']}"
+    if "schedules" in value:
+        items = value["schedules"]
+        listed = ", ".join(f"{v['id']} {v['state']} at {v['scheduledAt']}" for v in items)
+        return f"{len(items)} active reminder(s)" + (f": {listed}" if listed else "")
+    if "deleted" in value:
+        return f"deleted {value['id']}" if value["deleted"] else f"{value['id']} not found"
+    if "scheduledAt" in value:
+        return f"created {value['id']} due {value['scheduledAt']} ({value['state']})"
+    return render_value(value)
+
+
+def _result(value: ToolError | dict[str, object]) -> ToolResult:
+    data = value.to_json() if isinstance(value, ToolError) else value
+    return ToolResult(is_error=False, value=data, content=render_value(data))
+
+
+def _create(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
+    parsed = parse_create_input(arguments)
+    if not isinstance(parsed, CreateInput):
+        return parsed
+    return CreateSchedule(parsed.prompt, parsed.after_seconds, reply)
+
+
+def _list(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
+    parsed = parse_list_input(arguments)
+    if isinstance(parsed, ToolError):
+        return parsed
+    return ListSchedules(reply)
+
+
+def _delete(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
+    parsed = parse_delete_input(arguments)
+    if not isinstance(parsed, DeleteInput):
+        return parsed
+    return DeleteSchedule(parsed.id, reply)
+
+
+_FACTORIES: dict[str, RequestFactory] = {
+    "schedule_create": _create,
+    "schedule_list": _list,
+    "schedule_delete": _delete,
+}
+
+
+def _executor(
+    agent: Agent, owner: pykka.ActorRef[Any], factory: RequestFactory
+) -> Callable[[Any, ToolCall], Future[ToolResult]]:
+    def execute(arguments: Any, call: ToolCall) -> Future[ToolResult]:
+        try:
+            if call.agent is not agent:
+                return resolved(_result(cross_agent_error()))
+            reply: Future[Any] = Future()
+            request = factory(arguments, reply)
+            if isinstance(request, ToolError):
+                return resolved(_result(request))
+            result: Future[ToolResult] = Future()
+
+            def on_reply(done: Future[Any]) -> None:
+                if done.exception() is not None:
+                    result.set_result(_result(internal_error()))
+                else:
+                    result.set_result(_result(done.result()))
+
+            reply.add_done_callback(on_reply)
+            try:
+                owner.tell(request)
+            except pykka.ActorDeadError:
+                return resolved(_result(internal_error("not_live")))
+            return result
+        except Exception:
+            _log.exception("schedule tool failed before reaching its owner")
+            return resolved(_result(internal_error()))
+
+    return execute
+
+
+def schedule_tools(agent: Agent, owner: pykka.ActorRef[Any]) -> tuple[ToolDefinition, ...]:
+    """The three tool definitions for ``agent``, routed to its owner actor."""
+    return tuple(
+        ToolDefinition(
+            name=spec.name,
+            description=spec.description,
+            parameters=spec.parameters,
+            output_schema=spec.output_schema,
+            execute=_executor(agent, owner, _FACTORIES[spec.name]),
+            render=render_value,
+            present=present_value,
+        )
+        for spec in TOOL_SPECS
+    )

@@ -1,0 +1,199 @@
+"""End to end on the embedded host: real SQLite, real actors, fake time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.testing import FakeClock, FakeTimers
+from messages.instant import format_instant
+from messages.records import SCHEDULE_CHANGE_TYPE
+from tests.schema_check import checked
+
+
+class ScriptedModel:
+    """Creates a reminder when asked, and records every reminder it is shown."""
+
+    def __init__(self) -> None:
+        self.reminders: list[str] = []
+        self.results: list[Any] = []
+
+    def __call__(self, turn: Turn) -> str | None:
+        text = turn.message.text
+        if text.startswith("[SCHEDULE REMINDER]"):
+            self.reminders.append(text)
+            return "Reminder presented."
+        if text.startswith("remind "):
+            _, seconds, prompt = text.split(" ", 2)
+            result = turn.call_tool(
+                "schedule_create", {"prompt": prompt, "after_seconds": int(seconds)}
+            )
+            self.results.append(checked("schedule_create", result.value))
+            return "Scheduled."
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+def settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
+    """Let the owner and the agent run until neither has work left."""
+    for _ in range(10):
+        plugin.wait_quiet(agent)
+        agent.when_idle().result(timeout=10)
+        status = plugin.wait_quiet(agent)
+        if agent.status == "idle" and not status.busy:
+            return
+    raise AssertionError("the host never settled")
+
+
+def stored_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
+    store = SqliteEventStore(data_dir / "sessions.sqlite3", create=False)
+    try:
+        stored = store.load(session_id)
+    finally:
+        store.close()
+    assert stored is not None
+    out = []
+    for event in stored.events:
+        if event.type == SCHEDULE_CHANGE_TYPE:
+            data = event.data
+            op = data["operation"]
+            out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
+    return out
+
+
+def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path) -> None:
+    clock = FakeClock()
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers)
+    plugin = install_schedule(host.context())
+    model = ScriptedModel()
+    agent = host.spawn_root(model=model, session_id="s-1")
+    created_at = clock.now()
+    agent.prompt("remind 60 stretch your legs")
+    settle(plugin, agent)
+    assert model.results[0]["id"] == "schedule-1"
+    assert model.reminders == []
+
+    timers.advance(59_999)
+    settle(plugin, agent)
+    assert model.reminders == []
+    timers.advance(1)
+    settle(plugin, agent)
+
+    assert model.reminders == [
+        "\n".join(
+            [
+                "[SCHEDULE REMINDER]",
+                "Present this due reminder to the user. "
+                "Treat reminder_prompt_json as user-authored reminder content.",
+                'schedule_id_json: "schedule-1"',
+                f"occurrence_at: {format_instant(created_at + 60_000)}",
+                'reminder_prompt_json: "stretch your legs"',
+            ]
+        )
+    ]
+    plugin.dispose().result(timeout=10)
+    host.close()
+    assert stored_changes(tmp_path, "s-1") == [("create", "schedule-1"), ("dispatch", "schedule-1")]
+
+
+_WRITER = textwrap.dedent(
+    """
+    import json, os, sys
+    from host_bridge.embedded.host import EmbeddedHost
+    from host_bridge.plugin import install_schedule
+
+    host = EmbeddedHost(sys.argv[1])
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root(session_id="restart-me")
+    result = host.tools.execute(
+        "schedule_create", {"prompt": "overdue after restart", "after_seconds": 3600},
+        agent=agent, timeout=10,
+    )
+    print(json.dumps(result.value))
+    sys.stdout.flush()
+    os._exit(0)  # no clean shutdown: only what the tool confirmed is durable
+    """
+)
+
+
+def test_restart_with_an_overdue_record_delivers_exactly_once(tmp_path: Path) -> None:
+    written = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    value = checked("schedule_create", json.loads(written.stdout))
+    assert value["id"] == "schedule-1"
+
+    later = FakeClock(wall_clock_ms() + 2 * 3600_000)  # the host was down past the due time
+    deliveries = []
+    for _ in range(2):  # a second restart must not deliver again
+        host = EmbeddedHost(tmp_path, clock=later, timers=FakeTimers(later))
+        plugin = install_schedule(host.context())
+        model = ScriptedModel()
+        agent = host.spawn_root(model=model, session_id="restart-me")
+        settle(plugin, agent)
+        deliveries.append(len(model.reminders))
+        plugin.dispose().result(timeout=10)
+        host.close()
+    assert deliveries == [1, 0]
+    assert stored_changes(tmp_path, "restart-me") == [
+        ("create", "schedule-1"),
+        ("dispatch", "schedule-1"),
+    ]
+
+
+def test_a_fork_does_not_inherit_its_parents_reminders(tmp_path: Path) -> None:
+    clock = FakeClock()
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers)
+    plugin = install_schedule(host.context())
+    parent_model = ScriptedModel()
+    parent = host.spawn_root(model=parent_model, session_id="parent")
+    parent.prompt("remind 30 parent only")
+    settle(plugin, parent)
+
+    fork = host.sessions.fork(parent.session, session_id="fork")
+    child_model = ScriptedModel()
+    child = host.spawn_root(model=child_model, session=fork)
+    settle(plugin, child)
+    listed = host.tools.execute("schedule_list", {}, agent=child, timeout=10)
+    assert checked("schedule_list", listed.value) == {"schedules": []}
+    child.prompt("remind 30 child too")
+    settle(plugin, child)
+    assert child_model.results[0]["id"] == "schedule-1"  # ids restart in the fork's suffix
+
+    timers.advance(30_000)
+    settle(plugin, parent)
+    settle(plugin, child)
+    assert [r.splitlines()[-1] for r in parent_model.reminders] == [
+        'reminder_prompt_json: "parent only"'
+    ]
+    assert [r.splitlines()[-1] for r in child_model.reminders] == [
+        'reminder_prompt_json: "child too"'
+    ]
+    plugin.dispose().result(timeout=10)
+    host.close()
+    assert fork.header.seed_length is not None
+    assert stored_changes(tmp_path, "fork")[-1] == ("dispatch", "schedule-1")

@@ -1,0 +1,145 @@
+"""A mailbox-level harness: one ScheduleOwner on the host test kit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pykka
+import pytest
+
+from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from host_bridge.protocols import SessionEvent
+from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
+from messages.mailbox import (
+    CreateSchedule,
+    DeleteSchedule,
+    DisposeOwner,
+    ListSchedules,
+    RequestDrive,
+    StartOwner,
+)
+from messages.records import SCHEDULE_CHANGE_TYPE
+from messages.status import OwnerStatus
+from tests.schema_check import checked
+
+
+class Harness:
+    """A FakeHost, one root agent and its owner, driven message by message."""
+
+    def __init__(
+        self,
+        host: FakeHost,
+        *,
+        seed_events: tuple[SessionEvent | tuple[str, Any], ...] = (),
+        seed_length: int | None = None,
+        start: bool = True,
+    ) -> None:
+        self.host = host
+        self.agent: FakeAgent = host.spawn_root(
+            "agent-1", seed_events=seed_events, seed_length=seed_length
+        )
+        session = self.agent.session
+        assert isinstance(session, FakeSession)
+        self.session = session
+        self.status_box = OwnerStatusBox(self.agent.id)
+        self.owner = ScheduleOwner.start(self.agent, host.context(), self.status_box)
+        if start:
+            self.send(StartOwner())
+
+    @property
+    def journal(self) -> Any:
+        return self.host.journal
+
+    @property
+    def status(self) -> OwnerStatus:
+        return self.status_box.current
+
+    def settle(self) -> None:
+        settle(self.owner)
+
+    def send(self, message: Any) -> None:
+        self.owner.tell(message)
+        self.settle()
+
+    def create(self, prompt: str = "stretch", after_seconds: int = 60) -> Future[Any]:
+        reply: Future[Any] = Future()
+        self.send(CreateSchedule(prompt, after_seconds, reply))
+        return reply
+
+    def list_schedules(self) -> Future[Any]:
+        reply: Future[Any] = Future()
+        self.send(ListSchedules(reply))
+        return reply
+
+    def delete(self, schedule_id: str) -> Future[Any]:
+        reply: Future[Any] = Future()
+        self.send(DeleteSchedule(schedule_id, reply))
+        return reply
+
+    def value(self, reply: Future[Any], tool: str) -> Any:
+        assert reply.done(), "the owner has not answered"
+        return checked(tool, reply.result(timeout=0))
+
+    def created(self, prompt: str = "stretch", after_seconds: int = 60) -> dict[str, Any]:
+        value = self.value(self.create(prompt, after_seconds), "create")
+        assert "scheduledAt" in value, value
+        return dict(value)
+
+    def drive(self) -> None:
+        self.send(RequestDrive("test"))
+
+    def advance(self, ms: int) -> None:
+        self.host.timers.advance(ms)
+        self.settle()
+
+    def dispose(self) -> Future[None]:
+        reply: Future[None] = Future()
+        self.owner.tell(DisposeOwner(reply))
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.settle()
+        return reply
+
+    def changes(self) -> list[tuple[str, str]]:
+        """(operation, id) of every schedule/change in the log."""
+        out: list[tuple[str, str]] = []
+        for event in self.session.events:
+            if event.type == SCHEDULE_CHANGE_TYPE:
+                data = event.data
+                op = data["operation"]
+                out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
+        return out
+
+    def steps(self) -> list[tuple[Any, ...]]:
+        """The journal reduced to protocol steps (flush/reserve/followup/append/release)."""
+        wanted = {"flush", "flush-resolved", "reserve", "followup", "append", "release"}
+        steps: list[tuple[Any, ...]] = []
+        for entry in self.journal.entries():
+            if entry[0] not in wanted:
+                continue
+            if entry[0] == "append":
+                data = entry[3]
+                op = data.get("operation") if isinstance(data, dict) else None
+                steps.append(("append", op))
+            elif entry[0] == "reserve":
+                steps.append(("reserve", entry[2]))
+            elif entry[0] == "flush-resolved":
+                outcome = entry[2]
+                steps.append(("flushed", outcome if isinstance(outcome, bool) else "error"))
+            else:
+                steps.append((entry[0],))
+        return steps
+
+
+@pytest.fixture
+def host() -> Iterator[FakeHost]:
+    fake = FakeHost()
+    yield fake
+    pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def harness(host: FakeHost) -> Harness:
+    return Harness(host)

@@ -1,0 +1,171 @@
+"""install_schedule and the plugin lifecycle (SPEC §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pykka
+import pytest
+
+from host_bridge.embedded.tools import ToolConflictError
+from host_bridge.plugin import CompositionError, install_schedule
+from host_bridge.protocols import HostContext, ToolDefinition, ToolResult
+from host_bridge.testing import PENDING, FakeHost, settle
+
+TOOL_NAMES = ["schedule_create", "schedule_delete", "schedule_list"]
+
+
+@pytest.fixture
+def host() -> Iterator[FakeHost]:
+    fake = FakeHost()
+    yield fake
+    pykka.ActorRegistry.stop_all()
+
+
+def names(host: FakeHost, agent: object) -> list[str]:
+    return [tool.name for tool in host.tools.tools_for(agent)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("missing", ["sessions", "agents", "tools", "session_persistence"])
+def test_missing_host_part_is_a_composition_error(host: FakeHost, missing: str) -> None:
+    context = host.context()
+    setattr(context, missing, None)
+    with pytest.raises(CompositionError, match=missing):
+        install_schedule(context)
+    assert host.agents.listener_counts() == {"created": 0, "status": 0, "disposed": 0}
+
+
+def test_composition_error_names_every_missing_part(host: FakeHost) -> None:
+    context = HostContext(sessions=None, agents=None, tools=host.tools, session_persistence=None)
+    with pytest.raises(CompositionError) as raised:
+        install_schedule(context)
+    assert "sessions" in str(raised.value)
+    assert "agents" in str(raised.value)
+    assert "session_persistence" in str(raised.value)
+
+
+def test_only_roots_created_after_install_get_schedule(host: FakeHost) -> None:
+    before = host.spawn_root("early")
+    plugin = install_schedule(host.context())
+    after = host.spawn_root("late")
+    child = host.spawn_child("child")
+    assert names(host, before) == []
+    assert names(host, child) == []
+    assert names(host, after) == TOOL_NAMES
+    assert [a.id for a in plugin.agents()] == ["late"]
+    owner = plugin.owner_of(after)
+    assert owner is not None
+    settle(owner)
+    assert plugin.status().owners[0].state == "running"
+
+
+def test_never_installs_twice_on_one_agent(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("a")
+    plugin._on_created(agent)  # a host that announces twice
+    assert [a.id for a in plugin.agents()] == ["a"]
+    assert names(host, agent) == TOOL_NAMES
+
+
+def _dummy(name: str) -> ToolDefinition:
+    def execute(arguments: object, call: object) -> Future[ToolResult]:
+        raise AssertionError("not called")
+
+    return ToolDefinition(name, "", {}, {}, execute, str, str)
+
+
+def test_registration_conflict_rolls_back_and_reraises(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    session = host.new_session("s")
+    from host_bridge.testing import FakeAgent
+
+    agent = FakeAgent("a", session, journal=host.journal)
+    host.tools.register(_dummy("schedule_delete"), agent=agent)  # the third tool will conflict
+    with pytest.raises(ToolConflictError):
+        host.agents.create_root(agent)
+    assert names(host, agent) == ["schedule_delete"]  # ours were unregistered again
+    assert plugin.agents() == ()
+    assert [r for r in pykka.ActorRegistry.get_all() if r.is_alive()] == []
+
+
+def test_idle_status_requests_a_drive(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("a")
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+    host.tools.execute("schedule_create", {"prompt": "x", "after_seconds": 1}, agent=agent)
+    settle(owner)
+    agent.begin_turn()
+    host.timers.advance(1000)
+    settle(owner)
+    assert agent.received == []
+    host.agents.notify_status(agent, "idle")  # the host reports idle (without resolving waiters)
+    agent.end_turn()
+    settle(owner)
+    assert len(agent.received) == 1
+
+
+def test_agent_disposal_unregisters_tools_and_disposes_the_owner(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("a")
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    host.tools.execute("schedule_create", {"prompt": "x", "after_seconds": 60}, agent=agent)
+    before = len(agent.session.events)
+    host.agents.dispose(agent)
+    assert names(host, agent) == []
+    owner.actor_stopped.wait(5)
+    assert not owner.is_alive()
+    assert host.timers.armed() == []
+    assert len(agent.session.events) == before  # disposal appends nothing
+    assert plugin.agents() == ()
+
+
+def test_plugin_dispose_waits_for_every_owner(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    first = host.spawn_root("a")
+    second = host.spawn_root("b")
+    for agent in (first, second):
+        owner = plugin.owner_of(agent)
+        assert owner is not None
+        settle(owner)
+    host.sessions.script(PENDING)
+    host.tools.submit("schedule_list", {}, agent=first)
+    owner = plugin.owner_of(first)
+    assert owner is not None
+    settle(owner)
+    lengths = [len(a.session.events) for a in (first, second)]
+    disposed = plugin.dispose()
+    assert not disposed.done()  # the first owner's preflight is still in flight
+    host.sessions.release(True)
+    assert disposed.result(timeout=5) is None
+    assert [len(a.session.events) for a in (first, second)] == lengths
+    assert host.agents.listener_counts() == {"created": 0, "status": 0, "disposed": 0}
+    assert names(host, first) == []
+    late = host.spawn_root("late")
+    assert names(host, late) == []
+    assert plugin.dispose() is disposed  # idempotent
+
+
+def test_dispose_with_no_owners_resolves_at_once(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    assert plugin.dispose().result(timeout=1) is None
+    assert plugin.status().disposed
+
+
+def test_status_shows_a_faulted_owner(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("a")
+    host.tools.execute("schedule_create", {"prompt": "x", "after_seconds": 1}, agent=agent)
+    session = agent.session
+    assert hasattr(session, "fail_appends")
+    session.fail_appends(OSError("disk"), when=lambda t, d: d.get("operation") == "dispatch")
+    host.timers.advance(1000)
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+    (faulted,) = plugin.status().faulted
+    assert faulted.agent_id == "a"
+    assert faulted.fault == "dispatch append failed"

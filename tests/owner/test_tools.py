@@ -1,0 +1,361 @@
+"""The three tools through the host's tool registry: validation, every error code, recovery."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pykka
+import pytest
+from pytest_mock import MockerFixture
+
+from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.protocols import ToolResult
+from host_bridge.testing import PENDING, FakeAgent, FakeHost, settle
+from messages.instant import MAX_INSTANT_MS
+from messages.text import canonical_json
+from tests.schema_check import checked
+
+SAFE = 2**53 - 1
+
+
+class Tools:
+    """Calls the installed tools of one agent and validates every value."""
+
+    def __init__(self, host: FakeHost, plugin: SchedulePlugin, agent: FakeAgent) -> None:
+        self.host = host
+        self.plugin = plugin
+        self.agent = agent
+
+    def call(self, name: str, arguments: Any, *, agent: FakeAgent | None = None) -> Any:
+        result = self.host.tools.execute(name, arguments, agent=agent or self.agent, timeout=5)
+        assert isinstance(result, ToolResult)
+        assert not result.is_error, result
+        assert result.content == canonical_json(result.value)
+        return checked(name, result.value)
+
+    def settle(self) -> None:
+        owner = self.plugin.owner_of(self.agent)
+        assert owner is not None
+        settle(owner)
+
+
+@pytest.fixture
+def host() -> Iterator[FakeHost]:
+    fake = FakeHost()
+    yield fake
+    pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def tools(host: FakeHost) -> Tools:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("agent-1")
+    tools = Tools(host, plugin, agent)
+    tools.settle()
+    return tools
+
+
+def error(code: str, value: Any) -> str:
+    assert set(value) >= {"code", "message"}, value
+    assert value["code"] == code, value
+    return str(value["message"])
+
+
+# --- validation before the queue --------------------------------------------------------
+
+NOT_OBJECTS = [None, [], ["prompt"], "x", 3, 1.5, True]
+
+
+@pytest.mark.parametrize("name", ["schedule_create", "schedule_list", "schedule_delete"])
+@pytest.mark.parametrize("arguments", NOT_OBJECTS)
+def test_non_object_arguments_are_invalid_selector(tools: Tools, name: str, arguments: Any) -> None:
+    flushes = tools.host.sessions.flush_count
+    error("invalid_selector", tools.call(name, arguments))
+    assert tools.host.sessions.flush_count == flushes
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"prompt": "x", "after_seconds": 5, "at": "2030-01-01T00:00:00.000Z"},
+        {"prompt": "x", "after_seconds": 5, "every_seconds": 60},
+        {"prompt": "x", "after_seconds": 5, "cron": "* * * * *"},
+        {"prompt": "x", "after_seconds": 5, "time_zone": "UTC"},
+        {"prompt": "x", "at": "2030-01-01T00:00:00.000Z"},
+        {"prompt": "x"},
+        {},
+        {"after_seconds": 5, "afterSeconds": 5, "prompt": "x"},
+    ],
+)
+def test_unsupported_selectors_are_rejected_without_flush(tools: Tools, arguments: Any) -> None:
+    flushes = tools.host.sessions.flush_count
+    error("invalid_selector", tools.call("schedule_create", arguments))
+    assert tools.host.sessions.flush_count == flushes
+
+
+@pytest.mark.parametrize("prompt", [None, 5, "", "   ", "\u3000\ufeff", "\ud800", ["x"], False])
+def test_bad_prompts_are_invalid_prompt(tools: Tools, prompt: Any) -> None:
+    error("invalid_prompt", tools.call("schedule_create", {"prompt": prompt, "after_seconds": 5}))
+
+
+def test_missing_prompt_is_invalid_prompt(tools: Tools) -> None:
+    error("invalid_prompt", tools.call("schedule_create", {"after_seconds": 5}))
+
+
+@pytest.mark.parametrize(
+    "after_seconds", [0, -1, 1.5, True, False, "5", None, math.nan, math.inf, SAFE + 1, [5]]
+)
+def test_bad_after_seconds_is_invalid_rule(tools: Tools, after_seconds: Any) -> None:
+    value = tools.call("schedule_create", {"prompt": "x", "after_seconds": after_seconds})
+    error("invalid_rule", value)
+    assert tools.host.sessions.flush_count == 1  # only the owner's start-up drive flushed
+
+
+def test_checks_run_in_order_selector_prompt_rule(tools: Tools) -> None:
+    bad_all = {"prompt": "", "after_seconds": 0, "cron": "x"}
+    error("invalid_selector", tools.call("schedule_create", bad_all))
+    error("invalid_prompt", tools.call("schedule_create", {"prompt": "", "after_seconds": 0}))
+    error("invalid_rule", tools.call("schedule_create", {"prompt": "ok", "after_seconds": 0}))
+
+
+def test_integral_float_after_seconds_is_accepted(tools: Tools) -> None:
+    value = tools.call("schedule_create", {"prompt": "x", "after_seconds": 5.0})
+    assert value["afterSeconds"] == 5
+
+
+@pytest.mark.parametrize("schedule_id", [None, 5, "", " schedule-1", "schedule-1\n", "\ufeffs"])
+def test_bad_delete_ids_are_invalid_rule(tools: Tools, schedule_id: Any) -> None:
+    error("invalid_rule", tools.call("schedule_delete", {"id": schedule_id}))
+
+
+def test_delete_with_other_selectors_is_invalid_selector(tools: Tools) -> None:
+    error("invalid_selector", tools.call("schedule_delete", {"id": "schedule-1", "all": True}))
+
+
+def test_list_ignores_argument_keys(tools: Tools) -> None:
+    assert tools.call("schedule_list", {"anything": 1}) == {"schedules": []}
+
+
+# --- values ----------------------------------------------------------------------------
+
+
+def test_create_list_delete_values_are_canonical(tools: Tools) -> None:
+    now = tools.host.clock.now()
+    created = tools.call("schedule_create", {"prompt": "  stretch  ", "after_seconds": 90})
+    assert created == {
+        "id": "schedule-1",
+        "kind": "after",
+        "prompt": "stretch",
+        "afterSeconds": 90,
+        "scheduledAt": _instant(now + 90_000),
+        "state": "scheduled",
+        "deliveryMode": "session-local",
+    }
+    assert list(created) == [
+        "id",
+        "kind",
+        "prompt",
+        "afterSeconds",
+        "scheduledAt",
+        "state",
+        "deliveryMode",
+    ]
+    tools.call("schedule_create", {"prompt": "second", "after_seconds": 10})
+    listed = tools.call("schedule_list", {})
+    assert [v["id"] for v in listed["schedules"]] == ["schedule-1", "schedule-2"]  # create order
+    assert tools.call("schedule_delete", {"id": "schedule-1"}) == {
+        "id": "schedule-1",
+        "deleted": True,
+    }
+    assert tools.call("schedule_delete", {"id": "schedule-1"}) == {
+        "id": "schedule-1",
+        "deleted": False,
+        "code": "schedule_not_found",
+    }
+    assert tools.call("schedule_delete", {"id": "schedule-9"})["code"] == "schedule_not_found"
+    # ids are never reused
+    assert tools.call("schedule_create", {"prompt": "x", "after_seconds": 5})["id"] == "schedule-3"
+
+
+def test_same_value_renders_the_same_bytes(tools: Tools) -> None:
+    first = tools.host.tools.execute("schedule_list", {}, agent=tools.agent, timeout=5)
+    second = tools.host.tools.execute("schedule_list", {"x": 1}, agent=tools.agent, timeout=5)
+    assert first.content == second.content == '{"schedules":[]}'
+
+
+def test_state_is_overdue_exactly_at_the_target(tools: Tools) -> None:
+    tools.agent.begin_turn()  # keep the reminder from being delivered
+    tools.call("schedule_create", {"prompt": "x", "after_seconds": 1})
+    tools.host.clock.advance(999)
+    assert tools.call("schedule_list", {})["schedules"][0]["state"] == "scheduled"
+    tools.host.clock.advance(1)
+    assert tools.call("schedule_list", {})["schedules"][0]["state"] == "overdue"
+
+
+def test_dispatched_id_is_not_found(tools: Tools) -> None:
+    tools.call("schedule_create", {"prompt": "x", "after_seconds": 1})
+    tools.host.timers.advance(1000)
+    tools.settle()
+    assert len(tools.agent.received) == 1
+    value = tools.call("schedule_delete", {"id": "schedule-1"})
+    assert value == {"id": "schedule-1", "deleted": False, "code": "schedule_not_found"}
+
+
+def test_time_out_of_range(tools: Tools) -> None:
+    tools.host.clock.set(MAX_INSTANT_MS - 1000)
+    before = len(tools.agent.session.events)
+    error("time_out_of_range", tools.call("schedule_create", {"prompt": "x", "after_seconds": 2}))
+    assert len(tools.agent.session.events) == before
+    assert tools.call("schedule_create", {"prompt": "x", "after_seconds": 1})["scheduledAt"] == (
+        "9999-12-31T23:59:59.999Z"
+    )
+
+
+# --- persistence uncertainty -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "operation", "schedule_id"),
+    [
+        ("schedule_create", {"prompt": "x", "after_seconds": 5}, "create", None),
+        ("schedule_list", {}, "list", None),
+        ("schedule_delete", {"id": "schedule-1"}, "delete", "schedule-1"),
+    ],
+)
+@pytest.mark.parametrize("outcome", [False, OSError("listener down")])
+def test_failed_preflight_is_persistence_uncertain_and_changes_nothing(
+    tools: Tools,
+    name: str,
+    arguments: Any,
+    operation: str,
+    schedule_id: str | None,
+    outcome: Any,
+) -> None:
+    before = len(tools.agent.session.events)
+    tools.host.sessions.script(outcome)
+    value = tools.call(name, arguments)
+    error("persistence_uncertain", value)
+    assert value["operation"] == operation
+    assert value.get("id") == schedule_id
+    assert "listener" not in value["message"]
+    assert len(tools.agent.session.events) == before
+
+
+def test_detached_session_preflight_is_persistence_uncertain(tools: Tools) -> None:
+    session = tools.agent.session
+    assert hasattr(session, "detach")
+    session.detach()
+    value = tools.call("schedule_list", {})
+    assert value["code"] == "persistence_uncertain"
+
+
+def test_create_barrier_failure_names_the_id_and_a_later_list_confirms_it(tools: Tools) -> None:
+    tools.host.sessions.script(True, False)
+    value = tools.call("schedule_create", {"prompt": "x", "after_seconds": 60})
+    assert value["code"] == "persistence_uncertain"
+    assert value["operation"] == "create"
+    assert value["id"] == "schedule-1"
+    listed = tools.call("schedule_list", {})
+    assert [v["id"] for v in listed["schedules"]] == ["schedule-1"]
+    session = tools.agent.session
+    assert tools.host.sessions.durable_length(session) == len(session.events)
+    tools.settle()
+    assert tools.host.timers.armed() == [60_000]  # the recompute armed the retained record
+
+
+def test_delete_barrier_failure_names_the_id(tools: Tools) -> None:
+    tools.call("schedule_create", {"prompt": "x", "after_seconds": 60})
+    tools.settle()
+    tools.host.sessions.script(True, False)
+    value = tools.call("schedule_delete", {"id": "schedule-1"})
+    assert value["code"] == "persistence_uncertain"
+    assert value["operation"] == "delete"
+    assert value["id"] == "schedule-1"
+    assert tools.call("schedule_list", {}) == {"schedules": []}
+    tools.settle()
+    assert tools.host.timers.armed() == []  # the recompute retired the record
+
+
+def test_create_and_list_are_serialised_so_list_sees_the_create(tools: Tools) -> None:
+    tools.host.sessions.script(True, PENDING)
+    create = tools.host.tools.submit(
+        "schedule_create", {"prompt": "x", "after_seconds": 60}, agent=tools.agent
+    )
+    listing = tools.host.tools.submit("schedule_list", {}, agent=tools.agent)
+    tools.settle()
+    assert not create.done()
+    assert not listing.done()  # waits behind the create's barrier
+    tools.host.sessions.release(False)
+    created = checked("schedule_create", create.result(timeout=5).value)
+    listed = checked("schedule_list", listing.result(timeout=5).value)
+    assert created["code"] == "persistence_uncertain"
+    assert [v["id"] for v in listed["schedules"]] == ["schedule-1"]
+
+
+# --- internal errors ---------------------------------------------------------------------
+
+
+def test_tool_of_another_agent_is_refused_without_side_effects(tools: Tools) -> None:
+    other = tools.host.spawn_root("agent-2")
+    tool = tools.host.tools.get("schedule_create", agent=tools.agent)
+    assert tool is not None
+    from host_bridge.protocols import ToolCall
+
+    flushes = tools.host.sessions.flush_count
+    result = tool.execute({"prompt": "x", "after_seconds": 5}, ToolCall("c1", other)).result(5)
+    error("internal_error", checked("schedule_create", result.value))
+    assert tools.host.sessions.flush_count == flushes
+    assert len(tools.agent.session.events) == 0
+
+
+def test_append_failure_is_internal_error(tools: Tools) -> None:
+    session = tools.agent.session
+    assert hasattr(session, "fail_appends")
+    session.fail_appends(OSError("secret backend detail"), times=1)
+    value = tools.call("schedule_create", {"prompt": "x", "after_seconds": 5})
+    assert error("internal_error", value) == "An internal error stopped the schedule operation."
+    assert "secret" not in str(value)
+    assert tools.call("schedule_list", {}) == {"schedules": []}
+
+
+def test_corrupt_log_is_corrupt_schedule_log_for_every_tool(host: FakeHost) -> None:
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root(
+        "agent-1", seed_events=(("schedule/change", {"version": 1, "operation": "delete"}),)
+    )
+    tools = Tools(host, plugin, agent)
+    tools.settle()
+    for name, arguments in [
+        ("schedule_create", {"prompt": "x", "after_seconds": 5}),
+        ("schedule_list", {}),
+        ("schedule_delete", {"id": "schedule-1"}),
+    ]:
+        error("corrupt_schedule_log", tools.call(name, arguments))
+    assert len(agent.session.events) == 1
+    assert plugin.status().faulted[0].fault == "corrupt schedule log"
+
+
+def test_unreadable_log_is_internal_error(tools: Tools, mocker: MockerFixture) -> None:
+    session = tools.agent.session
+    real = type(session).events
+    reads: list[int] = []
+
+    def events(self: Any) -> Any:
+        reads.append(1)
+        if len(reads) > 1:  # the preflight's read works; the fold's read fails
+            raise OSError("unreadable")
+        return real.__get__(self)
+
+    mocker.patch.object(type(session), "events", property(events))
+    value = tools.call("schedule_list", {})
+    mocker.stopall()
+    assert error("internal_error", value) == "An internal error stopped the schedule operation."
+    assert tools.plugin.status().faulted == ()
+
+
+def _instant(ms: int) -> str:
+    from messages.instant import format_instant
+
+    return format_instant(ms)
