@@ -1,0 +1,54 @@
+"""The generated tool catalog is committed, current and valid JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from host_bridge.catalog import catalog_json, catalog_markdown, main, openai_tools
+from host_bridge.schemas import TOOL_SPECS, ToolSpec
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_committed_catalog_matches_the_generated_one() -> None:
+    assert (DOCS / "tool-catalog.json").read_text(encoding="utf-8") == catalog_json()
+    assert (DOCS / "tool-catalog.md").read_text(encoding="utf-8") == catalog_markdown()
+    assert main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("spec", TOOL_SPECS, ids=lambda s: s.name)
+def test_every_schema_is_valid_draft_2020_12(spec: ToolSpec) -> None:
+    jsonschema.Draft202012Validator.check_schema(spec.parameters)
+    jsonschema.Draft202012Validator.check_schema(spec.output_schema)
+
+
+@pytest.mark.parametrize("spec", TOOL_SPECS, ids=lambda s: s.name)
+def test_parameter_roots_stay_open_for_unsupported_selectors(spec: ToolSpec) -> None:
+    parameters = spec.parameters
+    assert "additionalProperties" not in parameters
+    validator = jsonschema.Draft202012Validator(parameters)
+    example = {"prompt": "x", "after_seconds": 5, "id": "schedule-1", "cron": "* * * * *"}
+    assert validator.is_valid(example)
+
+
+def test_output_schemas_reject_values_we_never_return() -> None:
+    create = jsonschema.Draft202012Validator(TOOL_SPECS[0].output_schema)
+    assert not create.is_valid({"code": "made_up", "message": "x"})
+    assert not create.is_valid({"id": "schedule-1"})
+    assert not create.is_valid(
+        {"code": "invalid_rule", "message": "x", "stack": "Traceback ..."}
+    )
+
+
+def test_openai_layout_has_the_three_functions() -> None:
+    tools = openai_tools()
+    assert [t["function"]["name"] for t in tools] == [s.name for s in TOOL_SPECS]
+    for tool in tools:
+        assert tool["type"] == "function"
+        assert "$schema" not in tool["function"]["parameters"]
+        jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
+    json.dumps(tools)  # serialisable as a request body
