@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import logging
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -71,7 +70,6 @@ from messages.views import schedule_view
 
 __all__ = ["OwnerStatusBox", "ScheduleOwner"]
 
-_log = logging.getLogger("dsh_schedule.owner")
 
 TxnKind = Literal["create", "list", "delete", "deliver"]
 
@@ -149,6 +147,7 @@ class ScheduleOwner(MailboxActor):
             raise ValueError("ScheduleOwner needs a host with sessions and agents")
         self._agent = agent
         self._host = host
+        self._log = host.logger.getChild("owner")
         self._sessions = host.sessions
         self._agents = host.agents
         self._session = agent.session
@@ -295,7 +294,7 @@ class ScheduleOwner(MailboxActor):
             if message.ok and not self._disposing:
                 self._request_drive()  # the next earliest record may already be due
             elif not message.ok:
-                _log.info(
+                self._log.info(
                     "dispatch of %r is not yet durable; left for a later preflight", txn.schedule_id
                 )
             return self._finish()
@@ -355,10 +354,10 @@ class ScheduleOwner(MailboxActor):
         try:
             return self._refold()
         except ScheduleLogError:
-            _log.warning("schedule log of session %r is corrupt", self._session.id)
+            self._log.warning("schedule log of session %r is corrupt", self._session.id)
             self._answer(txn, corrupt_log_error())
         except UnreadableLogError:
-            _log.warning("schedule log of session %r could not be read", self._session.id)
+            self._log.warning("schedule log of session %r could not be read", self._session.id)
             self._answer(txn, internal_error())
         return None
 
@@ -366,7 +365,7 @@ class ScheduleOwner(MailboxActor):
         try:
             self._session.append(SCHEDULE_CHANGE_TYPE, payload)
         except Exception:
-            _log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
+            self._log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
             self._answer(txn, internal_error())
             return False
         return True
@@ -375,7 +374,7 @@ class ScheduleOwner(MailboxActor):
 
     def _deliver_after_preflight(self, txn: _Txn, ok: bool) -> None:
         if not ok:
-            _log.info(
+            self._log.info(
                 "delivery preflight for agent %r failed; waiting for activity", self._agent.id
             )
             return self._finish()
@@ -385,12 +384,12 @@ class ScheduleOwner(MailboxActor):
             plan = plan_delivery(self._refold(), self._host.clock())
         except ScheduleLogError:
             self._fault("corrupt schedule log")
-            _log.warning(
+            self._log.warning(
                 "schedule log of session %r is corrupt; delivery stopped", self._session.id
             )
             return self._finish()
         except UnreadableLogError:
-            _log.warning(
+            self._log.warning(
                 "schedule log of session %r could not be read; waiting for activity",
                 self._session.id,
             )
@@ -419,11 +418,11 @@ class ScheduleOwner(MailboxActor):
             try:
                 plan = plan_delivery(self._refold(), self._host.clock())
             except UnreadableLogError:
-                _log.warning("schedule log of session %r could not be read", self._session.id)
+                self._log.warning("schedule log of session %r could not be read", self._session.id)
                 return False
             except ScheduleLogError:
                 self._fault("corrupt schedule log")
-                _log.warning(
+                self._log.warning(
                     "schedule log of session %r is corrupt; delivery stopped", self._session.id
                 )
                 return False
@@ -437,7 +436,7 @@ class ScheduleOwner(MailboxActor):
                 framing = render_reminder_framing(record)
                 self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
             except Exception:
-                _log.warning(
+                self._log.warning(
                     "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
                 )
                 return False
@@ -445,7 +444,7 @@ class ScheduleOwner(MailboxActor):
                 self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
             except Exception:
                 self._fault("dispatch append failed")
-                _log.error(
+                self._log.error(
                     "dispatch of %r could not be appended after its follow-up; delivery stopped "
                     "for agent %r so the reminder is never repeated",
                     record.id,
@@ -459,7 +458,7 @@ class ScheduleOwner(MailboxActor):
             try:
                 release()
             except Exception:
-                _log.warning("turn-admission release of agent %r failed", self._agent.id)
+                self._log.warning("turn-admission release of agent %r failed", self._agent.id)
 
     # --- queue and transactions ------------------------------------------------------------
 
@@ -502,7 +501,7 @@ class ScheduleOwner(MailboxActor):
         try:
             future = self._sessions.flush(self._session)
         except Exception:
-            _log.warning("flush of session %r raised", self._session.id)
+            self._log.warning("flush of session %r raised", self._session.id)
             self._post(settled(txn.id, False))
             return
         post = self._post
@@ -584,13 +583,15 @@ class ScheduleOwner(MailboxActor):
     def _contain(self, message: Any) -> None:
         self._contained += 1
         if self._contained == 1:
-            _log.exception(
+            self._log.exception(
                 "schedule owner of agent %r failed on %s; delivery stopped, tools keep answering",
                 self._agent.id,
                 type(message).__name__,
             )
         else:
-            _log.debug("schedule owner of agent %r failed again", self._agent.id, exc_info=True)
+            self._log.debug(
+                "schedule owner of agent %r failed again", self._agent.id, exc_info=True
+            )
         self._fault("unexpected error")
         txn = self._txn
         if txn is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from types import TracebackType
@@ -96,7 +95,7 @@ class SessionActor(MailboxActor):
     def handle_FlushSession(self, message: FlushSession) -> None:
         """Start a flush barrier covering every append handled so far."""
         if self._detached:
-            _fail(message.reply, SessionDetachedError(f"session {self._header.id!r} is detached"))
+            _fail(message.reply, self._detached_error())
             return
         if self._listener is None:
             _succeed(message.reply, False)
@@ -129,23 +128,23 @@ class SessionActor(MailboxActor):
 
     def _reject_leftovers(self) -> None:
         self._detached = True
-        kept = []
-        while True:
-            try:
-                envelope = self.actor_inbox.get_nowait()
-            except queue.Empty:
-                break
-            reply = getattr(envelope.message, "reply", None)
-            if isinstance(envelope.message, AppendEvent | FlushSession | DetachSession):
-                _fail(reply, SessionDetachedError(f"session {self._header.id!r} is detached"))
+        kept: list[Any] = []
+        while not self.actor_inbox.empty():  # only this thread takes from the inbox
+            envelope = self.actor_inbox.get()
+            message = envelope.message
+            if isinstance(message, AppendEvent | FlushSession | DetachSession):
+                _fail(message.reply, self._detached_error())
             else:
                 kept.append(envelope)  # asks: pykka answers them with ActorDeadError
         for envelope in kept:
             self.actor_inbox.put(envelope)
 
+    def _detached_error(self) -> SessionDetachedError:
+        return SessionDetachedError(f"session {self._header.id!r} is detached")
+
     def _append(self, type_: str, data: Any) -> SessionEvent:
         if self._detached:
-            raise SessionDetachedError(f"session {self._header.id!r} is detached")
+            raise self._detached_error()
         if not isinstance(type_, str) or not type_:
             raise ValueError("event type must be a non-empty string")
         for guard in self._guards():
