@@ -19,6 +19,13 @@ __all__ = ["ThreadTimers", "TimerHandle", "default_timers", "wall_clock_ms"]
 
 _log = logging.getLogger("dsh_schedule.clock")
 
+_COMPACT_MIN = 1024
+"""Heap size from which cancelled entries are swept out when a timer is armed."""
+
+
+def _cancelled_callback() -> None:
+    """What a cancelled handle holds instead of its callback."""
+
 
 def wall_clock_ms() -> int:
     """The wall clock in integer epoch milliseconds."""
@@ -34,8 +41,13 @@ class TimerHandle:
     cancelled: bool = field(default=False)
 
     def cancel(self) -> None:
-        """Stop the callback from running if it has not started; idempotent."""
+        """Stop the callback from running if it has not started; idempotent.
+
+        The callback is dropped at once, so a cancelled far-future timer does not
+        keep what it references alive until its due time.
+        """
         self.cancelled = True
+        self.callback = _cancelled_callback
 
 
 class ThreadTimers:
@@ -52,6 +64,7 @@ class ThreadTimers:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._compact_at = _COMPACT_MIN
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         """Run ``callback`` once after ``delay_ms`` milliseconds (negative counts as 0)."""
@@ -60,6 +73,12 @@ class ThreadTimers:
         with self._cond:
             if self._closed:
                 raise RuntimeError("timer service is closed")
+            if len(self._heap) >= self._compact_at:
+                # Cancelled entries wait in the heap until their due time; sweep them
+                # so re-armed far-future timers cannot pile up.
+                self._heap = [entry for entry in self._heap if not entry[2].cancelled]
+                heapq.heapify(self._heap)
+                self._compact_at = max(_COMPACT_MIN, 2 * len(self._heap))
             heapq.heappush(self._heap, (due, next(self._counter), handle))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)

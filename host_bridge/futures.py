@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from typing import Any, TypeVar
 
 __all__ = ["chain", "failed", "from_pykka", "resolved"]
@@ -27,16 +28,25 @@ def failed(error: BaseException) -> Future[Any]:
 
 
 def chain(source: Future[T], target: Future[T]) -> None:
-    """Resolve ``target`` with the outcome of ``source`` when it completes."""
+    """Resolve ``target`` with the outcome of ``source`` when it completes.
+
+    A cancelled ``source`` cancels ``target`` (or fails it with ``CancelledError``
+    when it can no longer be cancelled); a ``target`` settled meanwhile is left alone.
+    """
 
     def _copy(done: Future[T]) -> None:
         if target.done():
             return
-        error = done.exception()
-        if error is not None:
-            target.set_exception(error)
-        else:
-            target.set_result(done.result())
+        with contextlib.suppress(InvalidStateError):  # settled meanwhile
+            if done.cancelled():
+                if not target.cancel():
+                    target.set_exception(CancelledError())
+                return
+            error = done.exception()
+            if error is not None:
+                target.set_exception(error)
+            else:
+                target.set_result(done.result())
 
     source.add_done_callback(_copy)
 
@@ -55,9 +65,11 @@ def from_pykka(
         try:
             value = future.get()
         except BaseException as error:
-            adapted.set_exception(error)
+            with contextlib.suppress(InvalidStateError):  # the caller cancelled it
+                adapted.set_exception(error)
         else:
-            adapted.set_result(value)
+            with contextlib.suppress(InvalidStateError):  # the caller cancelled it
+                adapted.set_result(value)
 
     if on_thread is not None:
         on_thread(_wait)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
@@ -52,11 +53,28 @@ class ScheduleInvariantError(ScheduleLogError):
         self.reason = reason
 
 
+@dataclass(frozen=True, slots=True)
+class _CachedFold:
+    """A fold of one log: continued only for the same header and the same log."""
+
+    header: SessionHeader
+    last: SessionEvent | None  # the last folded event, compared by identity
+    folded: FoldedSchedules
+
+    def continues(self, header: SessionHeader, events: Sequence[SessionEvent]) -> bool:
+        end = self.folded.end
+        if self.header != header or end > len(events):
+            return False
+        # A session id may come back with another log (a store without persistence,
+        # a fork reusing an id): only the very same event objects prove it is one log.
+        return end == 0 or events[end - 1] is self.last
+
+
 class ScheduleInvariant:
     """The installed companion. Keeps one incremental fold per session it has judged."""
 
     def __init__(self) -> None:
-        self._folds: dict[str, FoldedSchedules] = {}
+        self._folds: dict[str, _CachedFold] = {}
         self._lock = threading.Lock()
         self._remove: Callable[[], None] | None = None
 
@@ -89,14 +107,15 @@ class ScheduleInvariant:
         with self._lock:
             cached = self._folds.get(header.id)
         try:
-            if cached is not None and cached.end <= len(events):
-                folded = continue_fold(cached, events)
+            if cached is not None and cached.continues(header, events):
+                folded = continue_fold(cached.folded, events)
             else:
                 folded = validate_schedule_stream(events, header.seed_length)
         except ScheduleLogError as error:
             raise ScheduleInvariantError(header.id, error.message) from None
+        last = events[folded.end - 1] if folded.end else None
         with self._lock:
-            self._folds[header.id] = folded
+            self._folds[header.id] = _CachedFold(header, last, folded)
         return folded
 
 

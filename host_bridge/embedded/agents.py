@@ -8,12 +8,13 @@ non-schedule events.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +109,19 @@ class _State:
     queue: deque[UserMessage] = field(default_factory=deque)
     idle_waiters: list[Future[None]] = field(default_factory=list)
     reservation: int = 0
+    announced_running: bool = False  # touched only on the turn thread
+
+    def settled(self) -> bool:
+        """Idle, unreserved and with nothing queued: ``when_idle`` may resolve."""
+        return not self.disposed and self.status == "idle" and not self.reserved and not self.queue
 
 
 class EmbeddedAgent:
-    """A live agent of the embedded host (implements the ``Agent`` protocol)."""
+    """A live agent of the embedded host (implements the ``Agent`` protocol).
+
+    Status notifications are delivered from the agent's turn thread only, so a
+    listener always sees ``"running"`` before the matching ``"idle"``.
+    """
 
     def __init__(
         self,
@@ -152,9 +162,7 @@ class EmbeddedAgent:
             if self._state.disposed:
                 raise AgentDisposedError(f"agent {self._id!r} is disposed")
             self._state.queue.append(message)
-            started = self._start_next_locked()
-        if started:
-            self._registry._notify_status(self, "running")
+            self._start_next_locked()
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
         """Hold the agent idle; ``None`` when running, reserved, or about to wake."""
@@ -175,26 +183,38 @@ class EmbeddedAgent:
                 if self._state.reservation != token or not self._state.reserved:
                     return
                 self._state.reserved = False
-                started = self._start_next_locked()
-            if started:
-                self._registry._notify_status(self, "running")
+                if self._start_next_locked() or not self._state.settled():
+                    return
+                waiters = self._state.idle_waiters
+                self._state.idle_waiters = []
+            _resolve(waiters)
 
         return release
 
     def when_idle(self) -> Future[None]:
-        """Resolves once the agent is idle with nothing queued (at once if it is now)."""
+        """Resolves once the agent is idle, unreserved, with nothing queued (at once if it is now).
+
+        A reservation holds the agent idle for someone else's durable work, so a
+        waiter (typically one whose own reservation was refused) resolves only
+        once it is released.
+        """
         future: Future[None] = Future()
         with self._lock:
             state = self._state
             if state.disposed:
                 future.set_exception(AgentDisposedError(f"agent {self._id!r} is disposed"))
-            elif state.status == "idle" and not state.queue:
+            elif state.settled():
                 future.set_result(None)
             else:
                 state.idle_waiters.append(future)
         return future
 
     # --- host-side API ----------------------------------------------------------------
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[TurnActor]:
+        """The actor that runs this agent's turns (for tests and diagnostics)."""
+        return self._actor
 
     @property
     def parent(self) -> EmbeddedAgent | None:
@@ -231,6 +251,13 @@ class EmbeddedAgent:
         return True
 
     def _run_turn(self, message: UserMessage) -> None:
+        with self._lock:
+            if self._state.disposed:
+                return  # queued before the agent was disposed: no work after dispose
+            announce = not self._state.announced_running
+            self._state.announced_running = True
+        if announce:
+            self._registry._notify_status(self, "running")
         reply: str | None = None
         failed = False
         try:
@@ -248,13 +275,14 @@ class EmbeddedAgent:
             self._turns.append(TurnRecord(message, reply, failed))
             self._state.status = "idle"
             if self._start_next_locked():
-                return
-            waiters = self._state.idle_waiters
+                return  # the next queued turn follows at once: still "running"
+            self._state.announced_running = False
+            if self._state.disposed:
+                return  # disposal failed the waiters; a disposed agent reports nothing
+            waiters = self._state.idle_waiters  # no reservation can be taken while running
             self._state.idle_waiters = []
         self._registry._notify_status(self, "idle")
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        _resolve(waiters)
 
     def _dispose(self) -> None:
         with self._lock:
@@ -265,7 +293,7 @@ class EmbeddedAgent:
             waiters = self._state.idle_waiters
             self._state.idle_waiters = []
         for waiter in waiters:
-            if not waiter.done():
+            with contextlib.suppress(InvalidStateError):  # cancelled by its waiter
                 waiter.set_exception(AgentDisposedError(f"agent {self._id!r} is disposed"))
         self._actor.stop(block=False)  # may be called from inside a turn
 
@@ -359,6 +387,12 @@ class EmbeddedAgentRegistry:
             listeners = tuple(self._status)
         for listener in listeners:
             _call_listener(listener, agent, status)
+
+
+def _resolve(waiters: list[Future[None]]) -> None:
+    for waiter in waiters:
+        with contextlib.suppress(InvalidStateError):  # cancelled by its waiter
+            waiter.set_result(None)
 
 
 def _call_listener(listener: Callable[..., None], *args: Any) -> None:

@@ -92,8 +92,8 @@ class EmbeddedSession:
             self._actor.tell(DetachSession(reply))
             reply.result()
             self._actor.stop()
-        except pykka.ActorDeadError:
-            pass
+        except (pykka.ActorDeadError, SessionDetachedError):
+            pass  # the actor already stopped: nothing more can reach the log
 
     def __repr__(self) -> str:
         return f"EmbeddedSession({self.id!r}, events={len(self._log)})"
@@ -157,6 +157,7 @@ class EmbeddedSessionStore:
         with self._lock:
             if session_id in self._live:
                 raise SessionError(f"session {session_id!r} is already live")
+        self._write_queued(session_id)
         stored = self._persistence.load(session_id)
         if stored is None:
             raise SessionError(f"no stored session {session_id!r}")
@@ -167,8 +168,10 @@ class EmbeddedSessionStore:
         live = self.get(session_id)
         if live is not None:
             return live
-        if self._persistence is not None and self._persistence.load_header(session_id) is not None:
-            return self.resume(session_id)
+        if self._persistence is not None:
+            self._write_queued(session_id)
+            if self._persistence.load_header(session_id) is not None:
+                return self.resume(session_id)
         return self.create(session_id)
 
     def fork(
@@ -192,9 +195,11 @@ class EmbeddedSessionStore:
     def detach(self, session: Session) -> None:
         """Take a session offline: later appends and flushes fail."""
         with self._lock:
-            live = self._live.pop(session.id, None)
-        if live is not None:
-            live._detach()
+            live = self._live.get(session.id)
+            if live is None or live is not session:
+                return  # not live here (a stale handle must not detach its successor)
+            del self._live[session.id]
+        live._detach()
 
     def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Judge every later append of every session; returns ``remove``."""
@@ -212,6 +217,20 @@ class EmbeddedSessionStore:
         """Detach every live session (the persistence store is closed by its owner)."""
         for session in self.list():
             self.detach(session)
+
+    def _write_queued(self, session_id: str) -> None:
+        """Make rows still queued for ``session_id`` (e.g. of a detached session) durable.
+
+        Reads see durable state only; without this a resume after an unflushed
+        detach would miss events the store is about to write.
+        """
+        assert self._persistence is not None
+        try:
+            self._persistence.flush(session_id).result()
+        except StoreError as error:
+            raise SessionError(
+                f"cannot read session {session_id!r}: its queued events are not durable ({error})"
+            ) from None
 
     def _current_guards(self) -> Sequence[AppendGuard]:
         return tuple(self._guards)

@@ -1,0 +1,466 @@
+"""Embedded agents: follow-up queue, turn admission, idle futures, notifications, model, tools."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from host_bridge.embedded.agents import (
+    AgentDisposedError,
+    EmbeddedAgent,
+    Turn,
+    TurnRecord,
+)
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.futures import resolved
+from host_bridge.protocols import (
+    Agent,
+    TextBlock,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    UserMessage,
+)
+from host_bridge.testing import FakeClock, settle
+
+TIMEOUT = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[EmbeddedHost]:
+    with EmbeddedHost(tmp_path / "data", clock=FakeClock(7_000)) as embedded:
+        yield embedded
+
+
+def message(text: str) -> UserMessage:
+    return UserMessage((TextBlock(text),), {"kind": "plugin", "plugin": "test"})
+
+
+class BlockingModel:
+    """A model whose turns wait until the test opens the gate; records every turn."""
+
+    def __init__(self, reply: str | None = "ok") -> None:
+        self.turns: list[Turn] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.reply = reply
+
+    def __call__(self, turn: Turn) -> str | None:
+        self.turns.append(turn)
+        self.entered.set()
+        assert self.gate.wait(TIMEOUT)
+        return self.reply
+
+
+class Statuses:
+    """Records status notifications per agent id."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, agent: Agent, status: str) -> None:
+        with self._lock:
+            self.seen.append((agent.id, status))
+
+    def of(self, agent: Agent) -> list[str]:
+        with self._lock:
+            return [status for agent_id, status in self.seen if agent_id == agent.id]
+
+
+def wait_idle(agent: EmbeddedAgent) -> None:
+    agent.when_idle().result(timeout=TIMEOUT)
+    settle(agent.actor_ref)  # the turn actor also finished notifying
+
+
+def message_events(agent: EmbeddedAgent) -> list[Any]:
+    return [e.data for e in agent.session.events if e.type == "message"]
+
+
+# --- turn admission ---------------------------------------------------------------------
+
+
+def test_admission_is_exclusive_and_release_is_idempotent(host: EmbeddedHost) -> None:
+    agent = host.spawn_root()
+    release = agent.reserve_turn_admission()
+    assert release is not None
+    assert agent.reserved
+    assert agent.reserve_turn_admission() is None  # already reserved
+    release()
+    assert not agent.reserved
+    second = agent.reserve_turn_admission()
+    assert second is not None
+    release()  # the old release must not end the new reservation
+    assert agent.reserved
+    assert agent.reserve_turn_admission() is None
+    second()
+    second()
+    assert not agent.reserved
+
+
+def test_admission_is_refused_while_running(host: EmbeddedHost) -> None:
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("work")
+    assert agent.status == "running"
+    assert agent.reserve_turn_admission() is None
+    assert model.entered.wait(TIMEOUT)
+    assert agent.reserve_turn_admission() is None
+    model.gate.set()
+    wait_idle(agent)
+    release = agent.reserve_turn_admission()
+    assert release is not None
+    release()
+
+
+def test_a_followup_queued_while_reserved_waits_for_release(host: EmbeddedHost) -> None:
+    calls: list[str] = []
+
+    def model(turn: Turn) -> None:
+        calls.append(turn.message.text)
+
+    agent = host.spawn_root(model=model)
+    release = agent.reserve_turn_admission()
+    assert release is not None
+    agent.followup(message("due reminder"))
+    settle(agent.actor_ref)
+    assert calls == []
+    assert agent.status == "idle"
+    assert len(agent.turns) == 0
+    # a queued follow-up means "about to wake": no admission, no idleness
+    assert agent.reserve_turn_admission() is None
+    idle = agent.when_idle()
+    assert not idle.done()
+    release()
+    idle.result(TIMEOUT)
+    assert calls == ["due reminder"]
+    assert [t.message.text for t in agent.turns] == ["due reminder"]
+    release()  # idempotent: starts nothing more
+    settle(agent.actor_ref)
+    assert calls == ["due reminder"]
+
+
+def test_admission_is_refused_while_follow_ups_wait_behind_a_turn(host: EmbeddedHost) -> None:
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("first")
+    agent.followup(message("second"))
+    assert model.entered.wait(TIMEOUT)
+    model.entered.clear()
+    assert agent.reserve_turn_admission() is None
+    model.gate.set()
+    wait_idle(agent)
+    assert [t.message.text for t in agent.turns] == ["first", "second"]
+    assert agent.reserve_turn_admission() is not None
+
+
+# --- when_idle ---------------------------------------------------------------------------
+
+
+def test_when_idle_resolves_at_once_when_idle(host: EmbeddedHost) -> None:
+    agent = host.spawn_root()
+    assert agent.when_idle().done()
+    assert agent.when_idle().result(0) is None
+
+
+def test_when_idle_resolves_after_the_turn(host: EmbeddedHost) -> None:
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("work")
+    idle = agent.when_idle()
+    assert model.entered.wait(TIMEOUT)
+    assert not idle.done()
+    model.gate.set()
+    assert idle.result(TIMEOUT) is None
+    assert agent.status == "idle"
+    assert agent.turns == (TurnRecord(agent.turns[0].message, "ok"),)
+
+
+def test_when_idle_waits_for_a_reservation_to_be_released(host: EmbeddedHost) -> None:
+    agent = host.spawn_root()
+    release = agent.reserve_turn_admission()
+    assert release is not None
+    idle = agent.when_idle()
+    assert not idle.done()  # otherwise a refused reserver would spin
+    release()
+    assert idle.result(TIMEOUT) is None
+    assert agent.when_idle().done()
+
+
+def test_cancelled_idle_waiters_are_skipped(host: EmbeddedHost) -> None:
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("work")
+    cancelled = agent.when_idle()
+    kept = agent.when_idle()
+    assert cancelled.cancel()
+    model.gate.set()
+    assert kept.result(TIMEOUT) is None
+    wait_idle(agent)
+    assert agent.actor_ref.is_alive()
+
+
+# --- notifications -----------------------------------------------------------------------
+
+
+def test_status_notifications_alternate_in_order(host: EmbeddedHost) -> None:
+    statuses = Statuses()
+    host.agents.on_status(statuses)
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("one")
+    agent.followup(message("two"))  # runs right after "one": no idle in between
+    model.gate.set()
+    wait_idle(agent)
+    assert statuses.of(agent) == ["running", "idle"]
+    agent.prompt("three")
+    wait_idle(agent)
+    assert statuses.of(agent) == ["running", "idle", "running", "idle"]
+    assert len(agent.turns) == 3
+
+
+def test_idle_is_never_reported_before_the_running_it_ends(host: EmbeddedHost) -> None:
+    """A slow "running" listener must not let the "idle" of the same turn overtake it."""
+    order: list[str] = []
+    in_running = threading.Event()
+    let_running_finish = threading.Event()
+
+    def listener(agent: Agent, status: str) -> None:
+        if status == "running":
+            in_running.set()
+            assert let_running_finish.wait(TIMEOUT)
+        order.append(status)
+
+    host.agents.on_status(listener)
+    agent = host.spawn_root()
+    prompter = threading.Thread(target=agent.prompt, args=("go",))
+    prompter.start()
+    assert in_running.wait(TIMEOUT)
+    idle = agent.when_idle()
+    # while "running" is still being delivered, the turn cannot have finished
+    with pytest.raises(TimeoutError):
+        idle.result(timeout=0.2)
+    assert order == []
+    let_running_finish.set()
+    idle.result(TIMEOUT)
+    prompter.join(TIMEOUT)
+    settle(agent.actor_ref)
+    assert order == ["running", "idle"]
+
+
+def test_created_and_disposed_notifications(host: EmbeddedHost) -> None:
+    created: list[tuple[str, bool]] = []
+    disposed: list[str] = []
+
+    def on_created(agent: Agent) -> None:
+        created.append((agent.id, agent in host.agents.roots()))
+
+    stop_created = host.agents.on_created(on_created)
+    stop_disposed = host.agents.on_disposed(lambda agent: disposed.append(agent.id))
+    root = host.spawn_root(agent_id="root")
+    child = host.spawn_child(root)
+    assert created == [("root", True), (child.id, False)]
+    host.agents.dispose(child)
+    host.agents.dispose(child)  # once only
+    assert disposed == [child.id]
+    stop_created()
+    stop_disposed()
+    stop_created()
+    host.spawn_root(agent_id="later")
+    host.agents.dispose(root)
+    assert created == [("root", True), (child.id, False)]
+    assert disposed == [child.id]
+
+
+def test_a_failing_listener_does_not_break_the_registry(host: EmbeddedHost) -> None:
+    def bad(agent: Agent) -> None:
+        raise RuntimeError("listener bug")
+
+    seen: list[str] = []
+    host.agents.on_created(bad)
+    host.agents.on_created(lambda agent: seen.append(agent.id))
+    agent = host.spawn_root(agent_id="a")
+    assert seen == ["a"]
+    assert host.agents.get("a") is agent
+
+
+# --- the model and tools ------------------------------------------------------------------
+
+
+def echo_tool(calls: list[tuple[Any, ToolCall]]) -> ToolDefinition:
+    def execute(arguments: Any, call: ToolCall) -> Future[ToolResult]:
+        calls.append((arguments, call))
+        value = {"echo": arguments}
+        return resolved(ToolResult(False, value, json.dumps(value)))
+
+    return ToolDefinition(
+        name="echo",
+        description="Echo the arguments.",
+        parameters={"type": "object"},
+        output_schema={"type": "object"},
+        execute=execute,
+        render=json.dumps,
+        present=str,
+    )
+
+
+def test_the_model_sees_the_message_and_calls_tools_through_the_turn(host: EmbeddedHost) -> None:
+    tool_calls: list[tuple[Any, ToolCall]] = []
+    seen: list[tuple[str, Any, list[str]]] = []
+    results: list[ToolResult] = []
+
+    def model(turn: Turn) -> str:
+        seen.append((turn.message.text, dict(turn.message.source), turn.tool_names()))
+        results.append(turn.call_tool("echo", {"x": 1}))
+        results.append(turn.call_tool("missing", {}))
+        return "done"
+
+    agent = host.spawn_root(model=model)
+    other = host.spawn_root()
+    host.tools.register(echo_tool(tool_calls), agent=agent)
+    agent.followup(message("hello\nworld"))
+    wait_idle(agent)
+    assert seen == [("hello\nworld", {"kind": "plugin", "plugin": "test"}, ["echo"])]
+    assert len(tool_calls) == 1
+    arguments, call = tool_calls[0]
+    assert arguments == {"x": 1}
+    assert call.agent is agent
+    assert results[0] == ToolResult(False, {"echo": {"x": 1}}, '{"echo": {"x": 1}}')
+    assert results[1].is_error
+    assert message_events(agent) == [
+        {"role": "user", "content": "hello\nworld", "source": {"kind": "plugin", "plugin": "test"}},
+        {"role": "assistant", "toolCall": {"name": "echo", "arguments": {"x": 1}}},
+        {"role": "tool", "name": "echo", "isError": False, "content": '{"echo": {"x": 1}}'},
+        {"role": "assistant", "toolCall": {"name": "missing", "arguments": {}}},
+        {"role": "tool", "name": "missing", "isError": True, "content": results[1].content},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert agent.turns[0].reply == "done"
+    assert not agent.turns[0].failed
+    # scoped: the other agent does not see the tool
+    assert host.tools.get("echo", agent=other) is None
+
+
+def test_a_silent_model_records_only_the_user_message(host: EmbeddedHost) -> None:
+    agent = host.spawn_root()
+    agent.prompt("hi")
+    wait_idle(agent)
+    assert message_events(agent) == [{"role": "user", "content": "hi", "source": {"kind": "user"}}]
+    assert agent.turns[0].reply is None
+
+
+def test_model_exceptions_are_contained(host: EmbeddedHost) -> None:
+    statuses = Statuses()
+    host.agents.on_status(statuses)
+    calls: list[str] = []
+
+    def model(turn: Turn) -> str:
+        calls.append(turn.message.text)
+        if len(calls) == 1:
+            raise RuntimeError("model crashed")
+        return "recovered"
+
+    agent = host.spawn_root(model=model)
+    agent.prompt("first")
+    wait_idle(agent)
+    assert agent.status == "idle"
+    assert agent.turns[0].failed
+    assert agent.turns[0].reply is None
+    assert statuses.of(agent) == ["running", "idle"]
+    agent.prompt("second")
+    wait_idle(agent)
+    assert agent.turns[1] == TurnRecord(agent.turns[1].message, "recovered", failed=False)
+    assert agent.actor_ref.is_alive()
+
+
+def test_followup_rejects_non_messages(host: EmbeddedHost) -> None:
+    agent = host.spawn_root()
+    with pytest.raises(TypeError):
+        agent.followup("plain text")  # type: ignore[arg-type]
+    assert agent.status == "idle"
+
+
+# --- disposal ------------------------------------------------------------------------------
+
+
+def test_a_disposed_agent_refuses_work_and_fails_idle_waiters(host: EmbeddedHost) -> None:
+    statuses = Statuses()
+    host.agents.on_status(statuses)
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    agent.prompt("work")
+    agent.followup(message("never runs"))
+    pending = agent.when_idle()
+    assert model.entered.wait(TIMEOUT)
+    host.agents.dispose(agent)
+    assert isinstance(pending.exception(TIMEOUT), AgentDisposedError)
+    with pytest.raises(AgentDisposedError):
+        agent.followup(message("late"))
+    assert isinstance(agent.when_idle().exception(0), AgentDisposedError)
+    assert agent.reserve_turn_admission() is None
+    assert host.agents.get(agent.id) is None
+    assert agent not in host.agents.roots()
+    model.gate.set()
+    assert agent.actor_ref.actor_stopped.wait(TIMEOUT)
+    assert [t.message.text for t in model.turns] == ["work"]  # the queued turn never ran
+    assert statuses.of(agent) == ["running"]  # no "idle" from a disposed agent
+
+
+def test_close_disposes_every_agent(tmp_path: Path) -> None:
+    host = EmbeddedHost(tmp_path / "data")
+    agents = [host.spawn_root() for _ in range(3)]
+    host.close()
+    host.close()
+    for agent in agents:
+        assert agent.actor_ref.actor_stopped.wait(TIMEOUT)
+        with pytest.raises(AgentDisposedError):
+            agent.prompt("late")
+    assert host.agents.roots() == ()
+
+
+# --- roots and children -------------------------------------------------------------------
+
+
+def test_children_are_not_roots_and_run_on_a_fork(host: EmbeddedHost) -> None:
+    parent = host.spawn_root(agent_id="parent")
+    parent.prompt("before the child")
+    wait_idle(parent)
+    child = host.spawn_child(parent)
+    assert child.parent is parent
+    assert parent.parent is None
+    assert host.agents.roots() == (parent,)
+    assert host.agents.get(child.id) is child
+    header = child.session.header
+    assert header.parent_session == parent.session.id
+    assert header.seed_length == len(parent.session.events) == 1
+    assert child.session is not parent.session
+    child.prompt("child work")
+    wait_idle(child)
+    assert len(parent.session.events) == 1
+    assert len(child.session.events) == 2
+
+
+def test_spawn_uses_unique_ids_and_sessions(host: EmbeddedHost) -> None:
+    first = host.spawn_root()
+    second = host.spawn_root(session_id="named")
+    assert first.id != second.id
+    assert second.session.id == "named"
+    with pytest.raises(ValueError, match="already exists"):
+        host.spawn_root(agent_id=first.id)
+    session = host.sessions.get("named")
+    assert session is second.session
+    sharing = host.spawn_root(session=session)
+    assert sharing.session is session
