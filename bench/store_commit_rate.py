@@ -7,10 +7,14 @@ Usage::
 Prints, for the disk holding ``--data`` (a fresh temporary directory by default):
 
 1. raw fsync rate: write a few bytes to a file and ``fsync`` it, repeatedly;
-2. sequential flushes/s for one session: record one event, flush, wait, repeat
+2. sequential flushes/s for one session: append one event, flush, wait, repeat
    (each flush needs its own commit, so this is bounded by the fsync rate);
 3. aggregate flushes/s with N sessions flushing concurrently from N threads,
    and commits per flush (group commit makes this well below 1).
+
+Phases 2 and 3 run twice: straight on the persistence listener (``store``), and
+through live sessions (``session``: each append goes through the session's
+SessionActor mailbox and each flush is a ``SessionStore.flush`` barrier).
 
 Figures only; nothing is asserted. Each phase runs for ``--seconds``.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 
@@ -53,25 +58,42 @@ def raw_fsync_rate(directory: Path, seconds: float) -> float:
 
 
 class _Appender:
-    """Records events for one session with the right seq."""
+    """Appends one event and flushes it, straight on the store or through a live session."""
 
-    def __init__(self, store: SqliteEventStore, session_id: str) -> None:
+    def __init__(
+        self, store: SqliteEventStore, session_id: str, live: EmbeddedSessionStore | None
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.seq = 0
         self.payload = encode_payload(PAYLOAD)
-        store.create_session(SessionHeader(session_id))
+        self.live = live
+        self.session: EmbeddedSession | None = None
+        if live is not None:
+            self.session = live.create(session_id)
+        else:
+            store.create_session(SessionHeader(session_id))
 
     def record(self) -> None:
+        if self.session is not None:
+            self.session.append("message", PAYLOAD)
+            return
         event = SessionEvent("schedule/change", self.seq, int(time.time() * 1000), PAYLOAD)
         self.store.record_append(self.session_id, event, self.payload)
         self.seq += 1
 
+    def flush(self) -> bool:
+        if self.live is not None and self.session is not None:
+            return self.live.flush(self.session).result(30)
+        return self.store.flush(self.session_id).result(30)
 
-def sequential(store: SqliteEventStore, seconds: float) -> tuple[float, float, float]:
+
+def sequential(
+    store: SqliteEventStore, seconds: float, live: EmbeddedSessionStore | None = None
+) -> tuple[float, float, float]:
     """(flushes/s, commits per flush, median latency ms) for one session flushing in a loop."""
-    appender = _Appender(store, "sequential")
-    assert store.flush("sequential").result(30)
+    appender = _Appender(store, f"sequential-{live is not None}", live)
+    assert appender.flush()
     commits0, flushes = store.commit_count, 0
     latencies: list[float] = []
     start = time.perf_counter()
@@ -79,7 +101,7 @@ def sequential(store: SqliteEventStore, seconds: float) -> tuple[float, float, f
     while time.perf_counter() < deadline:
         appender.record()
         began = time.perf_counter()
-        if store.flush("sequential").result(30) is not True:
+        if appender.flush() is not True:
             raise RuntimeError("flush did not resolve True")
         latencies.append(time.perf_counter() - began)
         flushes += 1
@@ -89,10 +111,12 @@ def sequential(store: SqliteEventStore, seconds: float) -> tuple[float, float, f
 
 
 def concurrent(
-    store: SqliteEventStore, sessions: int, seconds: float
+    store: SqliteEventStore, sessions: int, seconds: float, live: EmbeddedSessionStore | None = None
 ) -> tuple[float, float, float]:
     """(flushes/s, commits per flush, median latency ms) for N threads, one session each."""
-    appenders = [_Appender(store, f"concurrent-{i}") for i in range(sessions)]
+    appenders = [
+        _Appender(store, f"concurrent-{live is not None}-{i}", live) for i in range(sessions)
+    ]
     assert store.flush_all().result(30)
     start_line = threading.Barrier(sessions + 1)
     stop = threading.Event()
@@ -105,7 +129,7 @@ def concurrent(
         while not stop.is_set():
             appender.record()
             began = time.perf_counter()
-            if store.flush(appender.session_id).result(30) is not True:
+            if appender.flush() is not True:
                 raise RuntimeError("flush did not resolve True")
             latencies[index].append(time.perf_counter() - began)
             counts[index] += 1
@@ -145,17 +169,24 @@ def main() -> None:
         fsyncs = raw_fsync_rate(work, args.seconds)
         print(f"raw fsync rate:            {fsyncs:10.0f} fsync/s")
         with SqliteEventStore(store_path(work)) as store:
-            rate, per_flush, median = sequential(store, args.seconds)
-            print(
-                f"sequential, 1 session:     {rate:10.0f} flush/s"
-                f"   commits/flush {per_flush:.3f}   median latency {median:.2f} ms"
-            )
-            rate, per_flush, median = concurrent(store, args.sessions, args.seconds)
-            print(
-                f"concurrent, {args.sessions} sessions:   {rate:10.0f} flush/s"
-                f"   commits/flush {per_flush:.3f}   median latency {median:.2f} ms"
-            )
-            print(f"concurrent / raw fsync:    {rate / fsyncs:10.2f} x")
+            live = EmbeddedSessionStore(store)
+            try:
+                for path, through in (("store", None), ("session", live)):
+                    rate, per_flush, median = sequential(store, args.seconds, through)
+                    print(
+                        f"{path:8} sequential, 1 session:   {rate:8.0f} flush/s"
+                        f"   commits/flush {per_flush:.3f}   median latency {median:.2f} ms"
+                    )
+                    rate, per_flush, median = concurrent(
+                        store, args.sessions, args.seconds, through
+                    )
+                    print(
+                        f"{path:8} concurrent, {args.sessions} sessions: {rate:8.0f} flush/s"
+                        f"   commits/flush {per_flush:.3f}   median latency {median:.2f} ms"
+                        f"   ({rate / fsyncs:.2f} x raw fsync)"
+                    )
+            finally:
+                live.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if owned:
