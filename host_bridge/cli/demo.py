@@ -1,0 +1,525 @@
+"""``dsh-schedule demo``: a scripted model uses the real tools on the embedded default store.
+
+The run, on the real wall clock and the real timer thread:
+
+1. a host starts, Schedule is installed, a root agent with a scripted model is spawned;
+2. the user asks for three reminders, a list and a deletion (real tool calls);
+3. the first reminder comes due and arrives as a ``[SCHEDULE REMINDER]`` follow-up turn;
+4. the host is shut down with the third reminder still pending, and stays down
+   until that reminder is overdue;
+5. a new host opens the same store, resumes the session with a new agent, and the
+   overdue reminder is delivered once;
+6. the session's durable ``schedule/change`` records are printed and checked.
+
+Every wait is on a future, a condition or the owner's status; the only timed
+waits are the progress ticker's (an event wait with a timeout) and the
+deliberate downtime, which waits for wall-clock time to pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import pykka
+
+from host_bridge.cli.common import (
+    EXIT_CODES_HELP,
+    CommandFailed,
+    StoreUnavailable,
+    data_option,
+    format_ms,
+    open_host,
+    open_store_readonly,
+    resolve_data_dir,
+    settle,
+    show_text,
+)
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sessions import SessionError
+from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.protocols import Session
+from host_bridge.tools import present_value
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    ScheduleLogError,
+    fold_schedule_events,
+    schedule_view,
+    validate_schedule_stream,
+)
+from messages.instant import parse_instant
+
+__all__ = ["DemoTiming", "demo_command", "run_demo"]
+
+REMINDER_HEADER = "[SCHEDULE REMINDER]"
+GRACE_SECONDS = 30.0
+"""How long past its due time a reminder may take to arrive before the demo gives up."""
+OVERDUE_MARGIN_MS = 500
+"""How long the host stays down after the pending reminder came due."""
+
+
+@dataclass(frozen=True)
+class DemoTiming:
+    """The three reminder delays (seconds) and the progress tick of one demo run."""
+
+    on_time: int
+    deleted: int
+    pending: int
+    tick: float
+
+    @property
+    def estimate(self) -> int:
+        """Roughly how long the run takes, in seconds."""
+        return self.pending + 2
+
+
+FAST = DemoTiming(on_time=2, deleted=3, pending=5, tick=0.5)
+NORMAL = DemoTiming(on_time=8, deleted=12, pending=16, tick=2.0)
+
+
+class Transcript:
+    """Timestamped, serialised output: ``[ +s.mmm] who  text`` lines."""
+
+    def __init__(self, started: float) -> None:
+        self._started = started
+        self._lock = threading.Lock()
+
+    def line(self, who: str, text: str) -> None:
+        """One transcript line from ``who``."""
+        elapsed = time.monotonic() - self._started
+        with self._lock:
+            click.echo(f"[{elapsed:7.3f}s] {who:<8} {text}")
+
+    def block(self, text: str, indent: str = " " * 20) -> None:
+        """A verbatim multi-line block (e.g. the reminder framing), indented."""
+        with self._lock:
+            for row in text.splitlines():
+                click.echo(f"{indent}{row}")
+
+    def heading(self, text: str) -> None:
+        """A section heading."""
+        with self._lock:
+            click.echo("")
+            click.echo(f"== {text}")
+
+    def plain(self, text: str = "") -> None:
+        """An untimed line."""
+        with self._lock:
+            click.echo(text)
+
+
+def _describe_change(data: Any) -> str:
+    if not isinstance(data, dict):
+        return "malformed"
+    operation = data.get("operation")
+    if operation == "create" and isinstance(data.get("schedule"), dict):
+        schedule = data["schedule"]
+        return (
+            f"create {schedule.get('id')} after {schedule.get('afterSeconds')}s "
+            f"at {schedule.get('scheduledAt')} {show_text(str(schedule.get('prompt')))}"
+        )
+    return f"{operation} {data.get('id')}"
+
+
+class LogWatch:
+    """Prints the ``schedule/change`` records appended to a live session since last asked."""
+
+    def __init__(self, session: Session, transcript: Transcript) -> None:
+        self._session = session
+        self._transcript = transcript
+        self._next = len(session.events)
+        self._lock = threading.Lock()
+
+    def show_new(self) -> None:
+        """Print every new ``schedule/change`` record (other events are counted, not shown)."""
+        with self._lock:
+            events = self._session.events
+            fresh = events[self._next :]
+            self._next = len(events)
+        for event in fresh:
+            if event.type == SCHEDULE_CHANGE_TYPE:
+                self._transcript.line(
+                    "log", f"+ #{event.seq} schedule/change {_describe_change(event.data)}"
+                )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted exchange: what the user says, the tool the model calls, how it answers."""
+
+    user: str
+    tool: str
+    arguments: dict[str, Any]
+    reply: Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """A reminder turn the scripted model received."""
+
+    schedule_id: str
+    occurrence_at: str
+    prompt: str
+    received_ms: int
+
+
+def _parse_framing(text: str) -> tuple[str, str, str]:
+    fields: dict[str, str] = {}
+    for row in text.splitlines()[2:]:
+        key, _, value = row.partition(": ")
+        fields[key] = value
+    return (
+        json.loads(fields["schedule_id_json"]),
+        fields["occurrence_at"],
+        json.loads(fields["reminder_prompt_json"]),
+    )
+
+
+@dataclass
+class ScriptedModel:
+    """A deterministic model: one scripted tool call per user line; presents every reminder."""
+
+    name: str
+    transcript: Transcript
+    steps: dict[str, Step]
+    watch: LogWatch | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+    reminders: list[Reminder] = field(default_factory=list)
+    _arrived: threading.Condition = field(default_factory=threading.Condition)
+
+    def __call__(self, turn: Turn) -> str | None:
+        """Run one turn."""
+        text = turn.message.text
+        if text.startswith(REMINDER_HEADER):
+            return self._reminder(text)
+        step = self.steps.get(text)
+        if step is None:
+            reply = "I have no script for that."
+        else:
+            self.transcript.line(
+                "model", f"-> {step.tool} {json.dumps(step.arguments, ensure_ascii=False)}"
+            )
+            result = turn.call_tool(step.tool, step.arguments)
+            value = result.value if isinstance(result.value, dict) else {"value": result.value}
+            self.results.append(value)
+            self.transcript.line("tool", f"<- {present_value(result.value)}")
+            if self.watch is not None:
+                self.watch.show_new()
+            reply = step.reply(value)
+        self.transcript.line("model", reply)
+        return reply
+
+    def _reminder(self, text: str) -> str:
+        now = wall_clock_ms()
+        schedule_id, occurrence, prompt = _parse_framing(text)
+        self.transcript.line(
+            "reminder", f"follow-up turn for {self.name} ({_lateness(now, occurrence)}):"
+        )
+        self.transcript.block(text)
+        with self._arrived:
+            self.reminders.append(Reminder(schedule_id, occurrence, prompt, now))
+            self._arrived.notify_all()
+        reply = f"Reminder for you: {prompt}"
+        self.transcript.line("model", reply)
+        return reply
+
+    def wait_for(self, schedule_id: str, timeout: float) -> bool:
+        """Block until a reminder for ``schedule_id`` arrived (``False`` after ``timeout``)."""
+        with self._arrived:
+            return self._arrived.wait_for(
+                lambda: any(r.schedule_id == schedule_id for r in self.reminders), timeout
+            )
+
+
+def _lateness(now_ms: int, occurrence: str) -> str:
+    late = (now_ms - parse_instant(occurrence)) / 1000
+    return f"due {occurrence}, arrived {late:.3f} s after its due time"
+
+
+def _wait_for_reminder(
+    model: ScriptedModel, schedule_id: str, due_ms: int, timing: DemoTiming, out: Transcript
+) -> None:
+    deadline = due_ms / 1000 + GRACE_SECONDS
+    while not model.wait_for(schedule_id, timing.tick):
+        now = wall_clock_ms()
+        if now / 1000 > deadline:
+            raise CommandFailed(
+                f"{schedule_id} never arrived: it was due at {format_ms(due_ms)} "
+                f"and nothing came within {GRACE_SECONDS:.0f} s"
+            )
+        remaining = (due_ms - now) / 1000
+        if remaining > 0:
+            out.line("wait", f"... {schedule_id} is due in {remaining:.1f} s")
+        else:
+            out.line("wait", f"... {schedule_id} is {-remaining:.1f} s overdue, waiting for it")
+
+
+def _wait_downtime(due_ms: int, schedule_id: str, timing: DemoTiming, out: Transcript) -> None:
+    """The host is down: let wall-clock time pass until ``schedule_id`` is overdue."""
+    until_ms = due_ms + OVERDUE_MARGIN_MS
+    nothing = threading.Event()  # never set: the ticker waits on it with a timeout
+    while (remaining := (until_ms - wall_clock_ms()) / 1000) > 0:
+        to_due = (due_ms - wall_clock_ms()) / 1000
+        state = f"due in {to_due:.1f} s" if to_due > 0 else f"overdue by {-to_due:.1f} s"
+        out.line("wait", f"... no host running; {schedule_id} is {state}")
+        nothing.wait(min(timing.tick, remaining))
+
+
+def _steps(timing: DemoTiming) -> list[Step]:
+    def created(value: dict[str, Any]) -> str:
+        if "code" in value:
+            return f"Sorry, that failed ({value['code']})."
+        return f"OK, {value['id']} is set for {value['scheduledAt']}."
+
+    def listed(value: dict[str, Any]) -> str:
+        items = value.get("schedules", [])
+        names = ", ".join(f"{v['id']} ({show_text(v['prompt'])})" for v in items)
+        return f"You have {len(items)} reminder(s)" + (f": {names}." if names else ".")
+
+    def deleted(value: dict[str, Any]) -> str:
+        return f"Cancelled {value['id']}." if value.get("deleted") else "Nothing to cancel."
+
+    return [
+        Step(
+            f"Remind me in {timing.on_time} seconds to stretch my legs.",
+            "schedule_create",
+            {"prompt": "stretch your legs", "after_seconds": timing.on_time},
+            created,
+        ),
+        Step(
+            f"And in {timing.deleted} seconds to check the oven.",
+            "schedule_create",
+            {"prompt": "check the oven", "after_seconds": timing.deleted},
+            created,
+        ),
+        Step(
+            f"And in {timing.pending} seconds to call Alice back.",
+            "schedule_create",
+            {"prompt": "call Alice back", "after_seconds": timing.pending},
+            created,
+        ),
+        Step("Which reminders do I have?", "schedule_list", {}, listed),
+        Step(
+            "Cancel the oven one, I turned it off.",
+            "schedule_delete",
+            {"id": "schedule-2"},
+            deleted,
+        ),
+        Step("What is left now?", "schedule_list", {}, listed),
+    ]
+
+
+@dataclass
+class _Live:
+    host: EmbeddedHost
+    plugin: SchedulePlugin
+    agent: EmbeddedAgent
+    model: ScriptedModel
+
+    def show_log(self) -> None:
+        """Print the records appended since the last look."""
+        if self.model.watch is not None:
+            self.model.watch.show_new()
+
+
+def _start(
+    data_dir: Path, session_id: str, agent_id: str, steps: list[Step], out: Transcript
+) -> _Live:
+    """Open a host, install Schedule, open (create or resume) the session, spawn the agent."""
+    host = open_host(data_dir)
+    try:
+        plugin = install_schedule(host.context())
+        out.line("host", f"EmbeddedHost on {data_dir}; Schedule installed")
+        try:
+            session = host.sessions.open(session_id)
+        except SessionError as error:
+            raise StoreUnavailable(str(error)) from None
+        events = len(session.events)
+        if events:
+            out.line("host", f"resumed session {session_id} from the store ({events} events)")
+            folded = fold_schedule_events(session.events, session.header.seed_length or 0)
+            now = wall_clock_ms()
+            for record in folded.active:
+                view = schedule_view(record, now)
+                out.line("host", f"in its log: {view['id']} is active, state {view['state']}")
+        else:
+            out.line("host", f"created session {session_id}")
+        model = ScriptedModel(agent_id, out, {step.user: step for step in steps})
+        model.watch = LogWatch(session, out)
+        out.line("host", f"spawning root agent {agent_id} with the scripted model")
+        agent = host.spawn_root(session=session, model=model, agent_id=agent_id)
+    except BaseException:
+        host.close()
+        raise
+    return _Live(host, plugin, agent, model)
+
+
+def _stop(live: _Live) -> None:
+    try:
+        live.plugin.dispose().result(timeout=30)
+    finally:
+        live.host.close()
+
+
+def _say(live: _Live, step: Step, out: Transcript) -> dict[str, Any]:
+    out.line("user", step.user)
+    before = len(live.model.results)
+    live.agent.prompt(step.user)
+    settle(live.plugin, live.agent)
+    if len(live.model.results) != before + 1:
+        raise CommandFailed(f"the model did not answer {step.user!r}")
+    value = live.model.results[-1]
+    if "code" in value:
+        raise CommandFailed(f"{step.tool} failed: {present_value(value)}")
+    return value
+
+
+def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
+    """Run the whole demo, printing its transcript; raises :class:`CommandFailed` on failure."""
+    started = time.monotonic()
+    out = Transcript(started)
+    session_id = f"demo-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    mode = "fast mode" if fast else "normal mode; --fast for a quicker run"
+    out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
+    out.plain(f"data dir: {data_dir}")
+    out.plain(f"store:    {store_path(data_dir)}")
+    out.plain(f"session:  {session_id}")
+    out.plain(f"started:  {format_ms(wall_clock_ms())} (times below are seconds since start)")
+    steps = _steps(timing)
+
+    out.heading("1. A host starts; Schedule is installed; a root agent gets the tools")
+    live = _start(data_dir, session_id, "agent-1", steps, out)
+    try:
+        settle(live.plugin, live.agent)
+        tools = ", ".join(tool.name for tool in live.host.tools.tools_for(live.agent))
+        out.line("host", f"{live.agent.id} is live; its tools: {tools}")
+
+        out.heading("2. The user asks for reminders; the model calls the real tools")
+        created = [_say(live, step, out) for step in steps[:3]]
+        _say(live, steps[3], out)
+        _say(live, steps[4], out)
+        remaining = _say(live, steps[5], out)
+        on_time, pending = created[0], created[2]
+        if [v["id"] for v in remaining.get("schedules", [])] != [on_time["id"], pending["id"]]:
+            raise CommandFailed(f"unexpected reminders after the deletion: {remaining}")
+
+        out.heading(f"3. {on_time['id']} comes due while the host is running")
+        due = _target(on_time)
+        _wait_for_reminder(live.model, on_time["id"], due, timing, out)
+        settle(live.plugin, live.agent)
+        live.show_log()
+        if wall_clock_ms() >= _target(pending):
+            raise CommandFailed(
+                f"{pending['id']} came due before the shutdown; the machine is too slow "
+                "for this timing (try without --fast)"
+            )
+        got = [r.schedule_id for r in live.model.reminders]
+        if got != [on_time["id"]]:
+            raise CommandFailed(f"expected only {on_time['id']} before the shutdown, got {got}")
+
+        out.heading(f"4. Shutdown with {pending['id']} pending (due {pending['scheduledAt']})")
+        out.line("host", "disposing the Schedule plugin and closing the host ...")
+    finally:
+        _stop(live)
+    out.line("host", "closed: no agent, no timer, the store is closed")
+    _wait_downtime(_target(pending), pending["id"], timing, out)
+    out.line("host", f"{pending['id']} is now overdue and nobody was running to deliver it")
+
+    out.heading("5. Restart: a new host on the same store resumes the session")
+    live = _start(data_dir, session_id, "agent-2", steps, out)
+    try:
+        _wait_for_reminder(live.model, pending["id"], _target(pending), timing, out)
+        settle(live.plugin, live.agent)
+        live.show_log()
+        final = _say(live, steps[5], out)
+        got = [r.schedule_id for r in live.model.reminders]
+        if got != [pending["id"]]:
+            raise CommandFailed(f"expected {pending['id']} exactly once after restart, got {got}")
+        if final.get("schedules"):
+            raise CommandFailed(f"reminders still active at the end: {final}")
+        out.line("host", "shutting down")
+    finally:
+        _stop(live)
+
+    out.heading("6. The durable log: every schedule/change record of the session")
+    _show_log(data_dir, session_id, on_time["id"], pending["id"], out)
+    out.plain("")
+    out.plain(
+        "Result: create, list, delete, on-time delivery, restart and overdue delivery "
+        f"(exactly once) all happened in {time.monotonic() - started:.1f} s."
+    )
+    out.plain(
+        f"Look again with: dsh-schedule inspect --session {session_id} "
+        f"--data {shlex.quote(str(data_dir))}"
+    )
+
+
+def _target(view: dict[str, Any]) -> int:
+    return parse_instant(view["scheduledAt"])
+
+
+def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: Transcript) -> None:
+    with open_store_readonly(data_dir) as store:
+        stored = store.load(session_id)
+    if stored is None:
+        raise CommandFailed(f"session {session_id} is not in the store")
+    changes = [e for e in stored.events if e.type == SCHEDULE_CHANGE_TYPE]
+    out.plain(
+        f"{len(stored.events)} events stored, {len(changes)} of them schedule/change "
+        "(the rest are the conversation's message events):"
+    )
+    for event in changes:
+        out.plain(f"  #{event.seq:<3} {format_ms(event.time)}  {_describe_change(event.data)}")
+    try:
+        validate_schedule_stream(stored.events, stored.header.seed_length)
+    except ScheduleLogError as error:
+        raise CommandFailed(f"the stored stream is invalid: {error.message}") from None
+    dispatched = [e.data["id"] for e in changes if e.data.get("operation") == "dispatch"]
+    if dispatched != [on_time, pending]:
+        raise CommandFailed(f"expected one dispatch each of {on_time} and {pending}: {dispatched}")
+    out.plain(f"stream check: valid; {on_time} and {pending} were each dispatched exactly once.")
+
+
+@click.command(
+    "demo",
+    short_help="Start here: a scripted agent uses the tools and restarts.",
+    epilog=(
+        "\b\nThe run creates a fresh session demo-<UTC time>-<hex> in the data directory,\n"
+        "so it can be repeated; inspect it afterwards with `dsh-schedule inspect`.\n\n"
+        + EXIT_CODES_HELP
+    ),
+)
+@click.option(
+    "--fast",
+    is_flag=True,
+    help=f"Short delays ({FAST.on_time}-{FAST.pending} s): about {FAST.estimate} s in total "
+    f"instead of about {NORMAL.estimate} s.",
+)
+@data_option
+def demo_command(fast: bool, data_dir: Path | None) -> None:
+    """Watch a scripted model create, list and delete reminders, and receive them.
+
+    Runs an embedded host on the real store and wall clock: reminders come due
+    and arrive as [SCHEDULE REMINDER] follow-up turns; the host is shut down
+    with one reminder pending, restarted after it is overdue, and the overdue
+    reminder is delivered exactly once. Exits 1 if any of that does not happen.
+    """
+    try:
+        run_demo(resolve_data_dir(data_dir), FAST if fast else NORMAL, fast=fast)
+    except TimeoutError as error:
+        raise CommandFailed(f"the demo timed out: {error}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            pykka.ActorRegistry.stop_all()

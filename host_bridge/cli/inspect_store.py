@@ -1,0 +1,192 @@
+"""``dsh-schedule inspect``: active reminders and every dispatch with its receipt."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from host_bridge.cli.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    StoreUnavailable,
+    data_option,
+    format_ms,
+    open_store_readonly,
+    resolve_data_dir,
+    show_text,
+)
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.protocols import SessionEvent
+from messages import (
+    DELIVERY_MODE,
+    SCHEDULE_CHANGE_TYPE,
+    ScheduleLogError,
+    fold_schedule_events,
+    schedule_reminder_presentation,
+    schedule_view,
+)
+
+__all__ = ["describe_session", "inspect_command"]
+
+
+def _dispatch_seqs(events: Sequence[SessionEvent]) -> list[int]:
+    return [
+        event.seq
+        for event in events
+        if event.type == SCHEDULE_CHANGE_TYPE
+        and isinstance(event.data, dict)
+        and event.data.get("operation") == "dispatch"
+    ]
+
+
+def describe_session(store: SqliteEventStore, session_id: str, now_ms: int) -> dict[str, Any]:
+    """One session as a JSON-ready value: header, active reminders, dispatch receipts, error."""
+    out: dict[str, Any] = {
+        "id": session_id,
+        "parentSession": None,
+        "seedLength": None,
+        "eventCount": None,
+        "active": [],
+        "dispatches": [],
+        "error": None,
+    }
+    try:
+        stored = store.load(session_id)
+    except StoreError as error:
+        out["error"] = f"store: {error}"
+        return out
+    if stored is None:
+        out["error"] = "store: the session is not stored"
+        return out
+    header, events = stored.header, stored.events
+    seed = header.seed_length or 0
+    out.update(
+        parentSession=header.parent_session, seedLength=header.seed_length, eventCount=len(events)
+    )
+    try:
+        folded = fold_schedule_events(events, seed)
+        out["active"] = [schedule_view(record, now_ms) for record in folded.active]
+        for seq in _dispatch_seqs(events):
+            receipt = schedule_reminder_presentation(events, seq, seed)
+            if receipt is None:  # pragma: no cover - _dispatch_seqs picked a dispatch
+                continue
+            out["dispatches"].append(
+                {
+                    "seq": seq,
+                    "time": format_ms(events[seq].time),
+                    "inherited": seq < seed,
+                    **receipt,
+                    "deliveryMode": DELIVERY_MODE,
+                }
+            )
+    except ScheduleLogError as error:
+        out["error"] = error.message
+    return out
+
+
+def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        (
+            indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _human(session: dict[str, Any]) -> list[str]:
+    title = f"session {session['id']}"
+    facts = []
+    if session["eventCount"] is not None:
+        facts.append(f"{session['eventCount']} events")
+    if session["parentSession"] is not None:
+        facts.append(f"fork of {session['parentSession']} at {session['seedLength']}")
+    lines = [title + (f" ({', '.join(facts)})" if facts else "")]
+    if session["error"] is not None:
+        lines.append(f"  ERROR: {session['error']}")
+    active, dispatches = session["active"], session["dispatches"]
+    if active:
+        lines.append("  active reminders:")
+        rows = [["ID", "STATE", "DUE (UTC)", "AFTER", "PROMPT"]]
+        rows += [
+            [v["id"], v["state"], v["scheduledAt"], f"{v['afterSeconds']}s", show_text(v["prompt"])]
+            for v in active
+        ]
+        lines += _table(rows)
+    elif session["error"] is None:
+        lines.append("  active reminders: none")
+    if dispatches:
+        lines.append("  dispatches (receipts):")
+        rows = [["SEQ", "DISPATCHED (UTC)", "ID", "OCCURRENCE (UTC)", "MODE", "PROMPT"]]
+        rows += [
+            [
+                str(d["seq"]) + (" (inherited)" if d["inherited"] else ""),
+                d["time"],
+                d["scheduleId"],
+                d["occurrenceAt"],
+                d["deliveryMode"],
+                show_text(d["prompt"]),
+            ]
+            for d in dispatches
+        ]
+        lines += _table(rows)
+    elif session["error"] is None:
+        lines.append("  dispatches: none")
+    return lines
+
+
+@click.command(
+    "inspect",
+    short_help="Active reminders and every dispatch receipt.",
+    epilog=EXIT_CODES_HELP,
+)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    default=None,
+    help="Only this session (default: every stored session).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+@data_option
+def inspect_command(session_id: str | None, as_json: bool, data_dir: Path | None) -> None:
+    """Show active reminders (with state) and every dispatch with its receipt.
+
+    The store is opened read-only. States are computed against the wall clock:
+    `overdue` means due but not yet delivered (its session is not live). Each
+    dispatch is rendered with schedule_reminder_presentation. Exits 1 when a
+    session's log cannot be read or folded.
+    """
+    directory = resolve_data_dir(data_dir)
+    now = wall_clock_ms()
+    with open_store_readonly(directory) as store:
+        try:
+            if session_id is not None:
+                if store.load_header(session_id) is None:
+                    raise StoreUnavailable(f"no stored session {session_id!r} in {store.path}")
+                session_ids = [session_id]
+            else:
+                session_ids = store.session_ids()
+        except StoreError as error:
+            raise StoreUnavailable(str(error)) from None
+        sessions = [describe_session(store, sid, now) for sid in session_ids]
+        path = store.path
+    if as_json:
+        document = {"store": str(path), "now": format_ms(now), "sessions": sessions}
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        click.echo(f"store: {path}")
+        click.echo(f"now:   {format_ms(now)}")
+        if not sessions:
+            click.echo("no stored sessions")
+        for session in sessions:
+            click.echo("")
+            for line in _human(session):
+                click.echo(line)
+    if any(session["error"] is not None for session in sessions):
+        click.get_current_context().exit(EXIT_FAILED)

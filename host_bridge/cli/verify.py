@@ -1,0 +1,89 @@
+"""``dsh-schedule verify``: run the Schedule stream check over every stored session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from host_bridge.cli.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    StoreUnavailable,
+    data_option,
+    open_store_readonly,
+    resolve_data_dir,
+)
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
+
+__all__ = ["SessionVerdict", "verify_command", "verify_session"]
+
+
+@dataclass(frozen=True)
+class SessionVerdict:
+    """The outcome of checking one stored session: ``problem`` is ``None`` when it is valid."""
+
+    session_id: str
+    events: int = 0
+    changes: int = 0
+    active: int = 0
+    problem: str | None = None
+
+
+def verify_session(store: SqliteEventStore, session_id: str) -> SessionVerdict:
+    """Load one session and apply the fold policy to its owned suffix."""
+    try:
+        stored = store.load(session_id)
+    except StoreError as error:
+        return SessionVerdict(session_id, problem=f"store: {error}")
+    if stored is None:
+        return SessionVerdict(session_id, problem="store: the session disappeared while checking")
+    events = stored.events
+    changes = sum(1 for event in events if event.type == SCHEDULE_CHANGE_TYPE)
+    try:
+        folded = validate_schedule_stream(events, stored.header.seed_length)
+    except ScheduleLogError as error:
+        return SessionVerdict(session_id, len(events), changes, problem=error.message)
+    return SessionVerdict(session_id, len(events), changes, len(folded.active))
+
+
+@click.command(
+    "verify",
+    short_help="Check the schedule/change stream of every session.",
+    epilog=EXIT_CODES_HELP,
+)
+@data_option
+def verify_command(data_dir: Path | None) -> None:
+    """Check the schedule/change stream of every stored session.
+
+    Each session's owned suffix (after a fork's seed_length) is folded with the
+    same policy the plugin and the invariant companion use. Prints one line per
+    session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
+    session is invalid.
+    """
+    directory = resolve_data_dir(data_dir)
+    with open_store_readonly(directory) as store:
+        click.echo(f"store: {store.path}")
+        try:
+            session_ids = store.session_ids()
+        except StoreError as error:
+            raise StoreUnavailable(str(error)) from None
+        verdicts = [verify_session(store, session_id) for session_id in session_ids]
+    invalid = [v for v in verdicts if v.problem is not None]
+    for verdict in verdicts:
+        if verdict.problem is None:
+            click.echo(
+                f"ok       {verdict.session_id} ({verdict.events} events, "
+                f"{verdict.changes} schedule changes, {verdict.active} active)"
+            )
+        else:
+            click.echo(f"INVALID  {verdict.session_id}: {verdict.problem}")
+    if not verdicts:
+        click.echo("no stored sessions")
+    elif not invalid:
+        click.echo(f"all {len(verdicts)} session(s) valid")
+    else:
+        click.echo(f"{len(invalid)} of {len(verdicts)} session(s) invalid", err=True)
+        click.get_current_context().exit(EXIT_FAILED)

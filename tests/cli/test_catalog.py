@@ -1,0 +1,52 @@
+"""``dsh-schedule catalog``: the tool schemas, valid JSON Schema, in both layouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from host_bridge.catalog import catalog_value
+from tests.cli.helpers import REPO, run_cli
+
+NAMES = ["schedule_create", "schedule_list", "schedule_delete"]
+
+
+def test_json_catalog_is_the_committed_catalog_and_every_schema_is_valid(home: Path) -> None:
+    run = run_cli(["catalog"], home)
+    assert run.code == 0, run.err
+    document = json.loads(run.out)
+    assert document == json.loads((REPO / "docs" / "tool-catalog.json").read_text("utf-8"))
+    assert document == catalog_value()
+    assert [tool["name"] for tool in document["tools"]] == NAMES
+    for tool in document["tools"]:
+        Draft202012Validator.check_schema(tool["parameters"])
+        Draft202012Validator.check_schema(tool["outputSchema"])
+        assert tool["description"]
+    explicit = run_cli(["catalog", "--format", "json"], home)
+    assert explicit.out == run.out
+
+
+def test_openai_layout_is_function_tools_with_valid_parameter_schemas(home: Path) -> None:
+    run = run_cli(["catalog", "--format", "openai"], home)
+    assert run.code == 0, run.err
+    tools: list[dict[str, Any]] = json.loads(run.out)
+    assert [tool["function"]["name"] for tool in tools] == NAMES
+    for tool in tools:
+        assert set(tool) == {"type", "function"}
+        assert tool["type"] == "function"
+        function = tool["function"]
+        assert set(function) == {"name", "description", "parameters"}
+        assert function["description"]
+        parameters = function["parameters"]
+        Draft202012Validator.check_schema(parameters)
+        assert parameters["type"] == "object"
+        assert "$schema" not in parameters
+    create = tools[0]["function"]["parameters"]
+    assert set(create["required"]) == {"prompt", "after_seconds"}
+
+
+def test_format_is_case_insensitive(home: Path) -> None:
+    assert run_cli(["catalog", "--format", "OpenAI"], home).code == 0

@@ -1,0 +1,118 @@
+"""``dsh-schedule chat`` with piped input: commands, resume, delivery exactly once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from messages import SCHEDULE_CHANGE_TYPE
+from tests.cli.helpers import run_cli
+
+HEADER = "[SCHEDULE REMINDER]"
+
+
+def chat(data_dir: Path, home: Path, lines: str, *extra: str) -> tuple[int, str, str]:
+    run = run_cli(["chat", "--data", str(data_dir), *extra], home, stdin=lines)
+    return run.code, run.out, run.err
+
+
+def schedule_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
+    with SqliteEventStore(store_path(data_dir), create=False) as store:
+        stored = store.load(session_id)
+    assert stored is not None
+    out = []
+    for event in stored.events:
+        if event.type == SCHEDULE_CHANGE_TYPE:
+            data = event.data
+            op = data["operation"]
+            out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
+    return out
+
+
+def test_quit_resume_after_due_time_delivers_exactly_once(data_dir: Path, home: Path) -> None:
+    code, out, err = chat(data_dir, home, "/create 1 hello\n/quit\n", "--session", "s1")
+    assert code == 0, err
+    assert "session s1: new" in out
+    assert "created schedule-1 due " in out
+    assert HEADER not in out
+    assert "1 reminder(s) still pending" in out
+
+    # The reminder comes due while nobody runs the session; /wait returns once it arrived.
+    code, out, err = chat(data_dir, home, "/wait 10\n/quit\n", "--session", "s1")
+    assert code == 0, err
+    assert "session s1: resumed" in out
+    assert out.count(HEADER) == 1
+    assert 'schedule_id_json: "schedule-1"' in out
+    assert 'reminder_prompt_json: "hello"' in out
+    assert "1 reminder(s) shown this time, no reminders pending" in out
+
+    code, out, err = chat(data_dir, home, "/list\n/quit\n", "--session", "s1")
+    assert code == 0, err
+    assert HEADER not in out
+    assert "no active reminders" in out
+    assert schedule_changes(data_dir, "s1") == [
+        ("create", "schedule-1"),
+        ("dispatch", "schedule-1"),
+    ]
+
+
+def test_commands_errors_and_end_of_input(data_dir: Path, home: Path) -> None:
+    script = "\n".join(
+        [
+            "/help",
+            "/create 3600 water the plants",
+            "/create 7200   feed the cat  ",
+            "/list",
+            "/create soon nope",
+            "/create 0 nope",
+            "/create 5",
+            "/delete schedule-1",
+            "/delete schedule-1",
+            "/delete",
+            "/wait forever",
+            "/wait 0",
+            "just talking",
+            "/bogus",
+            "",
+        ]
+    )  # no /quit: the end of input leaves cleanly
+    code, out, err = chat(data_dir, home, script)
+    assert code == 0, err
+    assert "session chat: new" in out  # the default session
+    assert "> /help" in out  # piped commands are echoed into the transcript
+    assert "/create SECONDS TEXT" in out
+    assert "created schedule-1 due " in out
+    assert "created schedule-2 due " in out
+    listed = [line for line in out.splitlines() if re.match(r"schedule-\d+ +scheduled ", line)]
+    assert [line.split()[:2] for line in listed] == [
+        ["schedule-1", "scheduled"],
+        ["schedule-2", "scheduled"],
+    ]
+    assert '"feed the cat"' in listed[1]  # the tool trims the prompt
+    assert out.count("error invalid_rule: ") == 2
+    assert "usage: /create SECONDS TEXT" in out
+    assert "deleted schedule-1" in out
+    assert "schedule-1 not found" in out
+    assert "usage: /delete ID" in out
+    assert "usage: /wait SECONDS" in out
+    assert "no reminder arrived" in out
+    assert "You play the model" in out
+    assert "unknown command /bogus" in out
+    assert "1 reminder(s) still pending" in out
+    assert err == ""
+    assert schedule_changes(data_dir, "chat") == [
+        ("create", "schedule-1"),
+        ("create", "schedule-2"),
+        ("delete", "schedule-1"),
+    ]
+
+
+def test_an_unreadable_store_exits_2(data_dir: Path, home: Path) -> None:
+    data_dir.mkdir()
+    store_path(data_dir).write_bytes(b"\x00garbage" * 100)
+    code, _, err = chat(data_dir, home, "/quit\n")
+    assert code == 2
+    assert "corrupt or not an SQLite database" in err
+    assert "Traceback" not in err

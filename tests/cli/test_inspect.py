@@ -1,0 +1,150 @@
+"""``dsh-schedule inspect``: active reminders with state, dispatch receipts, tables and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.paths import store_path
+from messages import format_instant
+from tests.cli.helpers import create, delete, dispatch, message, run_cli, write_session
+
+HOUR_MS = 3_600_000
+
+
+def inspect(data_dir: Path, home: Path, *args: str) -> tuple[int, str, str]:
+    run = run_cli(["inspect", "--data", str(data_dir), *args], home)
+    return run.code, run.out, run.err
+
+
+def build(data_dir: Path) -> int:
+    """A store with a live-looking session and a fork; returns the creation time used."""
+    now = wall_clock_ms()
+    write_session(
+        data_dir,
+        "main",
+        [
+            message("remind me"),
+            create("schedule-1", "stretch", 60, now - 2 * HOUR_MS),  # delivered
+            create("schedule-2", "oven", 60, now - 2 * HOUR_MS),  # deleted
+            create("schedule-3", 'say "hi"\nto Ann', 60, now - HOUR_MS),  # overdue, cold session
+            create("schedule-4", "later", 3600, now),  # scheduled
+            dispatch("schedule-1"),
+            delete("schedule-2"),
+        ],
+    )
+    # The fork copies the first six events: its seed holds an inherited dispatch.
+    write_session(
+        data_dir,
+        "fork",
+        [
+            message("remind me"),
+            create("schedule-1", "stretch", 60, now - 2 * HOUR_MS),
+            create("schedule-2", "oven", 60, now - 2 * HOUR_MS),
+            create("schedule-3", 'say "hi"\nto Ann', 60, now - HOUR_MS),
+            create("schedule-4", "later", 3600, now),
+            dispatch("schedule-1"),
+            create("schedule-1", "fork's own", 60, now - HOUR_MS),
+            dispatch("schedule-1"),
+        ],
+        seed_length=6,
+        parent="main",
+    )
+    return now
+
+
+def test_a_missing_store_exits_2(data_dir: Path, home: Path) -> None:
+    code, _, err = inspect(data_dir, home)
+    assert code == 2
+    assert "there is no session store" in err
+
+
+def test_an_unknown_session_exits_2(data_dir: Path, home: Path) -> None:
+    build(data_dir)
+    code, _, err = inspect(data_dir, home, "--session", "nope")
+    assert code == 2
+    assert f"no stored session 'nope' in {store_path(data_dir)}" in err
+
+
+def test_json_lists_active_views_with_state_and_every_dispatch_receipt(
+    data_dir: Path, home: Path
+) -> None:
+    now = build(data_dir)
+    code, out, err = inspect(data_dir, home, "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["store"] == str(store_path(data_dir))
+    sessions: dict[str, Any] = {s["id"]: s for s in document["sessions"]}
+    assert list(sessions) == ["fork", "main"]
+    main = sessions["main"]
+    assert main["error"] is None
+    assert main["eventCount"] == 7
+    assert main["parentSession"] is None
+    assert [(v["id"], v["state"]) for v in main["active"]] == [
+        ("schedule-3", "overdue"),
+        ("schedule-4", "scheduled"),
+    ]
+    assert main["active"][1] == {
+        "id": "schedule-4",
+        "kind": "after",
+        "prompt": "later",
+        "afterSeconds": 3600,
+        "scheduledAt": format_instant(now + HOUR_MS),
+        "state": "scheduled",
+        "deliveryMode": "session-local",
+    }
+    assert main["dispatches"] == [
+        {
+            "seq": 5,
+            "time": format_instant(1_800_000_000_000 + 5),
+            "inherited": False,
+            "scheduleId": "schedule-1",
+            "prompt": "stretch",
+            "occurrenceAt": format_instant(now - 2 * HOUR_MS + 60_000),
+            "deliveryMode": "session-local",
+        }
+    ]
+    fork = sessions["fork"]
+    assert (fork["parentSession"], fork["seedLength"]) == ("main", 6)
+    assert fork["active"] == []  # a fork does not inherit its parent's reminders
+    assert [(d["seq"], d["inherited"], d["prompt"]) for d in fork["dispatches"]] == [
+        (5, True, "stretch"),
+        (7, False, "fork's own"),
+    ]
+
+
+def test_the_human_table_shows_state_receipts_and_escaped_prompts(
+    data_dir: Path, home: Path
+) -> None:
+    build(data_dir)
+    code, out, err = inspect(data_dir, home, "--session", "main")
+    assert code == 0, err
+    assert "session main (7 events)" in out
+    assert "fork" not in out
+    rows = out.splitlines()
+    overdue = next(row for row in rows if row.strip().startswith("schedule-3"))
+    assert "overdue" in overdue
+    assert '"say \\"hi\\"\\nto Ann"' in overdue  # one line, quoted like JSON
+    scheduled = next(row for row in rows if row.strip().startswith("schedule-4"))
+    assert "scheduled" in scheduled
+    receipt = next(row for row in rows if row.strip().startswith("5 "))
+    assert "schedule-1" in receipt
+    assert "session-local" in receipt
+    assert '"stretch"' in receipt
+    assert "schedule-2" not in out  # deleted: neither active nor dispatched
+
+
+def test_a_corrupt_session_is_reported_and_exits_1(data_dir: Path, home: Path) -> None:
+    build(data_dir)
+    write_session(data_dir, "broken", [dispatch("schedule-5")])
+    code, out, _ = inspect(data_dir, home)
+    assert code == 1
+    assert "session broken (1 events)" in out
+    assert "ERROR: " in out
+    assert "inactive id" in out
+    assert "session main (7 events)" in out  # the others are still shown
+    code, out, _ = inspect(data_dir, home, "--json", "--session", "broken")
+    assert code == 1
+    assert "inactive id" in json.loads(out)["sessions"][0]["error"]
