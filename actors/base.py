@@ -20,14 +20,26 @@ class MailboxActor(pykka.ThreadingActor):
     Subclasses define one handler per message type they accept, so every state
     transition is a visible method. :class:`messages.mailbox.Ping` is answered by
     every actor (see :func:`host_bridge.testing.settle`).
+
+    This class runs on pykka's threading runtime; bind it to another runtime with
+    :meth:`actors.runtime.Runtime.bind` (e.g. ``get_runtime("gevent").bind(cls)``),
+    which shares all of the class's code.
     """
 
     def on_receive(self, message: Any) -> Any:
         """Dispatch ``message`` to its handler; unknown messages are logged and dropped."""
         if isinstance(message, Ping):
             return None
-        handler = getattr(self, f"handle_{type(message).__name__}", None)
+        kind = type(message)
+        name = _HANDLER_NAMES.get(kind)
+        if name is None:
+            name = _HANDLER_NAMES.setdefault(kind, f"handle_{kind.__name__}")
+        handler = getattr(self, name, None)
         if handler is None:
             _log.warning("%s dropped an unexpected message %r", type(self).__name__, message)
             return None
         return handler(message)
+
+
+_HANDLER_NAMES: dict[type[Any], str] = {}
+"""Handler method name per message type (so dispatch does not format a string per message)."""

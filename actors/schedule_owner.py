@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -29,6 +30,7 @@ from typing import Any, Literal
 import pykka
 
 from actors.base import MailboxActor
+from actors.runtime import Wake, make_wake
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from messages.delivery import WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
@@ -39,6 +41,7 @@ from messages.mailbox import (
     CreateSchedule,
     DeleteSchedule,
     DisposeOwner,
+    FlushTimedOut,
     ListSchedules,
     PreflightSettled,
     RequestDrive,
@@ -57,7 +60,9 @@ from messages.records import (
 )
 from messages.status import OwnerState, OwnerStatus
 from messages.tool_values import (
+    MAX_ACTIVE_SCHEDULES,
     ToolError,
+    active_limit_error,
     corrupt_log_error,
     delete_value,
     input_error,
@@ -84,6 +89,7 @@ class _Txn:
     phase: Literal["preflight", "barrier"] = "preflight"
     record: ScheduleRecord | None = None
     schedule_id: str | None = None
+    deadline: Cancellable | None = None  # the flush timeout of the step in flight
 
 
 class UnreadableLogError(RuntimeError):
@@ -100,11 +106,18 @@ _DRIVE = _Drive()
 
 
 class OwnerStatusBox:
-    """Where an owner publishes its :class:`OwnerStatus`; readable and awaitable from any thread."""
+    """Where an owner publishes its :class:`OwnerStatus`; readable and awaitable from any thread.
+
+    Waiting follows the caller (:func:`actors.runtime.make_wake`): a greenlet on a
+    gevent hub thread is suspended, not the hub, so waiting from an actor of the
+    same hub cannot deadlock.
+    """
 
     def __init__(self, agent_id: str) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._waiters: list[Wake] = []
         self._current = OwnerStatus(agent_id, "starting")
+        self._fields: tuple[Any, ...] | None = None
         self._inbox_empty: Callable[[], bool] = lambda: True
 
     @property
@@ -114,9 +127,29 @@ class OwnerStatusBox:
 
     def publish(self, status: OwnerStatus) -> None:
         """Replace the status and wake every waiter (called by the owner)."""
-        with self._cond:
+        with self._lock:
             self._current = status
-            self._cond.notify_all()
+            self._fields = None
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.wake()
+
+    def publish_fields(
+        self, fields: tuple[Any, ...], status: Callable[[tuple[Any, ...]], OwnerStatus]
+    ) -> None:
+        """Publish ``status(fields)`` unless ``fields`` equal the last ones and nobody waits.
+
+        Waiters are woken even when nothing changed: they may be waiting for the
+        owner's mailbox to drain (see :meth:`wait_quiet`).
+        """
+        with self._lock:
+            if fields == self._fields and not self._waiters:
+                return
+            self._fields = fields
+            self._current = status(fields)
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.wake()
 
     def watch_inbox(self, inbox_empty: Callable[[], bool]) -> None:
         """Tell the box how to see whether the owner's mailbox is empty (called by the owner)."""
@@ -124,10 +157,21 @@ class OwnerStatusBox:
 
     def wait_for(self, predicate: Callable[[OwnerStatus], bool], timeout: float) -> OwnerStatus:
         """Block until a published status satisfies ``predicate``; ``TimeoutError`` otherwise."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: predicate(self._current), timeout):
-                raise TimeoutError(f"owner status never matched; last: {self._current}")
-            return self._current
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                current = self._current
+                if predicate(current):
+                    return current
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"owner status never matched; last: {current}")
+                wake = make_wake()
+                self._waiters.append(wake)
+            if not wake.wait(remaining):
+                with self._lock:
+                    if wake in self._waiters:
+                        self._waiters.remove(wake)
 
     def wait_quiet(self, timeout: float = 10.0) -> OwnerStatus:
         """Block until the owner has nothing in flight, nothing queued and an empty mailbox."""
@@ -185,6 +229,8 @@ class ScheduleOwner(MailboxActor):
     def on_stop(self) -> None:
         """Cancel the timer, answer what is still queued, resolve every dispose request."""
         self._cancel_timer()
+        if self._txn is not None:
+            _cancel_deadline(self._txn)
         self._disposing = True
         others = []
         while not self.actor_inbox.empty():
@@ -262,6 +308,7 @@ class ScheduleOwner(MailboxActor):
         txn = self._txn
         if txn is None or txn.id != message.txn or txn.phase != "preflight":
             return
+        _cancel_deadline(txn)
         if self._disposing:  # never start an append during teardown
             if message.ok or txn.kind == "deliver":
                 self._answer(txn, internal_error("not_live"))
@@ -290,6 +337,7 @@ class ScheduleOwner(MailboxActor):
         txn = self._txn
         if txn is None or txn.id != message.txn or txn.phase != "barrier":
             return
+        _cancel_deadline(txn)
         if txn.kind == "deliver":
             if message.ok and not self._disposing:
                 self._request_drive()  # the next earliest record may already be due
@@ -312,11 +360,30 @@ class ScheduleOwner(MailboxActor):
             self._answer(txn, delete_value(txn.schedule_id))
         self._finish()
 
+    def handle_FlushTimedOut(self, message: FlushTimedOut) -> None:
+        """A flush did not settle within ``flush_timeout_ms``: the step fails as if it had."""
+        txn = self._txn
+        if txn is None or txn.id != message.txn or txn.phase != message.phase:
+            return
+        self._log.warning(
+            "%s flush of session %r did not settle within %s ms; treated as failed",
+            message.phase,
+            self._session.id,
+            self._host.flush_timeout_ms,
+        )
+        if message.phase == "preflight":
+            self.handle_PreflightSettled(PreflightSettled(txn.id, False))
+        else:
+            self.handle_BarrierSettled(BarrierSettled(txn.id, False))
+
     # --- management ----------------------------------------------------------------------
 
     def _create_after_preflight(self, txn: _Txn, request: CreateSchedule) -> None:
         folded = self._fold_or_answer(txn)
         if folded is None:
+            return self._finish()
+        if len(folded.active) >= MAX_ACTIVE_SCHEDULES:
+            self._answer(txn, active_limit_error())
             return self._finish()
         schedule_id = allocate_schedule_id(folded)
         try:
@@ -511,8 +578,26 @@ class ScheduleOwner(MailboxActor):
             post(settled(txn.id, ok))
 
         future.add_done_callback(on_done)
+        if not future.done():  # a settled flush has posted its outcome already
+            self._arm_deadline(txn)
+
+    def _arm_deadline(self, txn: _Txn) -> None:
+        """Bound the flush just requested: after ``flush_timeout_ms`` it counts as failed."""
+        timeout = self._host.flush_timeout_ms
+        if timeout is None:
+            return
+        timed_out = FlushTimedOut(txn.id, txn.phase)
+        post = self._post
+        try:
+            txn.deadline = self._host.timers.call_later(timeout, lambda: post(timed_out))
+        except Exception:
+            self._log.warning(
+                "the flush timeout of session %r could not be armed", self._session.id
+            )
 
     def _finish(self) -> None:
+        if self._txn is not None:
+            _cancel_deadline(self._txn)
         self._txn = None
         if self._disposing:
             self.stop()
@@ -570,9 +655,8 @@ class ScheduleOwner(MailboxActor):
 
     def _is_live(self) -> bool:
         agent = self._agent
-        return self._agents.get(agent.id) is agent and any(
-            root is agent for root in self._agents.roots()
-        )
+        # ``in`` (not a scan): a host's roots() may answer membership in O(1).
+        return self._agents.get(agent.id) is agent and agent in self._agents.roots()
 
     def _fault(self, reason: str) -> None:
         if self._faulted is None:
@@ -612,20 +696,40 @@ class ScheduleOwner(MailboxActor):
                 state = "faulted"
             else:
                 state = "running"
-        self._status.publish(
-            OwnerStatus(
-                agent_id=self._agent.id,
-                state=state,
-                fault=self._faulted,
-                active=len(self._fold.active) if self._fold is not None else None,
-                timer_delay_ms=self._timer_delay,
-                waiting_for_idle=self._waiting_for_idle,
-                queued=sum(1 for work in self._queue if not isinstance(work, _Drive)),
-                deliveries=self._deliveries,
-                contained_failures=self._contained,
-                busy=self._txn is not None or bool(self._queue),
-            )
+        fields = (
+            state,
+            self._faulted,
+            len(self._fold.active) if self._fold is not None else None,
+            self._timer_delay,
+            self._waiting_for_idle,
+            sum(1 for work in self._queue if not isinstance(work, _Drive)) if self._queue else 0,
+            self._deliveries,
+            self._contained,
+            self._txn is not None or bool(self._queue),
         )
+        self._status.publish_fields(fields, self._status_of)
+
+    def _status_of(self, fields: tuple[Any, ...]) -> OwnerStatus:
+        state, fault, active, delay, idle_wait, queued, deliveries, contained, busy = fields
+        return OwnerStatus(
+            agent_id=self._agent.id,
+            state=state,
+            fault=fault,
+            active=active,
+            timer_delay_ms=delay,
+            waiting_for_idle=idle_wait,
+            queued=queued,
+            deliveries=deliveries,
+            contained_failures=contained,
+            busy=busy,
+        )
+
+
+def _cancel_deadline(txn: _Txn) -> None:
+    deadline, txn.deadline = txn.deadline, None
+    if deadline is not None:
+        with contextlib.suppress(Exception):
+            deadline.cancel()
 
 
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "AppendGuard",
     "PersistenceListener",
     "SessionActor",
+    "SessionCore",
     "SessionDetachedError",
 ]
 
@@ -53,13 +54,14 @@ class EventSink(Protocol):
     def append(self, type_: str, time_ms: int, data: object) -> SessionEvent: ...
 
 
-class SessionActor(MailboxActor):
-    """One live session. Its mailbox orders appends and flush barriers.
+class SessionCore:
+    """One live session's state and its append/flush logic.
 
-    A :class:`~messages.mailbox.FlushSession` handled after an append covers
-    that append, because every append was handed to the persistence listener
-    before the actor took the next message. Coalescing of concurrent barriers
-    into one durable commit happens in the listener (group commit).
+    A :class:`SessionActor` serialises calls into it. Nothing here blocks or
+    switches greenlets, so on the gevent runtime a host may also call it
+    *inline* from a greenlet of the session actor's own hub (see
+    :class:`host_bridge.embedded.sessions.EmbeddedSession`): such a call is
+    atomic with respect to the actor, and saves the mailbox round trip.
     """
 
     def __init__(
@@ -73,20 +75,96 @@ class SessionActor(MailboxActor):
         clock: Callable[[], int],
         guards: Callable[[], Sequence[AppendGuard]] = tuple,
     ) -> None:
-        super().__init__()
-        self._header = header
+        self.header = header
         self._log = log
         self._listener = listener
         self._encode = encode
         self._decode = decode
         self._clock = clock
         self._guards = guards
-        self._detached = False
+        self.detached = False
+
+    def append(self, type_: str, data: Any) -> SessionEvent:
+        """Judge, encode, write behind and commit one event to the live log."""
+        if self.detached:
+            raise self.detached_error()
+        if not isinstance(type_, str) or not type_:
+            raise ValueError("event type must be a non-empty string")
+        for guard in self._guards():
+            guard(self.header, self._log.snapshot(), type_, data)
+        payload = self._encode(data)
+        stored = self._decode(payload)  # the live log holds exactly what a resume would read
+        time_ms = self._clock()
+        seq = len(self._log)
+        if self._listener is not None:
+            self._listener.record_append(
+                self.header.id, SessionEvent(type_, seq, time_ms, stored), payload
+            )
+        return self._log.append(type_, time_ms, stored)
+
+    def flush(self) -> Future[bool]:
+        """A barrier covering every append made so far (failed when detached)."""
+        if self.detached:
+            return _failed(self.detached_error())
+        if self._listener is None:
+            return _resolved(False)
+        try:
+            return self._listener.flush(self.header.id)
+        except Exception as error:
+            _log.warning("persistence listener refused a flush of session %r", self.header.id)
+            return _failed(error)
+
+    def detached_error(self) -> SessionDetachedError:
+        """The error of every append or flush after detaching."""
+        return SessionDetachedError(f"session {self.header.id!r} is detached")
+
+
+class SessionActor(MailboxActor):
+    """One live session. Its mailbox orders appends and flush barriers.
+
+    A :class:`~messages.mailbox.FlushSession` handled after an append covers
+    that append, because every append was handed to the persistence listener
+    before the actor took the next message. Coalescing of concurrent barriers
+    into one durable commit happens in the listener (group commit). Pass
+    ``core`` to share the session's :class:`SessionCore` with the host.
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        log: EventSink,
+        *,
+        listener: PersistenceListener | None,
+        encode: Callable[[object], bytes],
+        decode: Callable[[bytes], object],
+        clock: Callable[[], int],
+        guards: Callable[[], Sequence[AppendGuard]] = tuple,
+        core: SessionCore | None = None,
+    ) -> None:
+        super().__init__()
+        self._core = (
+            core
+            if core is not None
+            else SessionCore(
+                header,
+                log,
+                listener=listener,
+                encode=encode,
+                decode=decode,
+                clock=clock,
+                guards=guards,
+            )
+        )
+
+    @property
+    def core(self) -> SessionCore:
+        """The session state this actor serialises."""
+        return self._core
 
     def handle_AppendEvent(self, message: AppendEvent) -> None:
         """Judge, encode, write behind and commit one event to the live log."""
         try:
-            event = self._append(message.type, message.data)
+            event = self._core.append(message.type, message.data)
         except BaseException as error:
             _fail(message.reply, error)
         else:
@@ -94,23 +172,11 @@ class SessionActor(MailboxActor):
 
     def handle_FlushSession(self, message: FlushSession) -> None:
         """Start a flush barrier covering every append handled so far."""
-        if self._detached:
-            _fail(message.reply, self._detached_error())
-            return
-        if self._listener is None:
-            _succeed(message.reply, False)
-            return
-        try:
-            durable = self._listener.flush(self._header.id)
-        except Exception as error:
-            _log.warning("persistence listener refused a flush of session %r", self._header.id)
-            _fail(message.reply, error)
-            return
-        _forward(durable, message.reply)
+        _forward(self._core.flush(), message.reply)
 
     def handle_DetachSession(self, message: DetachSession) -> None:
         """Detach: every later append or flush is rejected."""
-        self._detached = True
+        self._core.detached = True
         _succeed(message.reply, None)
 
     def on_stop(self) -> None:
@@ -127,37 +193,17 @@ class SessionActor(MailboxActor):
         self._reject_leftovers()
 
     def _reject_leftovers(self) -> None:
-        self._detached = True
+        self._core.detached = True
         kept: list[Any] = []
         while not self.actor_inbox.empty():  # only this thread takes from the inbox
             envelope = self.actor_inbox.get()
             message = envelope.message
             if isinstance(message, AppendEvent | FlushSession | DetachSession):
-                _fail(message.reply, self._detached_error())
+                _fail(message.reply, self._core.detached_error())
             else:
                 kept.append(envelope)  # asks: pykka answers them with ActorDeadError
         for envelope in kept:
             self.actor_inbox.put(envelope)
-
-    def _detached_error(self) -> SessionDetachedError:
-        return SessionDetachedError(f"session {self._header.id!r} is detached")
-
-    def _append(self, type_: str, data: Any) -> SessionEvent:
-        if self._detached:
-            raise self._detached_error()
-        if not isinstance(type_, str) or not type_:
-            raise ValueError("event type must be a non-empty string")
-        for guard in self._guards():
-            guard(self._header, self._log.snapshot(), type_, data)
-        payload = self._encode(data)
-        stored = self._decode(payload)  # the live log holds exactly what a resume would read
-        time_ms = self._clock()
-        seq = len(self._log)
-        if self._listener is not None:
-            self._listener.record_append(
-                self._header.id, SessionEvent(type_, seq, time_ms, stored), payload
-            )
-        return self._log.append(type_, time_ms, stored)
 
 
 def _succeed(reply: Future[Any], value: Any) -> None:
@@ -168,6 +214,18 @@ def _succeed(reply: Future[Any], value: Any) -> None:
 def _fail(reply: Future[Any], error: BaseException) -> None:
     with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
         reply.set_exception(error)
+
+
+def _resolved(value: bool) -> Future[bool]:
+    future: Future[bool] = Future()
+    future.set_result(value)
+    return future
+
+
+def _failed(error: BaseException) -> Future[bool]:
+    future: Future[bool] = Future()
+    future.set_exception(error)
+    return future
 
 
 def _forward(source: Future[bool], target: Future[bool]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pykka
 
+from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
@@ -52,8 +53,10 @@ class _Installed:
 class SchedulePlugin:
     """An installed Schedule plugin. Create it with :func:`install_schedule`."""
 
-    def __init__(self, host: HostContext) -> None:
+    def __init__(self, host: HostContext, runtime: RuntimeSpec = "threading") -> None:
         self._host = host
+        self._runtime = get_runtime(runtime)
+        self._owner_class = self._runtime.bind(ScheduleOwner)
         self._lock = threading.Lock()
         self._installed: dict[str, _Installed] = {}
         self._disposed = False
@@ -70,6 +73,11 @@ class SchedulePlugin:
         ]
 
     # --- public ------------------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        """The actor runtime the owners run on."""
+        return self._runtime
 
     def owner_of(self, agent: Agent) -> pykka.ActorRef[ScheduleOwner] | None:
         """The owner actor installed for ``agent`` (for diagnostics and tests)."""
@@ -118,7 +126,7 @@ class SchedulePlugin:
     def _on_created(self, agent: Agent) -> None:
         agents = self._host.agents
         assert agents is not None
-        if self._disposed or not any(root is agent for root in agents.roots()):
+        if self._disposed or agent not in agents.roots():
             return
         with self._lock:
             if agent.id in self._installed:
@@ -146,7 +154,7 @@ class SchedulePlugin:
         tools = self._host.tools
         assert tools is not None
         status = OwnerStatusBox(agent.id)
-        owner = ScheduleOwner.start(agent, self._host, status)
+        owner = self._owner_class.start(agent, self._host, status)
         entry = _Installed(agent, owner, status)
         try:
             for tool in schedule_tools(agent, owner):
@@ -180,11 +188,14 @@ class SchedulePlugin:
         return reply
 
 
-def install_schedule(host: HostContext) -> SchedulePlugin:
+def install_schedule(host: HostContext, *, runtime: RuntimeSpec = "threading") -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
 
-    Raises :class:`CompositionError` naming every missing part (``sessions``,
-    ``agents``, ``tools``, ``session_persistence``).
+    ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
+    OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
+    see :mod:`actors.gevent_runtime`) or a runtime object from
+    :func:`actors.runtime.get_runtime`. Raises :class:`CompositionError` naming
+    every missing part (``sessions``, ``agents``, ``tools``, ``session_persistence``).
     """
     missing = [
         name
@@ -193,7 +204,7 @@ def install_schedule(host: HostContext) -> SchedulePlugin:
     ]
     if missing:
         raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
-    plugin = SchedulePlugin(host)
+    plugin = SchedulePlugin(host, runtime)
     plugin._listen()
     return plugin
 

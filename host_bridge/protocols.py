@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from host_bridge.clock import default_timers, wall_clock_ms
 
 __all__ = [
+    "DEFAULT_FLUSH_TIMEOUT_MS",
     "Agent",
     "AgentRegistry",
     "AgentStatus",
@@ -37,6 +38,9 @@ __all__ = [
     "ToolResult",
     "UserMessage",
 ]
+
+DEFAULT_FLUSH_TIMEOUT_MS = 30_000
+"""How long Schedule waits for a flush barrier before treating it as failed (30 s)."""
 
 AgentStatus = str
 """An agent status reported to ``AgentRegistry.on_status``: ``"running"`` or ``"idle"``."""
@@ -293,6 +297,12 @@ class HostContext:
     ``session_persistence`` is the host's durability service; it must be present
     (Schedule refuses to install without it). ``clock`` returns wall-clock epoch
     milliseconds; ``timers`` defaults to a process-wide timer thread.
+
+    ``flush_timeout_ms`` bounds every flush barrier Schedule waits for: a flush
+    that has not settled after that long (measured on ``timers``) counts as
+    failed, so a hung persistence listener yields ``persistence_uncertain``
+    instead of a tool that never answers and an owner that cannot be disposed.
+    ``None`` waits forever.
     """
 
     sessions: SessionStore | None
@@ -302,3 +312,4 @@ class HostContext:
     clock: Callable[[], int] = wall_clock_ms
     timers: Timers = field(default_factory=default_timers)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dsh_schedule"))
+    flush_timeout_ms: int | None = DEFAULT_FLUSH_TIMEOUT_MS

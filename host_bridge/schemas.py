@@ -14,6 +14,7 @@ from typing import Any
 
 from messages.errors import ERROR_CODES
 from messages.numbers import MAX_SAFE_INTEGER
+from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH
 
 __all__ = ["TOOL_SPECS", "ToolSpec"]
 
@@ -75,7 +76,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         description=(
             "Create a durable one-shot reminder for this session. After after_seconds seconds "
             "the prompt comes back to you as a [SCHEDULE REMINDER] user message, even across "
-            "host restarts. Only relative delays are supported."
+            "host restarts. Only relative delays are supported. A session holds at most "
+            f"{MAX_ACTIVE_SCHEDULES} active reminders."
         ),
         parameters={
             "$schema": _DIALECT,
@@ -84,6 +86,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "prompt": {
                     "type": "string",
                     "minLength": 1,
+                    "maxLength": MAX_PROMPT_LENGTH,
                     "description": "What to remind about, as the user would say it.",
                 },
                 "after_seconds": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol
@@ -29,6 +30,15 @@ __all__ = [
 ]
 
 _target = attrgetter("target_ms")
+
+
+class _Unknown:
+    """Marks a cached value that has not been computed yet."""
+
+    __slots__ = ()
+
+
+_UNKNOWN = _Unknown()
 
 
 class EventLike(Protocol):
@@ -66,7 +76,8 @@ class FoldedSchedules:
     seed_length: int = 0
     end: int = 0
     _by_id: Mapping[str, ScheduleRecord] = field(init=False, compare=False, repr=False)
-    _seen: frozenset[str] = field(init=False, compare=False, repr=False)
+    _seen: AbstractSet[str] = field(init=False, compare=False, repr=False)
+    _earliest: ScheduleRecord | _Unknown | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         seen = frozenset(self.seen_ids)
@@ -79,6 +90,35 @@ class FoldedSchedules:
             raise ValueError("need 0 <= seed_length <= end")
         object.__setattr__(self, "_seen", seen)
         object.__setattr__(self, "_by_id", by_id)
+        object.__setattr__(self, "_earliest", _UNKNOWN if self.active else None)
+
+    @classmethod
+    def _adopt(
+        cls,
+        by_id: dict[str, ScheduleRecord],
+        *,
+        seen_ids: list[str],
+        seen: set[str],
+        seed_length: int,
+        end: int,
+        earliest: ScheduleRecord | _Unknown | None,
+    ) -> FoldedSchedules:
+        """Build from a finished :class:`_Fold`'s state, taking ownership of it.
+
+        The fold keeps its invariants by construction, so the O(n) Python-level
+        re-validation of ``__post_init__`` is skipped: only C-level copies remain,
+        which keeps an incremental fold cheap however many records are active.
+        """
+        folded: FoldedSchedules = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(folded, "active", tuple(by_id.values()))
+        setattr_(folded, "seen_ids", tuple(seen_ids))
+        setattr_(folded, "seed_length", seed_length)
+        setattr_(folded, "end", end)
+        setattr_(folded, "_by_id", by_id)
+        setattr_(folded, "_seen", seen)
+        setattr_(folded, "_earliest", earliest)
+        return folded
 
     def get(self, id: str) -> ScheduleRecord | None:
         """The active record with this id, or ``None``."""
@@ -86,7 +126,11 @@ class FoldedSchedules:
 
     def earliest(self) -> ScheduleRecord | None:
         """The active record due first (smallest target; ties in create order), or ``None``."""
-        return min(self.active, key=_target, default=None)
+        earliest = self._earliest
+        if isinstance(earliest, _Unknown):
+            earliest = min(self.active, key=_target, default=None)
+            object.__setattr__(self, "_earliest", earliest)  # a cache; not compared
+        return earliest
 
     def is_seen(self, id: str) -> bool:
         """Tell whether ``id`` was ever created in the folded suffix."""
@@ -96,24 +140,39 @@ class FoldedSchedules:
 class _Fold:
     """Mutable fold state, frozen into a :class:`FoldedSchedules` at the end."""
 
-    __slots__ = ("active", "seed_length", "seen", "seen_ids")
+    __slots__ = ("active", "earliest", "seed_length", "seen", "seen_ids")
 
     def __init__(self, folded: FoldedSchedules) -> None:
-        self.active = {record.id: record for record in folded.active}
-        self.seen = set(folded.seen_ids)
+        # C-level copies (the previous fold stays immutable); no per-record Python work.
+        self.active: dict[str, ScheduleRecord] = dict(folded._by_id)
+        self.seen: set[str] = set(folded._seen)
         self.seen_ids = list(folded.seen_ids)
         self.seed_length = folded.seed_length
+        self.earliest: ScheduleRecord | _Unknown | None = folded._earliest
 
     def apply(self, change: ScheduleChange, where: str) -> None:
         if isinstance(change, CreateChange):
-            record_id = change.schedule.id
+            record = change.schedule
+            record_id = record.id
             if record_id in self.seen:
                 raise ScheduleLogError(f"{where}: create id {record_id!r:.80} was reused")
             self.seen.add(record_id)
             self.seen_ids.append(record_id)
-            self.active[record_id] = change.schedule
-        elif self.active.pop(change.id, None) is None:
-            raise ScheduleLogError(f"{where}: {change.operation} of inactive id {change.id!r:.80}")
+            self.active[record_id] = record
+            earliest = self.earliest
+            # Ties keep create order: a later record wins only with a strictly smaller target.
+            if earliest is None or (
+                not isinstance(earliest, _Unknown) and record.target_ms < earliest.target_ms
+            ):
+                self.earliest = record
+        else:
+            removed = self.active.pop(change.id, None)
+            if removed is None:
+                raise ScheduleLogError(
+                    f"{where}: {change.operation} of inactive id {change.id!r:.80}"
+                )
+            if removed is self.earliest:
+                self.earliest = _UNKNOWN
 
     def fold(self, events: Sequence[EventLike], start: int, stop: int) -> None:
         for index in range(start, stop):
@@ -127,8 +186,14 @@ class _Fold:
             self.apply(change, f"event seq {event.seq}")
 
     def freeze(self, end: int) -> FoldedSchedules:
-        return FoldedSchedules(
-            tuple(self.active.values()), tuple(self.seen_ids), self.seed_length, end
+        """The immutable result; this state must not be used afterwards (it is adopted)."""
+        return FoldedSchedules._adopt(
+            self.active,
+            seen_ids=self.seen_ids,
+            seen=self.seen,
+            seed_length=self.seed_length,
+            end=end,
+            earliest=self.earliest,
         )
 
 

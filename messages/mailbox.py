@@ -21,6 +21,7 @@ __all__ = [
     "DetachSession",
     "DisposeOwner",
     "FlushSession",
+    "FlushTimedOut",
     "ListSchedules",
     "Ping",
     "PreflightSettled",
@@ -136,6 +137,14 @@ class BarrierSettled:
 
     txn: int
     ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTimedOut:
+    """The flush of transaction ``txn`` in ``phase`` did not settle within the flush timeout."""
+
+    txn: int
+    phase: str  # "preflight" | "barrier"
 
 
 @dataclass(frozen=True, slots=True)

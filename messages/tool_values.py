@@ -18,11 +18,14 @@ from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 __all__ = [
     "CREATE_KEYS",
     "DELETE_KEYS",
+    "MAX_ACTIVE_SCHEDULES",
+    "MAX_PROMPT_LENGTH",
     "CreateInput",
     "DeleteInput",
     "ListInput",
     "Operation",
     "ToolError",
+    "active_limit_error",
     "corrupt_log_error",
     "cross_agent_error",
     "delete_value",
@@ -47,6 +50,15 @@ CREATE_KEYS = frozenset({"prompt", "after_seconds"})
 DELETE_KEYS = frozenset({"id"})
 """The only argument key ``schedule_delete`` accepts."""
 
+MAX_PROMPT_LENGTH = 4096
+"""The longest ``schedule_create`` prompt accepted, in characters (code points) as given.
+
+An input limit of the tool only: logs written without it (protocol version 1
+has no limit) still decode, fold and deliver."""
+
+MAX_ACTIVE_SCHEDULES = 1000
+"""The most active reminders one session may hold; a create beyond it is refused."""
+
 _MESSAGES: Mapping[str, str] = {
     "not_object": "Tool arguments must be a JSON object.",
     "create_keys": (
@@ -56,6 +68,11 @@ _MESSAGES: Mapping[str, str] = {
     "create_missing_rule": "schedule_create requires after_seconds.",
     "delete_keys": "schedule_delete accepts only id.",
     "prompt": "prompt must be a non-empty string of valid Unicode text.",
+    "prompt_too_long": f"prompt must be at most {MAX_PROMPT_LENGTH} characters long.",
+    "active_limit": (
+        f"This session already has {MAX_ACTIVE_SCHEDULES} active reminders, the most it may "
+        "hold; delete one or let one be delivered before creating another."
+    ),
     "after_seconds": f"after_seconds must be an integer from 1 to {MAX_SAFE_INTEGER}.",
     "delete_id": "id must be a non-empty string without leading or trailing whitespace.",
     "time_out_of_range": "The reminder would fall after 9999-12-31T23:59:59.999Z.",
@@ -134,6 +151,8 @@ def parse_create_input(arguments: object) -> CreateInput | ToolError:
     if "after_seconds" not in arguments:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_missing_rule")
     prompt = arguments.get("prompt")
+    if isinstance(prompt, str) and len(prompt) > MAX_PROMPT_LENGTH:
+        return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt_too_long")
     if not valid_prompt(prompt):
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt")
     assert isinstance(prompt, str)
@@ -186,6 +205,15 @@ def cross_agent_error() -> ToolError:
 def corrupt_log_error() -> ToolError:
     """``corrupt_schedule_log`` for any operation."""
     return ToolError.of(ErrorCode.CORRUPT_SCHEDULE_LOG, "corrupt")
+
+
+def active_limit_error() -> ToolError:
+    """``invalid_rule``: the session already holds :data:`MAX_ACTIVE_SCHEDULES` active reminders.
+
+    Version 1's error codes are closed; a create the session cannot take is
+    reported as a rule it cannot accept, with its own fixed message.
+    """
+    return ToolError.of(ErrorCode.INVALID_RULE, "active_limit")
 
 
 def time_out_of_range_error() -> ToolError:

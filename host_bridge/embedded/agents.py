@@ -13,14 +13,16 @@ import itertools
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import pykka
 
 from actors.base import MailboxActor
+from actors.runtime import RuntimeSpec, get_runtime
+from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.tools import ScopedToolRegistry
 from host_bridge.protocols import Agent, Session, TextBlock, ToolResult, UserMessage
 from messages.mailbox import RunTurn
@@ -30,6 +32,7 @@ __all__ = [
     "EmbeddedAgent",
     "EmbeddedAgentRegistry",
     "Model",
+    "RootAgents",
     "Turn",
     "TurnRecord",
 ]
@@ -55,9 +58,18 @@ class Turn:
         """Run a tool for this agent, record the call and result in the log, return the result."""
         if self.tools is None:
             raise RuntimeError("this agent has no tool registry")
-        self.agent.session.append(
-            MESSAGE_EVENT, {"role": "assistant", "toolCall": {"name": name, "arguments": arguments}}
-        )
+        try:
+            self.agent.session.append(
+                MESSAGE_EVENT,
+                {"role": "assistant", "toolCall": {"name": name, "arguments": arguments}},
+            )
+        except PayloadError:
+            # Arguments the log cannot store (a lone surrogate, an integer beyond 64 bits,
+            # deep nesting) are still the tool's to judge: record the call without them.
+            self.agent.session.append(
+                MESSAGE_EVENT,
+                {"role": "assistant", "toolCall": {"name": name, "argumentsNotStored": True}},
+            )
         result = self.tools.execute(name, arguments, agent=self.agent)
         self.agent.session.append(
             MESSAGE_EVENT,
@@ -90,7 +102,7 @@ def _silent_model(turn: Turn) -> str | None:
 
 
 class TurnActor(MailboxActor):
-    """Runs an agent's turns one at a time on its own thread."""
+    """Runs an agent's turns one at a time (on its own thread, or greenlet on gevent)."""
 
     def __init__(self, agent: EmbeddedAgent) -> None:
         super().__init__()
@@ -140,7 +152,7 @@ class EmbeddedAgent:
         self._state = _State()
         self._lock = threading.Lock()
         self._turns: list[TurnRecord] = []
-        self._actor: pykka.ActorRef[TurnActor] = TurnActor.start(self)
+        self._actor: pykka.ActorRef[TurnActor] = registry._turn_actor.start(self)
 
     # --- Agent protocol -------------------------------------------------------------
 
@@ -173,15 +185,11 @@ class EmbeddedAgent:
             state.reserved = True
             state.reservation += 1
             token = state.reservation
-        released = threading.Event()
 
         def release() -> None:
-            if released.is_set():
-                return
-            released.set()
             with self._lock:
                 if self._state.reservation != token or not self._state.reserved:
-                    return
+                    return  # released already (idempotent), or superseded
                 self._state.reserved = False
                 if self._start_next_locked() or not self._state.settled():
                     return
@@ -302,12 +310,72 @@ class EmbeddedAgent:
         return f"EmbeddedAgent({self._id!r}, {kind}, {self._state.status})"
 
 
-class EmbeddedAgentRegistry:
-    """The embedded host's agents (implements ``AgentRegistry``)."""
+class RootAgents(Sequence[EmbeddedAgent]):
+    """An immutable snapshot of the live root agents, in creation order.
 
-    def __init__(self, tools: ScopedToolRegistry | None = None) -> None:
+    Membership (``agent in roots``) is an O(1) identity check, so liveness checks
+    stay cheap with thousands of agents.
+    """
+
+    __slots__ = ("_by_id", "_items")
+
+    def __init__(self, by_id: Mapping[str, EmbeddedAgent]) -> None:
+        self._by_id = dict(by_id)
+        self._items: tuple[EmbeddedAgent, ...] | None = None
+
+    def _tuple(self) -> tuple[EmbeddedAgent, ...]:
+        if self._items is None:
+            self._items = tuple(self._by_id.values())
+        return self._items
+
+    def __contains__(self, value: object) -> bool:
+        agent_id = getattr(value, "id", None)
+        return isinstance(agent_id, str) and self._by_id.get(agent_id) is value
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[EmbeddedAgent]:
+        return iter(self._tuple())
+
+    @overload
+    def __getitem__(self, index: int) -> EmbeddedAgent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EmbeddedAgent, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> EmbeddedAgent | tuple[EmbeddedAgent, ...]:
+        return self._tuple()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RootAgents):
+            return self._tuple() == other._tuple()
+        if isinstance(other, tuple | list):
+            return list(self._tuple()) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return f"RootAgents({list(self._by_id)!r})"
+
+
+class EmbeddedAgentRegistry:
+    """The embedded host's agents (implements ``AgentRegistry``).
+
+    ``runtime`` is where the agents' turn actors run (see
+    :func:`actors.runtime.get_runtime`).
+    """
+
+    def __init__(
+        self, tools: ScopedToolRegistry | None = None, *, runtime: RuntimeSpec = "threading"
+    ) -> None:
         self.tools = tools
+        self._turn_actor = get_runtime(runtime).bind(TurnActor)
         self._agents: dict[str, EmbeddedAgent] = {}
+        self._roots: dict[str, EmbeddedAgent] = {}
+        self._roots_snapshot: RootAgents | None = None
         self._lock = threading.RLock()
         self._created: list[Callable[[Agent], None]] = []
         self._status: list[Callable[[Agent, str], None]] = []
@@ -329,6 +397,9 @@ class EmbeddedAgentRegistry:
                 raise ValueError(f"agent {new_id!r} already exists")
             agent = EmbeddedAgent(new_id, session, registry=self, model=model, parent=parent)
             self._agents[new_id] = agent
+            if parent is None:
+                self._roots[new_id] = agent
+                self._roots_snapshot = None
             listeners = tuple(self._created)
         for listener in listeners:
             _call_listener(listener, agent)
@@ -340,6 +411,9 @@ class EmbeddedAgentRegistry:
             if self._agents.get(agent.id) is not agent:
                 return
             del self._agents[agent.id]
+            if self._roots.get(agent.id) is agent:
+                del self._roots[agent.id]
+                self._roots_snapshot = None
             listeners = tuple(self._disposed)
         agent._dispose()
         for listener in listeners:
@@ -350,10 +424,13 @@ class EmbeddedAgentRegistry:
         for agent in list(self._agents.values()):
             self.dispose(agent)
 
-    def roots(self) -> Sequence[EmbeddedAgent]:
-        """Live agents without a parent."""
+    def roots(self) -> RootAgents:
+        """Live agents without a parent (a snapshot; ``agent in roots()`` is O(1))."""
         with self._lock:
-            return tuple(a for a in self._agents.values() if a.parent is None)
+            snapshot = self._roots_snapshot
+            if snapshot is None:
+                snapshot = self._roots_snapshot = RootAgents(self._roots)
+            return snapshot
 
     def get(self, agent_id: str) -> EmbeddedAgent | None:
         """The live agent with this id."""

@@ -83,6 +83,8 @@ def decode_payload(raw: bytes) -> object:
         raise PayloadError("payload is empty")
     if size > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} allowed")
+    # Every element takes at least one byte, so no length in the payload may exceed its
+    # size: a few header bytes then cannot make msgpack reserve room for millions of items.
     try:
         value = msgpack.unpackb(
             raw,
@@ -93,11 +95,11 @@ def decode_payload(raw: bytes) -> object:
             ext_hook=_reject_ext,
             list_hook=_checked_list,
             object_pairs_hook=_checked_map,
-            max_str_len=MAX_PAYLOAD_BYTES,
-            max_bin_len=MAX_PAYLOAD_BYTES,
-            max_array_len=MAX_PAYLOAD_BYTES,
-            max_map_len=MAX_PAYLOAD_BYTES // 2,
-            max_ext_len=MAX_PAYLOAD_BYTES,
+            max_str_len=size,
+            max_bin_len=size,
+            max_array_len=size,
+            max_map_len=size // 2,
+            max_ext_len=size,
         )
     except PayloadError:
         raise
@@ -111,6 +113,8 @@ def decode_payload(raw: bytes) -> object:
         reason = str(error)
         if "incomplete" in reason:
             raise PayloadError("payload is truncated") from None
+        if "exceeds max_" in reason:
+            raise PayloadError("payload declares a length larger than the payload") from None
         if "map key" in reason:
             raise PayloadError("payload has a map key that is not a str") from None
         raise PayloadError("payload is not valid msgpack (ValueError)") from None

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.clock import ThreadTimers, wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.paths import default_data_dir, store_path
@@ -26,6 +27,16 @@ class EmbeddedHost:
     ``data_dir`` defaults to :func:`host_bridge.embedded.paths.default_data_dir`;
     ``durable=False`` runs without a persistence listener (every flush resolves
     ``False``). Close it with :meth:`close` or use it as a context manager.
+
+    ``runtime`` chooses where the host's actors (one SessionActor per session,
+    one TurnActor per agent) run: ``"threading"`` (the default: OS threads),
+    ``"gevent"`` (greenlets on the gevent runtime's hub, see
+    :mod:`actors.gevent_runtime`) or a runtime object. The default timers follow
+    the runtime; SQLite work done on the caller's behalf (opening, session rows,
+    resume reads, close) runs off the hub when called from a gevent hub thread,
+    and commits always happen on the store's writer thread. Pass the same
+    runtime to ``install_schedule(host.context(), runtime=host.runtime)`` to run
+    the owners there too.
     """
 
     def __init__(
@@ -36,20 +47,25 @@ class EmbeddedHost:
         clock: Callable[[], int] = wall_clock_ms,
         timers: Timers | None = None,
         logger: logging.Logger | None = None,
+        runtime: RuntimeSpec = "threading",
     ) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.clock = clock
+        self.runtime: Runtime = get_runtime(runtime)
         self._own_timers = timers is None
-        self.timers: Timers = (
-            timers if timers is not None else ThreadTimers(name="dsh-embedded-timers")
-        )
+        if timers is not None:
+            self.timers: Timers = timers
+        elif self.runtime.name == "threading":
+            self.timers = ThreadTimers(name="dsh-embedded-timers")
+        else:
+            self.timers = self.runtime.timers()
         self.logger = logger if logger is not None else logging.getLogger("dsh_schedule")
         self.persistence: SqliteEventStore | None = (
-            SqliteEventStore(store_path(self.data_dir)) if durable else None
+            run_blocking(SqliteEventStore, store_path(self.data_dir)) if durable else None
         )
-        self.sessions = EmbeddedSessionStore(self.persistence, clock=clock)
+        self.sessions = EmbeddedSessionStore(self.persistence, clock=clock, runtime=self.runtime)
         self.tools = ScopedToolRegistry()
-        self.agents = EmbeddedAgentRegistry(self.tools)
+        self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime)
         self._closed = False
 
     def context(self) -> HostContext:
@@ -92,9 +108,10 @@ class EmbeddedHost:
         self.agents.dispose_all()
         self.sessions.close()
         if self.persistence is not None:
-            self.persistence.close()
-        if self._own_timers and isinstance(self.timers, ThreadTimers):
-            self.timers.close()
+            run_blocking(self.persistence.close)
+        close_timers = getattr(self.timers, "close", None)
+        if self._own_timers and callable(close_timers):
+            close_timers()
 
     def __enter__(self) -> EmbeddedHost:
         return self

@@ -11,7 +11,8 @@ from typing import Any
 
 import pykka
 
-from actors.session_actor import AppendGuard, SessionActor, SessionDetachedError
+from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking, wait_for
+from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
@@ -30,14 +31,29 @@ class SessionError(RuntimeError):
 
 
 class EmbeddedSession:
-    """A live session of the embedded host (implements the ``Session`` protocol)."""
+    """A live session of the embedded host (implements the ``Session`` protocol).
+
+    Appends and flushes go through the session's :class:`SessionActor`
+    mailbox. On the gevent runtime a caller that runs on the actor's own hub
+    thread (an owner or turn actor) calls the shared :class:`SessionCore`
+    inline instead: it never blocks, so it is atomic with respect to the actor,
+    and the caller neither waits for another greenlet nor stalls the hub.
+    """
 
     def __init__(
-        self, header: SessionHeader, log: EventLog, actor: pykka.ActorRef[SessionActor]
+        self,
+        header: SessionHeader,
+        log: EventLog,
+        actor: pykka.ActorRef[SessionActor],
+        *,
+        core: SessionCore | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self._header = header
         self._log = log
         self._actor = actor
+        self._core = core
+        self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
 
     @property
@@ -66,16 +82,29 @@ class EmbeddedSession:
         return self._actor
 
     def append(self, type: str, data: Any) -> SessionEvent:
-        """Append one event through the session's mailbox and return it once committed."""
+        """Append one event through the session's mailbox and return it once committed.
+
+        The wait follows the caller (:func:`actors.runtime.wait_for`): an actor
+        greenlet on the gevent runtime is suspended while the session actor (on
+        the same hub or elsewhere) commits, instead of blocking the hub.
+        """
+        inline = self._inline
+        if inline is not None and inline.on_hub_thread():
+            assert self._core is not None
+            return self._core.append(type, data)
         reply: Future[SessionEvent] = Future()
         try:
             self._actor.tell(AppendEvent(type, data, reply))
         except pykka.ActorDeadError:
             raise SessionDetachedError(f"session {self.id!r} is detached") from None
-        return reply.result()
+        return wait_for(reply)
 
     def request_flush(self) -> Future[bool]:
         """Queue a flush barrier behind every append made so far."""
+        inline = self._inline
+        if inline is not None and inline.on_hub_thread():
+            assert self._core is not None
+            return self._core.flush()
         reply: Future[bool] = Future()
         try:
             self._actor.tell(FlushSession(reply))
@@ -90,7 +119,7 @@ class EmbeddedSession:
         reply: Future[None] = Future()
         try:
             self._actor.tell(DetachSession(reply))
-            reply.result()
+            wait_for(reply)
             self._actor.stop()
         except (pykka.ActorDeadError, SessionDetachedError):
             pass  # the actor already stopped: nothing more can reach the log
@@ -105,7 +134,9 @@ class EmbeddedSessionStore:
     Sessions are created, resumed from SQLite or forked into live
     :class:`EmbeddedSession` objects. ``persistence=None`` gives a store whose
     flushes resolve ``False`` (nothing is durable), useful to exercise
-    ``persistence_uncertain``.
+    ``persistence_uncertain``. ``runtime`` is where the session actors run
+    (see :func:`actors.runtime.get_runtime`); reads and writes of SQLite made
+    here run off the hub when called from a gevent hub thread.
     """
 
     def __init__(
@@ -113,10 +144,14 @@ class EmbeddedSessionStore:
         persistence: SqliteEventStore | None,
         *,
         clock: Callable[[], int] = wall_clock_ms,
+        runtime: RuntimeSpec = "threading",
     ) -> None:
         self._persistence = persistence
         self._clock = clock
+        self._runtime = get_runtime(runtime)
+        self._session_actor = self._runtime.bind(SessionActor)
         self._live: dict[str, EmbeddedSession] = {}
+        self._opening: set[str] = set()
         self._guards: list[AppendGuard] = []
         self._lock = threading.Lock()
 
@@ -158,7 +193,7 @@ class EmbeddedSessionStore:
             if session_id in self._live:
                 raise SessionError(f"session {session_id!r} is already live")
         self._write_queued(session_id)
-        stored = self._persistence.load(session_id)
+        stored = run_blocking(self._persistence.load, session_id)
         if stored is None:
             raise SessionError(f"no stored session {session_id!r}")
         return self._go_live(stored.header, stored.events, seed_payloads=None)
@@ -170,7 +205,7 @@ class EmbeddedSessionStore:
             return live
         if self._persistence is not None:
             self._write_queued(session_id)
-            if self._persistence.load_header(session_id) is not None:
+            if run_blocking(self._persistence.load_header, session_id) is not None:
                 return self.resume(session_id)
         return self.create(session_id)
 
@@ -200,6 +235,8 @@ class EmbeddedSessionStore:
                 return  # not live here (a stale handle must not detach its successor)
             del self._live[session.id]
         live._detach()
+        if self._persistence is not None:
+            self._persistence.forget(session.id)  # its rows stay; the bookkeeping goes
 
     def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Judge every later append of every session; returns ``remove``."""
@@ -226,7 +263,7 @@ class EmbeddedSessionStore:
         """
         assert self._persistence is not None
         try:
-            self._persistence.flush(session_id).result()
+            wait_for(self._persistence.flush(session_id))
         except StoreError as error:
             raise SessionError(
                 f"cannot read session {session_id!r}: its queued events are not durable ({error})"
@@ -244,18 +281,22 @@ class EmbeddedSessionStore:
     ) -> EmbeddedSession:
         if not isinstance(header.id, str) or not header.id:
             raise SessionError("a session id must be a non-empty string")
-        with self._lock:
-            if header.id in self._live:
+        with self._lock:  # reserve the id; the store write below may suspend this greenlet
+            if header.id in self._live or header.id in self._opening:
                 raise SessionError(f"session {header.id!r} is already live")
+            self._opening.add(header.id)
+        try:
             if seed_payloads is not None and self._persistence is not None:
                 try:
-                    self._persistence.create_session(
-                        header, tuple(zip(events, seed_payloads, strict=True))
+                    run_blocking(
+                        self._persistence.create_session,
+                        header,
+                        tuple(zip(events, seed_payloads, strict=True)),
                     )
                 except StoreError as error:
                     raise SessionError(f"cannot create session {header.id!r}: {error}") from None
             log = EventLog(events)
-            actor = SessionActor.start(
+            core = SessionCore(
                 header,
                 log,
                 listener=self._persistence,
@@ -264,8 +305,21 @@ class EmbeddedSessionStore:
                 clock=self._clock,
                 guards=self._current_guards,
             )
-            session = EmbeddedSession(header, log, actor)
-            self._live[header.id] = session
+            actor = self._session_actor.start(
+                header,
+                log,
+                listener=self._persistence,
+                encode=encode_payload,
+                decode=decode_payload,
+                clock=self._clock,
+                core=core,
+            )
+            session = EmbeddedSession(header, log, actor, core=core, runtime=self._runtime)
+            with self._lock:
+                self._live[header.id] = session
+        finally:
+            with self._lock:
+                self._opening.discard(header.id)
         _log.debug("session %r is live with %d events", header.id, len(events))
         return session
 

@@ -17,6 +17,12 @@ A failed write is rolled back and its rows go back to the front of the queue,
 so nothing is half-written and nothing queued is dropped; the flush requests of
 that round fail with :class:`StoreWriteError` and the next flush retries.
 
+Before each ``COMMIT`` the writer checks that the database and WAL files at
+the path are still the ones it opened. If they were deleted under it, it
+rebuilds the store at its path from its open connection before committing,
+so an acknowledgement never refers to an unlinked file; if another file took
+the path, it refuses to write (see :meth:`SqliteEventStore._write`).
+
 Reads (:meth:`~SqliteEventStore.load`, :meth:`~SqliteEventStore.session_ids`...)
 see durable state only, use their own connection and are safe from any thread.
 A store file is meant to be written by one ``SqliteEventStore`` at a time
@@ -202,6 +208,7 @@ class SqliteEventStore:
         self._queued_bytes = 0
         self._unsynced: Counter[str] = Counter()
         self._next_seq: dict[str, int] = {}
+        self._forget_when_synced: set[str] = set()
         self._waiters: list[_Waiter] = []
         self._closed = False
         self._writer_stopped = False
@@ -223,6 +230,7 @@ class SqliteEventStore:
         except BaseException:
             self._writer_conn.close()
             raise
+        self._identity = self._file_identity()
         self._thread = threading.Thread(target=self._run, name="dsh-store-writer", daemon=True)
         self._thread.start()
         _log.debug("session store open at %s", self._path)
@@ -251,6 +259,12 @@ class SqliteEventStore:
         """Rows queued or being written that are not committed yet (sessions and events)."""
         with self._lock:
             return sum(self._unsynced.values())
+
+    @property
+    def tracked_sessions(self) -> int:
+        """Sessions whose next ``seq`` the store keeps in memory (live or with rows queued)."""
+        with self._lock:
+            return len(self._next_seq)
 
     @property
     def closed(self) -> bool:
@@ -324,11 +338,11 @@ class SqliteEventStore:
                 raise StoreError(
                     f"session {_show(session_id)} is unknown to the store; create it first"
                 )
-            with self._lock:
-                self._next_seq.setdefault(session_id, stored)
+            expected = stored
         with self._lock:
             self._check_open()
-            expected = self._next_seq[session_id]
+            # (a concurrent forget() only drops an entry that equals the stored length)
+            expected = self._next_seq.setdefault(session_id, expected)
             if row.seq != expected:
                 raise StoreError(
                     f"event for session {_show(session_id)} has seq {row.seq}, expected {expected}"
@@ -354,6 +368,20 @@ class SqliteEventStore:
     def flush_all(self) -> Future[bool]:
         """Like :meth:`flush`, for every row of every session queued before this call."""
         return self._request_flush(None)
+
+    def forget(self, session_id: str) -> None:
+        """Drop the in-memory bookkeeping of a session that went offline; its rows stay stored.
+
+        A host calls it when it detaches a session, so a long-running store does
+        not keep an entry per session it ever saw. Rows still queued for the
+        session are written first (the entry goes once they are committed); a
+        later append to the session reads its stored length again.
+        """
+        with self._lock:
+            if session_id in self._unsynced:
+                self._forget_when_synced.add(session_id)
+            else:
+                self._next_seq.pop(session_id, None)
 
     def close(self) -> None:
         """Write what is queued, stop the writer and close the connections; idempotent.
@@ -522,8 +550,17 @@ class SqliteEventStore:
                 self._writer_conn.close()
                 self._writer_conn = None
 
-    def _write(self, batch: list[_Op]) -> StoreWriteError | None:
-        """Write ``batch`` in one transaction; on failure roll back and describe it."""
+    def _write(self, batch: list[_Op], *, restored: bool = False) -> StoreWriteError | None:
+        """Write ``batch`` in one transaction; on failure roll back and describe it.
+
+        Just before ``COMMIT`` it checks that the database and WAL files at the
+        store's path are still the ones its connections write to. When they were
+        deleted under the store, a commit would only reach unlinked files that
+        vanish with the process: the round is rolled back, the store file is
+        rebuilt at its path from the open connection (which still sees every
+        committed row, see :meth:`_restore`) and the round is written again.
+        When another file took the path, the round fails and every later one too.
+        """
         try:
             conn = self._writer_conn
             if conn is None:
@@ -548,8 +585,13 @@ class SqliteEventStore:
             )
             if self._fault_hook is not None:
                 self._fault_hook()
+            self._check_identity()
             conn.execute("COMMIT")
         except Exception as error:
+            if isinstance(error, _StoreFileMovedError) and error.restorable and not restored:
+                self._rollback()
+                if self._restore():
+                    return self._write(batch, restored=True)
             category = _category(error)
             _log.error(
                 "session store commit failed (%s); %d rows stay queued for the next attempt",
@@ -564,6 +606,85 @@ class SqliteEventStore:
                 category=category,
             )
         return None
+
+    def _file_identity(self) -> _Identity:
+        """``(device, inode)`` of the database file and of its WAL file (None when absent)."""
+        return (_inode(self._path), _inode(_sidecar(self._path, "-wal")))
+
+    def _check_identity(self) -> None:
+        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path."""
+        db, wal = self._identity
+        try:
+            now_db = _inode(self._path)
+            now_wal = _inode(_sidecar(self._path, "-wal"))
+        except OSError:
+            raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False) from None
+        if now_db is None:
+            raise _StoreFileMovedError("STORE_FILE_DELETED", restorable=True)
+        if now_db != db:
+            raise _StoreFileMovedError("STORE_FILE_REPLACED", restorable=False)
+        if wal is None:
+            self._identity = (db, now_wal)  # the WAL appears with the first write
+        elif now_wal != wal:
+            raise _StoreFileMovedError("STORE_WAL_DELETED", restorable=True)
+
+    def _restore(self) -> bool:
+        """Rebuild the store file at its path from the open write connection.
+
+        The connection still reads the unlinked files, so an online backup
+        copies every committed row. The copy is written and fsync'ed beside the
+        path first; only then are the old connections closed, stale WAL/SHM
+        files removed and the copy renamed into place. Returns False (leaving
+        everything as it was) when the copy cannot be made, e.g. while the data
+        directory itself is missing: the next flush tries again.
+        """
+        conn = self._writer_conn
+        if conn is None:
+            return False
+        copy = _sidecar(self._path, ".restore")
+        try:
+            copy.unlink(missing_ok=True)
+            target = sqlite3.connect(copy, isolation_level=None)
+            try:
+                conn.backup(target)
+            finally:
+                target.close()
+            _fsync_path(copy)
+        except (OSError, sqlite3.Error) as error:
+            _log.error(
+                "the session store %s was deleted while open and cannot be rebuilt yet (%s)",
+                self._path,
+                _category(error),
+            )
+            return False
+        try:
+            conn.close()
+            self._writer_conn = None
+            with self._read_lock:
+                if self._read_conn is not None:
+                    self._read_conn.close()
+                    self._read_conn = None
+                for suffix in ("-wal", "-shm"):
+                    _sidecar(self._path, suffix).unlink(missing_ok=True)
+                os.replace(copy, self._path)
+                _fsync_path(self._path.parent)
+                self._writer_conn = self._open_writer(create=False, initialise=False)
+                self._read_conn = self._connect()
+                self._read_conn.execute("PRAGMA query_only = ON")
+            self._identity = self._file_identity()
+        except (OSError, sqlite3.Error, StoreError) as error:
+            _log.error(
+                "rebuilding the session store %s failed (%s); a copy may remain at %s",
+                self._path,
+                _category(error),
+                copy,
+            )
+            return False
+        _log.warning(
+            "the session store %s was deleted while open; rebuilt it from the open connection",
+            self._path,
+        )
+        return True
 
     def _rollback(self) -> None:
         conn = self._writer_conn
@@ -601,6 +722,9 @@ class SqliteEventStore:
                 self._unsynced[op.session_id] -= 1
                 if self._unsynced[op.session_id] <= 0:
                     del self._unsynced[op.session_id]
+                    if op.session_id in self._forget_when_synced:
+                        self._forget_when_synced.discard(op.session_id)
+                        self._next_seq.pop(op.session_id, None)
             outcomes.extend((waiter.future, True) for waiter in waiters)
             # Requests made during the write are covered too if their session is now clean.
             still_waiting: list[_Waiter] = []
@@ -842,6 +966,39 @@ def _event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEvent:
             f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}"
         ) from None
     return SessionEvent(type_, seq, time_ms, value)
+
+
+_Inode = tuple[int, int]
+_Identity = tuple[_Inode | None, _Inode | None]
+
+
+class _StoreFileMovedError(Exception):
+    """The store's files are no longer the ones at its path (``args[0]`` is the category)."""
+
+    def __init__(self, category: str, *, restorable: bool) -> None:
+        super().__init__(category)
+        self.sqlite_errorname = category
+        self.restorable = restorable
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _inode(path: Path) -> _Inode | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _category(error: BaseException) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from actors.runtime import wait_for
 from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 
 __all__ = ["ScopedToolRegistry", "ToolConflictError"]
@@ -133,10 +134,15 @@ class ScopedToolRegistry:
     def execute(
         self, name: str, arguments: Any, *, agent: Agent, timeout: float | None = None
     ) -> ToolResult:
-        """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result."""
+        """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result.
+
+        The wait follows the caller (:func:`actors.runtime.wait_for`): a model
+        running in a greenlet actor suspends only its greenlet, so the tool's
+        owner can answer on the same gevent hub.
+        """
         future = self.submit(name, arguments, agent=agent)
         try:
-            return future.result(timeout=timeout)
+            return wait_for(future, timeout)
         except TimeoutError:
             _log.warning("tool %s timed out for agent %s", name, agent.id)
             return _error("tool_timeout", "The tool did not finish in time.", name)

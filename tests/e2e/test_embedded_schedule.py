@@ -1,4 +1,9 @@
-"""End to end on the embedded host: real SQLite, real actors, fake time."""
+"""End to end on the embedded host: real SQLite, real actors, fake time; on both runtimes.
+
+On the gevent runtime every actor (session, turn and owner actors) is a greenlet
+of one hub, and a model calls ``schedule_create`` from inside its turn: the
+turn waits for the owner, which waits for the session actor, all on that hub.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +19,7 @@ from typing import Any
 import pykka
 import pytest
 
+from actors.runtime import Runtime, get_runtime
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
@@ -30,11 +37,13 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.reminders: list[str] = []
         self.results: list[Any] = []
+        self.reminded = threading.Event()
 
     def __call__(self, turn: Turn) -> str | None:
         text = turn.message.text
         if text.startswith("[SCHEDULE REMINDER]"):
             self.reminders.append(text)
+            self.reminded.set()
             return "Reminder presented."
         if text.startswith("remind "):
             _, seconds, prompt = text.split(" ", 2)
@@ -50,6 +59,12 @@ class ScriptedModel:
 def _stop_actors() -> Iterator[None]:
     yield
     pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture(params=("threading", "gevent"))
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    """Each actor runtime in turn."""
+    return get_runtime(request.param)
 
 
 def settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
@@ -79,11 +94,11 @@ def stored_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
     return out
 
 
-def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path) -> None:
+def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path, runtime: Runtime) -> None:
     clock = FakeClock()
     timers = FakeTimers(clock)
-    host = EmbeddedHost(tmp_path, clock=clock, timers=timers)
-    plugin = install_schedule(host.context())
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
+    plugin = install_schedule(host.context(), runtime=runtime)
     model = ScriptedModel()
     agent = host.spawn_root(model=model, session_id="s-1")
     created_at = clock.now()
@@ -121,8 +136,8 @@ _WRITER = textwrap.dedent(
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.plugin import install_schedule
 
-    host = EmbeddedHost(sys.argv[1])
-    plugin = install_schedule(host.context())
+    host = EmbeddedHost(sys.argv[1], runtime=sys.argv[2])
+    plugin = install_schedule(host.context(), runtime=sys.argv[2])
     agent = host.spawn_root(session_id="restart-me")
     result = host.tools.execute(
         "schedule_create", {"prompt": "overdue after restart", "after_seconds": 3600},
@@ -135,9 +150,11 @@ _WRITER = textwrap.dedent(
 )
 
 
-def test_restart_with_an_overdue_record_delivers_exactly_once(tmp_path: Path) -> None:
+def test_restart_with_an_overdue_record_delivers_exactly_once(
+    tmp_path: Path, runtime: Runtime
+) -> None:
     written = subprocess.run(
-        [sys.executable, "-c", _WRITER, str(tmp_path)],
+        [sys.executable, "-c", _WRITER, str(tmp_path), runtime.name],
         capture_output=True,
         text=True,
         timeout=60,
@@ -149,8 +166,8 @@ def test_restart_with_an_overdue_record_delivers_exactly_once(tmp_path: Path) ->
     later = FakeClock(wall_clock_ms() + 2 * 3600_000)  # the host was down past the due time
     deliveries = []
     for _ in range(2):  # a second restart must not deliver again
-        host = EmbeddedHost(tmp_path, clock=later, timers=FakeTimers(later))
-        plugin = install_schedule(host.context())
+        host = EmbeddedHost(tmp_path, clock=later, timers=FakeTimers(later), runtime=runtime)
+        plugin = install_schedule(host.context(), runtime=runtime)
         model = ScriptedModel()
         agent = host.spawn_root(model=model, session_id="restart-me")
         settle(plugin, agent)
@@ -164,11 +181,11 @@ def test_restart_with_an_overdue_record_delivers_exactly_once(tmp_path: Path) ->
     ]
 
 
-def test_a_fork_does_not_inherit_its_parents_reminders(tmp_path: Path) -> None:
+def test_a_fork_does_not_inherit_its_parents_reminders(tmp_path: Path, runtime: Runtime) -> None:
     clock = FakeClock()
     timers = FakeTimers(clock)
-    host = EmbeddedHost(tmp_path, clock=clock, timers=timers)
-    plugin = install_schedule(host.context())
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
+    plugin = install_schedule(host.context(), runtime=runtime)
     parent_model = ScriptedModel()
     parent = host.spawn_root(model=parent_model, session_id="parent")
     parent.prompt("remind 30 parent only")
@@ -197,3 +214,26 @@ def test_a_fork_does_not_inherit_its_parents_reminders(tmp_path: Path) -> None:
     host.close()
     assert fork.header.seed_length is not None
     assert stored_changes(tmp_path, "fork")[-1] == ("dispatch", "schedule-1")
+
+
+def test_the_runtimes_own_timers_and_wall_clock_deliver(tmp_path: Path, runtime: Runtime) -> None:
+    host = EmbeddedHost(tmp_path, runtime=runtime)
+    assert type(host.timers).__name__ == (
+        "ThreadTimers" if runtime.name == "threading" else "GeventTimers"
+    )
+    plugin = install_schedule(host.context(), runtime=runtime)
+    model = ScriptedModel()
+    agent = host.spawn_root(model=model, session_id="real-time")
+    agent.prompt("remind 1 right on time")
+    settle(plugin, agent)
+    created_at = model.results[0]["scheduledAt"]
+    assert model.reminded.wait(10)  # the real timer fires after one second
+    settle(plugin, agent)
+    (reminder,) = model.reminders
+    assert f"occurrence_at: {created_at}" in reminder
+    plugin.dispose().result(timeout=10)
+    host.close()
+    assert stored_changes(tmp_path, "real-time") == [
+        ("create", "schedule-1"),
+        ("dispatch", "schedule-1"),
+    ]

@@ -1,4 +1,9 @@
-"""A mailbox-level harness: one ScheduleOwner on the host test kit."""
+"""A mailbox-level harness: one ScheduleOwner on the host test kit, on every actor runtime.
+
+Every test that uses the ``runtime`` fixture (directly or through ``host``,
+``harness`` or the plugin) runs twice: on the threading runtime and on the
+gevent runtime, so each SPEC §5 rule is proven on both.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 import pykka
 import pytest
 
+from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.protocols import SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
@@ -36,8 +42,10 @@ class Harness:
         seed_events: tuple[SessionEvent | tuple[str, Any], ...] = (),
         seed_length: int | None = None,
         start: bool = True,
+        runtime: Runtime | None = None,
     ) -> None:
         self.host = host
+        self.runtime = runtime if runtime is not None else get_runtime("threading")
         self.agent: FakeAgent = host.spawn_root(
             "agent-1", seed_events=seed_events, seed_length=seed_length
         )
@@ -45,7 +53,8 @@ class Harness:
         assert isinstance(session, FakeSession)
         self.session = session
         self.status_box = OwnerStatusBox(self.agent.id)
-        self.owner = ScheduleOwner.start(self.agent, host.context(), self.status_box)
+        owner_class = self.runtime.bind(ScheduleOwner)
+        self.owner = owner_class.start(self.agent, host.context(), self.status_box)
         if start:
             self.send(StartOwner())
 
@@ -133,13 +142,22 @@ class Harness:
         return steps
 
 
+RUNTIMES = ("threading", "gevent")
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    """Each actor runtime in turn."""
+    return get_runtime(request.param)
+
+
 @pytest.fixture
-def host() -> Iterator[FakeHost]:
+def host(runtime: Runtime) -> Iterator[FakeHost]:
     fake = FakeHost()
     yield fake
     pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture
-def harness(host: FakeHost) -> Harness:
-    return Harness(host)
+def harness(host: FakeHost, runtime: Runtime) -> Harness:
+    return Harness(host, runtime=runtime)

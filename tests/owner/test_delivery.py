@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
+from actors.runtime import Runtime
 from host_bridge.testing import PENDING, FakeHost
 from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.instant import format_instant
@@ -318,11 +319,11 @@ def test_agent_no_longer_live_during_reservation(harness: Harness, mocker: Mocke
 
 
 def test_corrupt_log_faults_delivery_with_a_warning(
-    host: FakeHost, caplog: pytest.LogCaptureFixture
+    host: FakeHost, runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
     bad = {"version": 2, "operation": "delete", "id": "x"}
     with caplog.at_level(logging.WARNING, logger="dsh_schedule.owner"):
-        harness = Harness(host, seed_events=(("schedule/change", bad),))
+        harness = Harness(host, seed_events=(("schedule/change", bad),), runtime=runtime)
     assert harness.status.state == "faulted"
     assert "corrupt" in caplog.text
     assert harness.host.timers.armed() == []
@@ -330,7 +331,7 @@ def test_corrupt_log_faults_delivery_with_a_warning(
     assert value["code"] == "corrupt_schedule_log"
 
 
-def test_fork_folds_only_its_own_suffix(host: FakeHost) -> None:
+def test_fork_folds_only_its_own_suffix(host: FakeHost, runtime: Runtime) -> None:
     parent_create = {
         "version": 1,
         "operation": "create",
@@ -342,14 +343,16 @@ def test_fork_folds_only_its_own_suffix(host: FakeHost) -> None:
             "scheduledAt": "2020-01-01T00:00:00.000Z",
         },
     }
-    harness = Harness(host, seed_events=(("schedule/change", parent_create),), seed_length=1)
+    harness = Harness(
+        host, seed_events=(("schedule/change", parent_create),), seed_length=1, runtime=runtime
+    )
     assert harness.agent.received == []  # the parent's overdue record is not inherited
     assert harness.value(harness.list_schedules(), "list") == {"schedules": []}
     created = harness.created("child's", 1)
     assert created["id"] == "schedule-1"  # ids restart in the child's suffix
 
 
-def test_overdue_record_on_start_is_delivered_once(host: FakeHost) -> None:
+def test_overdue_record_on_start_is_delivered_once(host: FakeHost, runtime: Runtime) -> None:
     overdue = {
         "version": 1,
         "operation": "create",
@@ -362,7 +365,9 @@ def test_overdue_record_on_start_is_delivered_once(host: FakeHost) -> None:
         },
     }
     harness = Harness(
-        host, seed_events=(("message", {"role": "user"}), ("schedule/change", overdue))
+        host,
+        seed_events=(("message", {"role": "user"}), ("schedule/change", overdue)),
+        runtime=runtime,
     )
     assert len(harness.agent.received) == 1
     harness.agent.run_queued_turns()

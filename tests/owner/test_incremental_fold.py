@@ -5,16 +5,19 @@ from __future__ import annotations
 from pytest_mock import MockerFixture
 
 import actors.schedule_owner as owner_module
+from actors.runtime import Runtime
 from host_bridge.testing import FakeHost
 from messages.fold import fold_schedule_events
 from tests.owner.conftest import Harness
 
 
-def test_tool_calls_fold_only_new_events(host: FakeHost, mocker: MockerFixture) -> None:
+def test_tool_calls_fold_only_new_events(
+    host: FakeHost, runtime: Runtime, mocker: MockerFixture
+) -> None:
     noise = tuple(("message", {"role": "user", "n": i}) for i in range(100_000))
     full = mocker.spy(owner_module, "fold_schedule_events")
     incremental = mocker.spy(owner_module, "continue_fold")
-    harness = Harness(host, seed_events=noise)
+    harness = Harness(host, seed_events=noise, runtime=runtime)
     assert full.call_count == 1  # the first fold reads the whole log once
     for i in range(5):
         harness.created(f"r{i}", 60 + i)

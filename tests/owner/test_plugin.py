@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pykka
 import pytest
 
+from actors.runtime import Runtime
 from host_bridge.embedded.tools import ToolConflictError
 from host_bridge.plugin import CompositionError, install_schedule
 from host_bridge.protocols import HostContext, ToolDefinition, ToolResult
@@ -16,38 +16,33 @@ from host_bridge.testing import PENDING, FakeHost, settle
 TOOL_NAMES = ["schedule_create", "schedule_delete", "schedule_list"]
 
 
-@pytest.fixture
-def host() -> Iterator[FakeHost]:
-    fake = FakeHost()
-    yield fake
-    pykka.ActorRegistry.stop_all()
-
-
 def names(host: FakeHost, agent: object) -> list[str]:
     return [tool.name for tool in host.tools.tools_for(agent)]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("missing", ["sessions", "agents", "tools", "session_persistence"])
-def test_missing_host_part_is_a_composition_error(host: FakeHost, missing: str) -> None:
+def test_missing_host_part_is_a_composition_error(
+    host: FakeHost, missing: str, runtime: Runtime
+) -> None:
     context = host.context()
     setattr(context, missing, None)
     with pytest.raises(CompositionError, match=missing):
-        install_schedule(context)
+        install_schedule(context, runtime=runtime)
     assert host.agents.listener_counts() == {"created": 0, "status": 0, "disposed": 0}
 
 
-def test_composition_error_names_every_missing_part(host: FakeHost) -> None:
+def test_composition_error_names_every_missing_part(host: FakeHost, runtime: Runtime) -> None:
     context = HostContext(sessions=None, agents=None, tools=host.tools, session_persistence=None)
     with pytest.raises(CompositionError) as raised:
-        install_schedule(context)
+        install_schedule(context, runtime=runtime)
     assert "sessions" in str(raised.value)
     assert "agents" in str(raised.value)
     assert "session_persistence" in str(raised.value)
 
 
-def test_only_roots_created_after_install_get_schedule(host: FakeHost) -> None:
+def test_only_roots_created_after_install_get_schedule(host: FakeHost, runtime: Runtime) -> None:
     before = host.spawn_root("early")
-    plugin = install_schedule(host.context())
+    plugin = install_schedule(host.context(), runtime=runtime)
     after = host.spawn_root("late")
     child = host.spawn_child("child")
     assert names(host, before) == []
@@ -60,8 +55,8 @@ def test_only_roots_created_after_install_get_schedule(host: FakeHost) -> None:
     assert plugin.status().owners[0].state == "running"
 
 
-def test_never_installs_twice_on_one_agent(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_never_installs_twice_on_one_agent(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root("a")
     plugin._on_created(agent)  # a host that announces twice
     assert [a.id for a in plugin.agents()] == ["a"]
@@ -75,8 +70,8 @@ def _dummy(name: str) -> ToolDefinition:
     return ToolDefinition(name, "", {}, {}, execute, str, str)
 
 
-def test_registration_conflict_rolls_back_and_reraises(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_registration_conflict_rolls_back_and_reraises(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     session = host.new_session("s")
     from host_bridge.testing import FakeAgent
 
@@ -89,8 +84,8 @@ def test_registration_conflict_rolls_back_and_reraises(host: FakeHost) -> None:
     assert [r for r in pykka.ActorRegistry.get_all() if r.is_alive()] == []
 
 
-def test_idle_status_requests_a_drive(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_idle_status_requests_a_drive(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root("a")
     owner = plugin.owner_of(agent)
     assert owner is not None
@@ -107,8 +102,10 @@ def test_idle_status_requests_a_drive(host: FakeHost) -> None:
     assert len(agent.received) == 1
 
 
-def test_agent_disposal_unregisters_tools_and_disposes_the_owner(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_agent_disposal_unregisters_tools_and_disposes_the_owner(
+    host: FakeHost, runtime: Runtime
+) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root("a")
     owner = plugin.owner_of(agent)
     assert owner is not None
@@ -123,8 +120,8 @@ def test_agent_disposal_unregisters_tools_and_disposes_the_owner(host: FakeHost)
     assert plugin.agents() == ()
 
 
-def test_plugin_dispose_waits_for_every_owner(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_plugin_dispose_waits_for_every_owner(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     first = host.spawn_root("a")
     second = host.spawn_root("b")
     for agent in (first, second):
@@ -149,14 +146,14 @@ def test_plugin_dispose_waits_for_every_owner(host: FakeHost) -> None:
     assert plugin.dispose() is disposed  # idempotent
 
 
-def test_dispose_with_no_owners_resolves_at_once(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_dispose_with_no_owners_resolves_at_once(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     assert plugin.dispose().result(timeout=1) is None
     assert plugin.status().disposed
 
 
-def test_status_shows_a_faulted_owner(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_status_shows_a_faulted_owner(host: FakeHost, runtime: Runtime) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root("a")
     host.tools.execute("schedule_create", {"prompt": "x", "after_seconds": 1}, agent=agent)
     session = agent.session

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
-import pykka
 import pytest
 from pytest_mock import MockerFixture
 
+from actors.runtime import Runtime
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolResult
 from host_bridge.testing import PENDING, FakeAgent, FakeHost, settle
@@ -42,15 +41,8 @@ class Tools:
 
 
 @pytest.fixture
-def host() -> Iterator[FakeHost]:
-    fake = FakeHost()
-    yield fake
-    pykka.ActorRegistry.stop_all()
-
-
-@pytest.fixture
-def tools(host: FakeHost) -> Tools:
-    plugin = install_schedule(host.context())
+def tools(host: FakeHost, runtime: Runtime) -> Tools:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root("agent-1")
     tools = Tools(host, plugin, agent)
     tools.settle()
@@ -320,8 +312,10 @@ def test_append_failure_is_internal_error(tools: Tools) -> None:
     assert tools.call("schedule_list", {}) == {"schedules": []}
 
 
-def test_corrupt_log_is_corrupt_schedule_log_for_every_tool(host: FakeHost) -> None:
-    plugin = install_schedule(host.context())
+def test_corrupt_log_is_corrupt_schedule_log_for_every_tool(
+    host: FakeHost, runtime: Runtime
+) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime)
     agent = host.spawn_root(
         "agent-1", seed_events=(("schedule/change", {"version": 1, "operation": "delete"}),)
     )

@@ -10,6 +10,7 @@ import pykka
 import pytest
 
 from actors.base import MailboxActor
+from actors.runtime import Runtime, get_runtime
 from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
 from host_bridge.testing import PENDING, FakeHost, settle, settle_all
 
@@ -138,16 +139,30 @@ class Seen:
     pass
 
 
+class Counters(list[pykka.ActorRef[Counter]]):
+    """The counters a test started, on one actor runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__()
+        self.runtime = runtime
+
+
+@pytest.fixture(params=("threading", "gevent"))
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    """settle() is exact on both runtimes: threading (queue.Queue) and gevent inboxes."""
+    return get_runtime(request.param)
+
+
 @pytest.fixture
-def counters() -> Iterator[list[pykka.ActorRef[Counter]]]:
-    refs: list[pykka.ActorRef[Counter]] = []
+def counters(runtime: Runtime) -> Iterator[Counters]:
+    refs = Counters(runtime)
     yield refs
     for ref in refs:
         ref.stop()
 
 
-def start(refs: list[pykka.ActorRef[Counter]]) -> pykka.ActorRef[Counter]:
-    ref = Counter.start()
+def start(refs: Counters) -> pykka.ActorRef[Counter]:
+    ref = refs.runtime.bind(Counter).start()
     refs.append(ref)
     return ref
 
@@ -158,33 +173,30 @@ def seen(ref: pykka.ActorRef[Counter]) -> list[int]:
     return result
 
 
-def test_settle_drains_messages_an_actor_posts_to_itself(
-    counters: list[pykka.ActorRef[Counter]],
-) -> None:
+def test_settle_drains_messages_an_actor_posts_to_itself(counters: Counters) -> None:
     ref = start(counters)
+    assert isinstance(ref.actor_inbox.unfinished_tasks, int)  # type: ignore[attr-defined]
     ref.tell(Countdown(500))
     settle(ref)
     assert ref.actor_inbox.empty()
     assert seen(ref) == list(range(500, -1, -1))
 
 
-def test_settle_gives_up_after_max_rounds(counters: list[pykka.ActorRef[Counter]]) -> None:
+def test_settle_gives_up_after_max_rounds(counters: Counters) -> None:
     ref = start(counters)
     ref.tell(Forever())
     with pytest.raises(RuntimeError):
         settle(ref, max_rounds=5)
 
 
-def test_settle_accepts_a_stopped_actor() -> None:
-    ref = Counter.start()
+def test_settle_accepts_a_stopped_actor(runtime: Runtime) -> None:
+    ref = runtime.bind(Counter).start()
     ref.stop()
     settle(ref)
     settle_all(ref)
 
 
-def test_settle_all_follows_work_across_actors(
-    counters: list[pykka.ActorRef[Counter]],
-) -> None:
+def test_settle_all_follows_work_across_actors(counters: Counters) -> None:
     first, second = start(counters), start(counters)
     first.proxy().partner = second
     second.proxy().partner = first
@@ -196,9 +208,7 @@ def test_settle_all_follows_work_across_actors(
     assert seen(first) == list(range(300, -1, -2))
 
 
-def test_settle_all_gives_up_after_max_rounds(
-    counters: list[pykka.ActorRef[Counter]],
-) -> None:
+def test_settle_all_gives_up_after_max_rounds(counters: Counters) -> None:
     first, second = start(counters), start(counters)
     second.tell(Forever())
     with pytest.raises(RuntimeError):

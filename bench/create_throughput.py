@@ -1,0 +1,316 @@
+"""Durable create throughput: ``schedule_create`` vs APScheduler 3 ``add_job`` on SQLite.
+
+Usage (from the repository root)::
+
+    python -m bench.create_throughput [--creates 1000] [--rounds 5] [--quick]
+
+In one process, alternating runs (ours, APScheduler, APScheduler, ours, ...):
+
+* **ours**: sequential ``schedule_create`` calls through the real tool path of the
+  embedded host (``host.tools.execute``: input checks, owner mailbox, preflight
+  flush, append, barrier flush); a call returns only once its create is durable.
+  Then ``schedule_list`` with every record active, then ``schedule_delete`` of each.
+* **APScheduler**: a started ``BackgroundScheduler`` with ``SQLAlchemyJobStore``
+  on SQLite in the same data directory; ``add_job(trigger="date")`` (durable on
+  return while the scheduler runs), ``get_jobs()``, ``remove_job()``. Twice: with
+  the job store's SQLite as SQLAlchemy opens it (``default``) and tuned like ours
+  (``wal``: WAL, synchronous=FULL).
+* the raw ``fsync`` rate of the data directory's disk (before and after), and our
+  creates/s as a fraction of the limit that two fsyncs per create imply.
+
+Prints two tables and writes ``bench/results/create_throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import _aps
+from bench._common import (
+    active_cap,
+    add_common_arguments,
+    data_root,
+    distribution,
+    fmt,
+    header,
+    machine_info,
+    median,
+    open_host,
+    print_machine,
+    print_table,
+    quiet_logs,
+    verdict,
+    write_results,
+)
+from bench.store_commit_rate import raw_fsync_rate
+
+NAME = "create_throughput"
+
+TARGET_RATIO = 2.0
+"""Our creates/s must be at least this multiple of APScheduler's durable adds/s."""
+
+TARGET_FSYNC_FRACTION = 0.5
+"""Our creates/s must be at least this fraction of (raw fsync rate / 2)."""
+
+AFTER_SECONDS = 3600
+"""Reminders are an hour ahead: nothing comes due while measuring."""
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+class _Timer:
+    """Wall and process-CPU time of a phase, and per-call latencies."""
+
+    def __init__(self) -> None:
+        self.latencies_ms: list[float] = []
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+
+    def run(self, count: int, call: Callable[[int], object]) -> None:
+        cpu0 = _cpu_seconds()
+        start = time.perf_counter()
+        for index in range(count):
+            began = time.perf_counter()
+            call(index)
+            self.latencies_ms.append((time.perf_counter() - began) * 1000)
+        self.wall_s = time.perf_counter() - start
+        self.cpu_s = _cpu_seconds() - cpu0
+
+
+def _summary(
+    creates: _Timer, lists: _Timer, deletes: _Timer, count: int, commits: int | None
+) -> dict[str, Any]:
+    return {
+        "creates": count,
+        "creates_per_s": count / creates.wall_s,
+        "create_latency": distribution(creates.latencies_ms),
+        "create_cpu_us": creates.cpu_s / count * 1e6,
+        "commits_per_create": None if commits is None else commits / count,
+        "list_ms_median": median(lists.latencies_ms),
+        "listed": count,
+        "deletes_per_s": count / deletes.wall_s,
+        "delete_cpu_us": deletes.cpu_s / count * 1e6,
+    }
+
+
+def run_ours(root: Path, count: int, list_reps: int) -> dict[str, Any]:
+    """One run of ours: ``count`` creates, ``list_reps`` lists, ``count`` deletes."""
+    data = Path(tempfile.mkdtemp(prefix="ours-", dir=root))
+    host = open_host(data)
+    try:
+        agent = host.spawn()
+        ids: list[str] = []
+        creates, lists, deletes = _Timer(), _Timer(), _Timer()
+        commits0 = host.commit_count
+
+        def create(index: int) -> None:
+            ids.append(host.create(agent, f"reminder {index}", AFTER_SECONDS)["id"])
+
+        creates.run(count, create)
+        commits = host.commit_count - commits0
+        listed: list[int] = []
+        lists.run(list_reps, lambda _: listed.append(len(host.list(agent)["schedules"])))
+        if any(n != count for n in listed):
+            raise RuntimeError(f"schedule_list returned {listed} records, expected {count}")
+        deletes.run(count, lambda index: host.delete(agent, ids[index]))
+    finally:
+        host.close()
+        shutil.rmtree(data, ignore_errors=True)
+    return {"system": "ours", "config": "embedded (WAL, synchronous=FULL)"} | _summary(
+        creates, lists, deletes, count, commits
+    )
+
+
+def run_apscheduler(root: Path, count: int, list_reps: int, config: str) -> dict[str, Any]:
+    """One APScheduler run: ``count`` durable date jobs added, listed, removed."""
+    data = Path(tempfile.mkdtemp(prefix=f"aps-{config}-", dir=root))
+    aps = _aps.open_scheduler(data / "jobs.sqlite", config)
+    try:
+        scheduler = aps.scheduler
+        when = _aps.run_date(int(time.time() * 1000) + AFTER_SECONDS * 1000)
+        creates, lists, deletes = _Timer(), _Timer(), _Timer()
+
+        def add(index: int) -> None:
+            scheduler.add_job(
+                _aps.reminder_job, trigger="date", run_date=when, args=[index], id=f"r{index}"
+            )
+
+        creates.run(count, add)
+        listed: list[int] = []
+        lists.run(list_reps, lambda _: listed.append(len(scheduler.get_jobs())))
+        if any(n != count for n in listed):
+            raise RuntimeError(f"get_jobs returned {listed} jobs, expected {count}")
+        deletes.run(count, lambda index: scheduler.remove_job(f"r{index}"))
+    finally:
+        aps.close()
+        shutil.rmtree(data, ignore_errors=True)
+    return {
+        "system": "apscheduler",
+        "config": f"{config} ({_aps.describe(aps.pragmas)})",
+        "pragmas": aps.pragmas,
+    } | _summary(creates, lists, deletes, count, None)
+
+
+def _median_of(runs: Sequence[dict[str, Any]], key: str) -> float:
+    return median([float(run[key]) for run in runs])
+
+
+def _aggregate(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    first = runs[0]
+    return {
+        "system": first["system"],
+        "config": first["config"],
+        "runs": len(runs),
+        "creates_per_s": _median_of(runs, "creates_per_s"),
+        "creates_per_s_each_run": [run["creates_per_s"] for run in runs],
+        "create_p50_ms": median([run["create_latency"]["p50_ms"] for run in runs]),
+        "create_p99_ms": median([run["create_latency"]["p99_ms"] for run in runs]),
+        "create_cpu_us": _median_of(runs, "create_cpu_us"),
+        "commits_per_create": first["commits_per_create"],
+        "list_ms_median": _median_of(runs, "list_ms_median"),
+        "deletes_per_s": _median_of(runs, "deletes_per_s"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the tables, write the JSON; returns what it wrote."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--creates", type=int, default=1000, help="creates per run (default 1000)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    parser.add_argument("--list-reps", type=int, default=20, help="lists timed per run")
+    parser.add_argument("--fsync-seconds", type=float, default=2.0, help="fsync probe duration")
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.creates, args.rounds, args.list_reps, args.fsync_seconds = 20, 1, 3, 0.2
+    cap = active_cap()
+    if args.creates < 1 or (cap is not None and args.creates > cap):
+        parser.error(f"--creates must be in 1..{cap} (one session's active reminders)")
+    quiet_logs()
+    skipped = "--no-apscheduler was given" if args.no_apscheduler else _aps.unavailable()
+    if skipped:
+        print(f"APScheduler runs skipped: {skipped}")
+    configs = () if skipped else _aps.CONFIGS
+
+    with data_root(args.data, "dsh-bench-create-") as root:
+        info = machine_info(root)
+        fsync_before = raw_fsync_rate(root, args.fsync_seconds)
+        ours: list[dict[str, Any]] = []
+        theirs: dict[str, list[dict[str, Any]]] = {config: [] for config in configs}
+        for round_index in range(args.rounds):
+            # Alternate who goes first so warm-up and drift do not favour one side.
+            order = ["ours", *configs] if round_index % 2 == 0 else [*configs, "ours"]
+            for who in order:
+                if who == "ours":
+                    ours.append(run_ours(root, args.creates, args.list_reps))
+                else:
+                    theirs[who].append(run_apscheduler(root, args.creates, args.list_reps, who))
+        fsync_after = raw_fsync_rate(root, args.fsync_seconds)
+
+    fsync_rate = (fsync_before + fsync_after) / 2
+    two_fsync_limit = fsync_rate / 2
+    summary = [_aggregate(ours)] + [_aggregate(runs) for runs in theirs.values()]
+    our_rate = summary[0]["creates_per_s"]
+    ratios = {
+        config: our_rate / _aggregate(runs)["creates_per_s"] for config, runs in theirs.items()
+    }
+    fraction = our_rate / two_fsync_limit
+    targets = {
+        "ratio_vs_apscheduler_default": {
+            "value": ratios.get("default"),
+            "target": f">= {TARGET_RATIO}",
+            "met": None if "default" not in ratios else ratios["default"] >= TARGET_RATIO,
+        },
+        "ratio_vs_apscheduler_wal": {
+            "value": ratios.get("wal"),
+            "target": f">= {TARGET_RATIO} (same durability settings as ours; informative)",
+            "met": None if "wal" not in ratios else ratios["wal"] >= TARGET_RATIO,
+        },
+        "fraction_of_two_fsync_limit": {
+            "value": fraction,
+            "target": f">= {TARGET_FSYNC_FRACTION}",
+            "met": fraction >= TARGET_FSYNC_FRACTION,
+        },
+    }
+
+    print_machine(info)
+    print(
+        f"{args.creates} sequential durable creates per run, median of {args.rounds} "
+        f"alternating runs; list = one call with all {args.creates} active"
+    )
+    print_table(
+        [
+            "system",
+            "creates/s",
+            "p50 ms",
+            "p99 ms",
+            "CPU µs/create",
+            "commits/create",
+            "list ms",
+            "deletes/s",
+        ],
+        [
+            [
+                f"{row['system']} {row['config']}",
+                fmt(row["creates_per_s"]),
+                fmt(row["create_p50_ms"], 2),
+                fmt(row["create_p99_ms"], 2),
+                fmt(row["create_cpu_us"]),
+                fmt(row["commits_per_create"], 2),
+                fmt(row["list_ms_median"], 2),
+                fmt(row["deletes_per_s"]),
+            ]
+            for row in summary
+        ],
+    )
+    print()
+    print(
+        f"raw fsync: {fmt(fsync_before)}/s before, {fmt(fsync_after)}/s after; "
+        f"two-fsync limit {fmt(two_fsync_limit)} creates/s"
+    )
+    print_table(
+        ["target", "value", "goal", "verdict"],
+        [
+            [name, fmt(t["value"], 2), t["target"].split(" (")[0], verdict(t["met"])]
+            for name, t in targets.items()
+        ],
+    )
+
+    payload = header(NAME, argv) | {
+        "machine": info,
+        "parameters": {
+            "creates": args.creates,
+            "rounds": args.rounds,
+            "list_reps": args.list_reps,
+            "fsync_seconds": args.fsync_seconds,
+            "after_seconds": AFTER_SECONDS,
+        },
+        "apscheduler_skipped": skipped,
+        "fsync": {
+            "before_per_s": fsync_before,
+            "after_per_s": fsync_after,
+            "rate_per_s": fsync_rate,
+            "two_fsync_limit_creates_per_s": two_fsync_limit,
+        },
+        "summary": summary,
+        "ratios": ratios,
+        "targets": targets,
+        "runs": {"ours": ours} | {f"apscheduler_{c}": runs for c, runs in theirs.items()},
+    }
+    path = write_results(args.results, NAME, payload)
+    print(f"\nresults: {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

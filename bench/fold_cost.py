@@ -1,0 +1,294 @@
+"""Fold cost vs log length: ``schedule_list`` latency on sessions of 10² … 10⁵ events.
+
+Usage (from the repository root)::
+
+    python -m bench.fold_cost [--sizes 100,1000,10000,100000] [--reps 300] [--quick]
+
+Each session is written straight into the embedded host's SQLite store: mostly
+``message`` events shaped like the embedded agents' turns (user prompts,
+assistant tool calls, tool results, replies) and a ``--share`` of
+``schedule/change`` events (creates later dispatched or deleted, a few creates
+still active at the end, the same number for every size so every
+``schedule_list`` returns the same records). A host then resumes every session
+with a root agent (the owner folds the whole log once when it starts) and:
+
+* ``schedule_list`` through the real tool path (preflight flush, fold, views),
+  timed ``--reps`` times round-robin across the sizes (median and p90);
+* a full refold, ``fold_schedule_events(session.events, seed_length)``, of the
+  same log (median of ``--fold-reps``).
+
+Prints a table and writes ``bench/results/fold_cost.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench._common import (
+    BenchError,
+    add_common_arguments,
+    data_root,
+    fmt,
+    header,
+    machine_info,
+    median,
+    open_host,
+    percentile,
+    print_machine,
+    print_table,
+    verdict,
+    write_results,
+)
+from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionEvent, SessionHeader
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    CreateChange,
+    DeleteChange,
+    DispatchChange,
+    create_after_schedule_record,
+    fold_schedule_events,
+)
+
+NAME = "fold_cost"
+
+TARGET_RATIO = 2.0
+"""``schedule_list`` on the longest log must be within this multiple of the shortest's."""
+
+_DAY_MS = 86_400_000
+_YEAR_S = 365 * 86_400
+
+
+def _message(rng: random.Random, turn: int) -> dict[str, Any]:
+    """One ``message`` event like an embedded agent's turn records."""
+    kind = turn % 4
+    if kind == 0:
+        return {
+            "role": "user",
+            "content": f"Please look at item {rng.randrange(10_000)} and tell me what changed.",
+            "source": {"kind": "user"},
+        }
+    if kind == 1:
+        return {
+            "role": "assistant",
+            "toolCall": {"name": "search", "arguments": {"query": f"item {rng.randrange(10_000)}"}},
+        }
+    if kind == 2:
+        return {
+            "role": "tool",
+            "name": "search",
+            "isError": False,
+            "content": "[" + ",".join(f'"result {rng.randrange(1000)}"' for _ in range(5)) + "]",
+        }
+    return {"role": "assistant", "content": "Here is a short summary of what changed. " * 3}
+
+
+def build_log(size: int, share: float, active: int, seed: int) -> list[tuple[str, Any]]:
+    """``size`` (type, data) items: ``share`` schedule changes, ``active`` creates left open.
+
+    Closed reminders are created, then dispatched (70 %) or deleted (30 %) a few
+    changes later, at most three open at a time; the ``active`` open ones come last
+    and are due years ahead, so nothing is delivered while measuring.
+    """
+    rng = random.Random(seed)
+    changes_total = max(active, round(size * share))
+    pairs = (changes_total - active) // 2
+    now_ms = int(time.time() * 1000)
+    changes: list[dict[str, Any]] = []
+    open_ids: list[str] = []
+    number = 0
+
+    def create(after_seconds: int, at_ms: int) -> str:
+        nonlocal number
+        number += 1
+        record = create_after_schedule_record(
+            f"schedule-{number}", f"follow up on task {number}", after_seconds, at_ms
+        )
+        changes.append(CreateChange(record).to_json())
+        return record.id
+
+    past = now_ms - 30 * _DAY_MS
+    for index in range(pairs):
+        open_ids.append(create(rng.randrange(60, 3600), past + index * 60_000))
+        if len(open_ids) >= 3 or index == pairs - 1:
+            while open_ids:
+                closing = open_ids.pop(0)
+                change = DispatchChange(closing) if rng.random() < 0.7 else DeleteChange(closing)
+                changes.append(change.to_json())
+    for _ in range(active):
+        create(10 * _YEAR_S, now_ms)
+    if len(changes) > size:
+        raise BenchError(f"a log of {size} events cannot hold {len(changes)} schedule changes")
+    positions = sorted(rng.sample(range(size), len(changes)))
+    items: list[tuple[str, Any]] = []
+    change_iter = iter(changes)
+    next_position = iter(positions)
+    upcoming = next(next_position, None)
+    turn = 0
+    for index in range(size):
+        if index == upcoming:
+            items.append((SCHEDULE_CHANGE_TYPE, next(change_iter)))
+            upcoming = next(next_position, None)
+        else:
+            items.append(("message", _message(rng, turn)))
+            turn += 1
+    return items
+
+
+def write_session(
+    store: SqliteEventStore, session_id: str, items: Sequence[tuple[str, Any]]
+) -> int:
+    """Store a session with ``items`` as its log; returns the number of schedule changes."""
+    base = int(time.time() * 1000) - len(items) * 1000
+    seed = [
+        (SessionEvent(type_, seq, base + seq * 1000, data), encode_payload(data))
+        for seq, (type_, data) in enumerate(items)
+    ]
+    store.create_session(SessionHeader(session_id), seed)
+    if store.flush(session_id).result(timeout=300) is not True:
+        raise BenchError(f"session {session_id} was not stored durably")
+    return sum(1 for type_, _ in items if type_ == SCHEDULE_CHANGE_TYPE)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write the JSON; returns what it wrote."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="100,1000,10000,100000", help="log lengths")
+    parser.add_argument("--share", type=float, default=0.03, help="share of schedule changes")
+    parser.add_argument("--active", type=int, default=3, help="active reminders at the end")
+    parser.add_argument("--reps", type=int, default=300, help="schedule_list calls per size")
+    parser.add_argument("--fold-reps", type=int, default=7, help="full refolds per size")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the logs")
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
+    if args.quick:
+        sizes = [size for size in sizes if size <= 1000] or sizes[:1]
+        args.reps, args.fold_reps = 5, 1
+
+    with data_root(args.data, "dsh-bench-fold-") as root:
+        info = machine_info(root)
+        changes: dict[int, int] = {}
+        build_s: dict[int, float] = {}
+        with SqliteEventStore(store_path(root)) as store:
+            for size in sizes:
+                began = time.perf_counter()
+                changes[size] = write_session(
+                    store, f"log-{size}", build_log(size, args.share, args.active, args.seed)
+                )
+                build_s[size] = time.perf_counter() - began
+        host = open_host(root)
+        try:
+            agents = {}
+            resume_s: dict[int, float] = {}
+            for size in sizes:
+                began = time.perf_counter()
+                agents[size] = host.spawn(session_id=f"log-{size}")
+                resume_s[size] = time.perf_counter() - began
+                if len(agents[size].session.events) != size:
+                    raise BenchError(f"session log-{size} resumed with the wrong length")
+            listed = {size: len(host.list(agents[size])["schedules"]) for size in sizes}
+            for _ in range(3):  # warm-up
+                for size in sizes:
+                    host.list(agents[size])
+            latencies: dict[int, list[float]] = {size: [] for size in sizes}
+            for _ in range(args.reps):  # round-robin: load drifts hit every size alike
+                for size in sizes:
+                    began = time.perf_counter()
+                    host.list(agents[size])
+                    latencies[size].append((time.perf_counter() - began) * 1000)
+            refold: dict[int, list[float]] = {size: [] for size in sizes}
+            for _ in range(args.fold_reps):
+                for size in sizes:
+                    session = agents[size].session
+                    events = session.events
+                    began = time.perf_counter()
+                    folded = fold_schedule_events(events, session.header.seed_length or 0)
+                    refold[size].append((time.perf_counter() - began) * 1000)
+                    if len(folded.active) != listed[size]:
+                        raise BenchError("the full refold disagrees with schedule_list")
+        finally:
+            host.close()
+
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        rows.append(
+            {
+                "events": size,
+                "schedule_changes": changes[size],
+                "active": listed[size],
+                "list_ms_median": median(latencies[size]),
+                "list_ms_p90": percentile(latencies[size], 0.9),
+                "refold_ms_median": median(refold[size]),
+                "build_s": build_s[size],
+                "resume_s": resume_s[size],
+            }
+        )
+    base = rows[0]["list_ms_median"]
+    for row in rows:
+        row["list_vs_smallest"] = row["list_ms_median"] / base
+    ratio = rows[-1]["list_vs_smallest"] if len(rows) > 1 else None
+    target: dict[str, Any] = {
+        "value": ratio,
+        "target": f"<= {TARGET_RATIO}x ({sizes[-1]} events vs {sizes[0]})",
+        "met": None if ratio is None else ratio <= TARGET_RATIO,
+    }
+
+    print_machine(info)
+    print(
+        f"schedule_list through the tool path, median of {args.reps} round-robin calls; "
+        f"full refold median of {args.fold_reps}"
+    )
+    print_table(
+        [
+            "events",
+            "changes",
+            "active",
+            "list p50 ms",
+            "list p90 ms",
+            "x smallest",
+            "full refold ms",
+            "resume s",
+        ],
+        [
+            [
+                fmt(row["events"]),
+                fmt(row["schedule_changes"]),
+                fmt(row["active"]),
+                fmt(row["list_ms_median"], 3),
+                fmt(row["list_ms_p90"], 3),
+                fmt(row["list_vs_smallest"], 2),
+                fmt(row["refold_ms_median"], 3),
+                fmt(row["resume_s"], 2),
+            ]
+            for row in rows
+        ],
+    )
+    print(f"target: {target['target']}: {fmt(ratio, 2)} -> {verdict(target['met'])}")
+
+    payload = header(NAME, argv) | {
+        "machine": info,
+        "parameters": {
+            "sizes": sizes,
+            "share": args.share,
+            "active": args.active,
+            "reps": args.reps,
+            "fold_reps": args.fold_reps,
+            "seed": args.seed,
+        },
+        "rows": rows,
+        "targets": {"list_longest_vs_shortest": target},
+    }
+    path = write_results(args.results, NAME, payload)
+    print(f"\nresults: {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Group commit: aggregate confirmed creates per second with 1, 10 and 100 agents at once.
+
+Usage (from the repository root)::
+
+    python -m bench.group_commit [--agents 1,10,100] [--seconds 3] [--rounds 2] [--quick]
+
+Each measurement starts a fresh embedded host, spawns N root agents and starts N
+threads at once, each calling ``schedule_create`` for its own agent through the
+real tool path (a call returns once its create is durable) until the agents
+have made ``--creates`` creates between them (1000 by default: one agent may
+hold at most 1000 active reminders). The rate is those creates over the time
+from the start to the last confirmation. Levels run in alternating order (1, 10,
+100, then 100, 10, 1, ...) and the median per level is reported, with SQLite
+commits per create (group commit folds concurrent barriers into one commit) and
+the ratio to the single-agent rate.
+
+``--emulate-commit-ms X`` adds X ms to every SQLite commit of the store (through
+its ``fault_hook`` test seam, inside the write transaction, before ``COMMIT``),
+emulating a disk whose fsync is that much slower; it is off by default and its
+results are labelled as emulated.
+
+Prints a table and writes ``bench/results/group_commit.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._common import (
+    BenchError,
+    add_common_arguments,
+    data_root,
+    distribution,
+    fmt,
+    header,
+    machine_info,
+    median,
+    open_host,
+    print_machine,
+    print_table,
+    verdict,
+    write_results,
+)
+
+NAME = "group_commit"
+
+TARGET_SCALE = 5.0
+"""Aggregate creates/s with the most agents must be at least this multiple of one agent's."""
+
+AFTER_SECONDS = 3600
+
+
+def measure(root: Path, agents: int, total: int, commit_delay_ms: float) -> dict[str, Any]:
+    """N agents creating ``total`` reminders between them, all at once; the aggregate rate."""
+    data = Path(tempfile.mkdtemp(prefix=f"agents-{agents}-", dir=root))
+    host = open_host(data)
+    try:
+        store = host.host.persistence
+        if store is None:
+            raise BenchError("the embedded host has no durable store")
+        if commit_delay_ms > 0:
+            delay = commit_delay_ms / 1000
+            store._fault_hook = lambda: time.sleep(delay)  # emulate a slower fsync
+        spawned = [host.spawn() for _ in range(agents)]
+        quota = [total // agents + (1 if i < total % agents else 0) for i in range(agents)]
+        start_line = threading.Barrier(agents + 1)
+        latencies: list[list[float]] = [[] for _ in range(agents)]
+        finished_at = [0.0] * agents
+        errors: list[BaseException] = []
+
+        def worker(index: int) -> None:
+            agent = spawned[index]
+            mine = latencies[index]
+            start_line.wait()
+            try:
+                for number in range(quota[index]):
+                    began = time.perf_counter()
+                    host.create(agent, f"reminder {number}", AFTER_SECONDS)
+                    mine.append(time.perf_counter() - began)
+            except BaseException as error:
+                errors.append(error)
+            finished_at[index] = time.perf_counter()
+
+        threads = [
+            threading.Thread(target=worker, args=(i,), name=f"bench-caller-{i}", daemon=True)
+            for i in range(agents)
+        ]
+        for thread in threads:
+            thread.start()
+        commits0, cpu0 = store.commit_count, _cpu_seconds()
+        start_line.wait()
+        started = time.perf_counter()
+        for thread in threads:
+            thread.join(timeout=600)
+        commits, cpu = store.commit_count - commits0, _cpu_seconds() - cpu0
+        if errors:
+            raise BenchError(f"a create failed: {errors[0]}")
+    finally:
+        host.close()
+        shutil.rmtree(data, ignore_errors=True)
+    elapsed = max(finished_at) - started
+    every = [latency * 1000 for per_agent in latencies for latency in per_agent]
+    return {
+        "agents": agents,
+        "creates": len(every),
+        "seconds": elapsed,
+        "creates_per_s": len(every) / elapsed,
+        "commits_per_create": commits / len(every) if every else None,
+        "cpu_us_per_create": cpu / len(every) * 1e6 if every else None,
+        "latency": distribution(every),
+    }
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write the JSON; returns what it wrote."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--agents", default="1,10,100", help="comma-separated agent counts (default 1,10,100)"
+    )
+    parser.add_argument(
+        "--creates",
+        type=int,
+        default=1000,
+        help="creates per measurement, shared by the agents (default 1000; at most "
+        "1000 per agent, the per-session cap of active reminders)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    parser.add_argument(
+        "--emulate-commit-ms",
+        type=float,
+        default=0.0,
+        help="add this many ms to every SQLite commit (emulates a slower disk; default 0)",
+    )
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    levels = [int(part) for part in args.agents.split(",") if part.strip()]
+    if args.quick:
+        levels = list(dict.fromkeys(min(level, 3) for level in levels))
+        args.creates, args.rounds = 30, 1
+
+    with data_root(args.data, "dsh-bench-group-") as root:
+        info = machine_info(root)
+        runs: dict[int, list[dict[str, Any]]] = {level: [] for level in levels}
+        for round_index in range(args.rounds):
+            order = levels if round_index % 2 == 0 else list(reversed(levels))
+            for level in order:
+                runs[level].append(measure(root, level, args.creates, args.emulate_commit_ms))
+
+    summary: list[dict[str, Any]] = []
+    for level in levels:
+        level_runs = runs[level]
+        summary.append(
+            {
+                "agents": level,
+                "creates_per_s": median([r["creates_per_s"] for r in level_runs]),
+                "creates_per_s_each_run": [r["creates_per_s"] for r in level_runs],
+                "commits_per_create": median(
+                    [r["commits_per_create"] for r in level_runs if r["commits_per_create"]]
+                ),
+                "cpu_us_per_create": median(
+                    [r["cpu_us_per_create"] for r in level_runs if r["cpu_us_per_create"]]
+                ),
+                "p50_ms": median([r["latency"]["p50_ms"] for r in level_runs]),
+                "p99_ms": median([r["latency"]["p99_ms"] for r in level_runs]),
+            }
+        )
+    base = summary[0]["creates_per_s"] if summary else float("nan")
+    for row in summary:
+        row["scale_vs_first"] = row["creates_per_s"] / base
+    top = summary[-1] if summary else None
+    scale = None if top is None or len(summary) < 2 else top["scale_vs_first"]
+    target: dict[str, Any] = {
+        "value": scale,
+        "target": f">= {TARGET_SCALE}x ({levels[-1]} agents vs {levels[0]})" if levels else "",
+        "met": None if scale is None else scale >= TARGET_SCALE,
+    }
+
+    print_machine(info)
+    emulated = args.emulate_commit_ms > 0
+    print(
+        f"{args.creates} durable creates shared by N concurrent agents, median of "
+        f"{args.rounds} alternating rounds"
+        + (f"; EMULATED +{args.emulate_commit_ms:g} ms per commit" if emulated else "")
+    )
+    print_table(
+        ["agents", "creates/s", "x 1 agent", "commits/create", "CPU µs/create", "p50 ms", "p99 ms"],
+        [
+            [
+                fmt(row["agents"]),
+                fmt(row["creates_per_s"]),
+                fmt(row["scale_vs_first"], 2),
+                fmt(row["commits_per_create"], 3),
+                fmt(row["cpu_us_per_create"]),
+                fmt(row["p50_ms"], 2),
+                fmt(row["p99_ms"], 2),
+            ]
+            for row in summary
+        ],
+    )
+    print(f"target: {target['target']}: {fmt(scale, 2)} -> {verdict(target['met'])}")
+
+    name = NAME if not emulated else f"{NAME}_emulated_{args.emulate_commit_ms:g}ms"
+    payload = header(NAME, argv) | {
+        "machine": info,
+        "parameters": {
+            "agents": levels,
+            "creates": args.creates,
+            "rounds": args.rounds,
+            "emulate_commit_ms": args.emulate_commit_ms,
+        },
+        "summary": summary,
+        "targets": {"scale_most_vs_one_agent": target},
+        "runs": {str(level): level_runs for level, level_runs in runs.items()},
+    }
+    path = write_results(args.results, name, payload)
+    print(f"\nresults: {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

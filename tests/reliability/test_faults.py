@@ -1,0 +1,434 @@
+"""Fault injection on the embedded host: the store fails, disappears or hangs under the tools.
+
+Every tool answers with a closed value (``persistence_uncertain`` when durability
+cannot be confirmed), nothing already durable is lost, and once the fault clears
+the next ``schedule_list`` confirms the creates retained meanwhile and the owner
+delivers them. The figures in docs/reliability.md come from these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.embedded import sqlite_store
+from host_bridge.embedded.agents import EmbeddedAgent
+from host_bridge.embedded.sqlite_store import StoreWriteError
+from host_bridge.futures import resolved
+from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
+from host_bridge.testing import settle
+from tests.reliability.conftest import Rig, durable_changes, reopened_changes
+
+HOUR = 3600
+
+
+def uncertain(operation: str, schedule_id: str | None = None) -> dict[str, Any]:
+    """The shape of a ``persistence_uncertain`` value (its message is checked separately)."""
+    value: dict[str, Any] = {"code": "persistence_uncertain", "operation": operation}
+    if schedule_id is not None:
+        value["id"] = schedule_id
+    return value
+
+
+def without_message(value: dict[str, Any]) -> dict[str, Any]:
+    assert isinstance(value.get("message"), str) and value["message"]
+    return {k: v for k, v in value.items() if k != "message"}
+
+
+class FailingCommit:
+    """A ``fault_hook`` for the store's writer: raises ``error`` before COMMIT while set."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+# --- the store refuses writes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "attempt to write a readonly database",  # read-only
+        "database or disk is full",  # ENOSPC
+        "database is locked",  # another writer
+    ],
+)
+def test_a_failing_store_answers_persistence_uncertain_and_recovers(
+    rig: Rig, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = rig.agent()
+    assert rig.create(agent, "kept", 60)["id"] == "schedule-1"
+    fault = FailingCommit()
+    monkeypatch.setattr(rig.store, "_fault_hook", fault)
+    fault.error = sqlite3.OperationalError(message)
+
+    assert without_message(rig.create(agent, "during", 120)) == uncertain("create", "schedule-2")
+    assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
+    assert without_message(rig.delete(agent, "schedule-1")) == uncertain("delete", "schedule-1")
+    assert durable_changes(rig.path, "s1") == [("create", "schedule-1")]  # nothing durable lost
+    rig.advance(60_000, agent)  # schedule-1 falls due while the store refuses writes
+    assert rig.reminders(agent) == []  # no decision without a durable preflight
+
+    fault.error = None  # the fault clears
+    assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]  # the retained create is confirmed
+    rig.settle(agent)
+    assert rig.reminders(agent) == ["schedule-1"]  # the list's recompute delivered the overdue one
+    rig.advance(60_000, agent)
+    assert rig.reminders(agent) == ["schedule-1", "schedule-2"]
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [
+        ("create", "schedule-1"),
+        ("create", "schedule-2"),
+        ("dispatch", "schedule-1"),
+        ("dispatch", "schedule-2"),
+    ]
+
+
+_LOCKER = textwrap.dedent(
+    """
+    import sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    print("locked", flush=True)
+    sys.stdin.readline()
+    conn.execute("ROLLBACK")
+    conn.close()
+    print("released", flush=True)
+    """
+)
+
+
+def test_a_store_locked_by_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 100)  # read when connections open
+    rig = Rig(tmp_path / "data")
+    try:
+        agent = rig.agent()
+        assert rig.create(agent, "kept", HOUR)["id"] == "schedule-1"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _LOCKER, str(rig.path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdin is not None and holder.stdout is not None
+        try:
+            assert holder.stdout.readline() == "locked\n"
+            created = rig.create(agent, "while locked", HOUR)
+            assert without_message(created) == uncertain("create", "schedule-2")
+            assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
+            assert durable_changes(rig.path, "s1") == [("create", "schedule-1")]
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline() == "released\n"
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+    finally:
+        rig.close()
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+
+
+_TINY_FS = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
+    from host_bridge.embedded.host import EmbeddedHost
+    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.plugin import install_schedule
+    from host_bridge.testing import FakeClock, FakeTimers
+
+    mount = Path(sys.argv[1])
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode != 0:
+        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
+        sys.exit(0)
+    clock = FakeClock()
+    host = EmbeddedHost(mount / "data", clock=clock, timers=FakeTimers(clock))
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root(session_id="s1")
+
+    def call(name, arguments):
+        return host.tools.execute(name, arguments, agent=agent, timeout=30).value
+
+    out = {"kept": call("schedule_create", {"prompt": "kept", "after_seconds": 3600})}
+    ballast = mount / "ballast"
+    with open(ballast, "wb", buffering=0) as sink:
+        try:
+            while True:
+                sink.write(bytes(16384))
+        except OSError as error:
+            out["ballast_error"] = error.strerror
+    answers = []
+    for n in range(40):
+        answers.append(call("schedule_create", {"prompt": f"during {n} " + "x" * 3000,
+                                                "after_seconds": 3600}))
+        if "code" in answers[-1]:
+            break
+    out["answers"] = answers
+    out["list_while_full"] = call("schedule_list", {})
+    os.unlink(ballast)  # the fault clears
+    listed = call("schedule_list", {})
+    out["list_after"] = [view["id"] for view in listed.get("schedules", [])]
+    plugin.dispose().result(timeout=30)
+    host.close()
+    store = SqliteEventStore(mount / "data" / "sessions.sqlite3", create=False)
+    stored = store.load("s1")
+    store.close()
+    out["stored_creates"] = [
+        e.data["schedule"]["id"] for e in stored.events
+        if e.type == "schedule/change" and e.data["operation"] == "create"
+    ]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_a_full_file_system(tmp_path: Path) -> None:
+    """Real ENOSPC: the store lives on a tiny tmpfs (in a private mount namespace) that fills up."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare(1) is not available")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    run = subprocess.run(
+        [unshare, "-rm", sys.executable, "-c", _TINY_FS, str(mount)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if run.returncode != 0 and "unshare" in run.stderr:
+        pytest.skip(f"no private mount namespace here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    if "skip" in out:
+        pytest.skip(f"cannot mount a tmpfs: {out['skip']}")
+    assert out["kept"]["id"] == "schedule-1"
+    assert out["ballast_error"] == "No space left on device"
+    *accepted, refused = out["answers"]
+    assert all("scheduledAt" in value for value in accepted)
+    refused_id = f"schedule-{len(accepted) + 2}"
+    assert without_message(refused) == uncertain("create", refused_id)
+    assert without_message(out["list_while_full"]) == uncertain("list")
+    retained = ["schedule-1", *(value["id"] for value in accepted), refused_id]
+    assert out["list_after"] == retained
+    assert out["stored_creates"] == retained
+
+
+# --- the store disappears ----------------------------------------------------------------------
+
+
+def test_store_files_deleted_under_the_host_are_rebuilt(rig: Rig) -> None:
+    agent = rig.agent()
+    assert rig.create(agent, "kept", 60)["id"] == "schedule-1"
+    for name in ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"):
+        (rig.data_dir / name).unlink()
+
+    created = rig.create(agent, "after the delete", 120)
+    assert created["id"] == "schedule-2"  # confirmed only once it is in a file at the path
+    assert rig.path.exists()
+    assert durable_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+    rig.advance(120_000, agent)
+    assert rig.reminders(agent) == ["schedule-1", "schedule-2"]
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [
+        ("create", "schedule-1"),
+        ("create", "schedule-2"),
+        ("dispatch", "schedule-1"),
+        ("dispatch", "schedule-2"),
+    ]
+
+
+def test_only_the_wal_deleted_under_the_host(rig: Rig) -> None:
+    agent = rig.agent()
+    rig.create(agent, "kept", HOUR)
+    (rig.data_dir / "sessions.sqlite3-wal").unlink()  # the committed create lives only in it
+    assert rig.create(agent, "next", HOUR)["id"] == "schedule-2"
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+
+
+def test_data_directory_removed_then_recreated(rig: Rig) -> None:
+    agent = rig.agent()
+    rig.create(agent, "kept", HOUR)
+    shutil.rmtree(rig.data_dir)
+
+    assert without_message(rig.create(agent, "lost dir", HOUR)) == uncertain("create", "schedule-2")
+    assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
+    rig.data_dir.mkdir()  # the fault clears
+    assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+
+
+def test_store_replaced_by_another_file_is_never_written(rig: Rig) -> None:
+    agent = rig.agent()
+    rig.create(agent, "kept", HOUR)
+    for name in ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"):
+        (rig.data_dir / name).unlink()
+    foreign = sqlite3.connect(rig.path)
+    foreign.execute("CREATE TABLE foreign_data(x)")
+    foreign.commit()
+    foreign.close()
+
+    assert without_message(rig.create(agent, "x", HOUR)) == uncertain("create", "schedule-2")
+    assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
+    rig.plugin.dispose().result(timeout=10)
+    with pytest.raises(StoreWriteError, match="STORE_FILE_REPLACED"):
+        rig.host.close()  # the unflushed rows are reported, not silently dropped
+    rig.closed = True
+    check = sqlite3.connect(rig.path)
+    tables = [row[0] for row in check.execute("SELECT name FROM sqlite_master")]
+    check.close()
+    assert tables == ["foreign_data"]  # the other file was left alone
+
+
+# --- the persistence listener misbehaves -----------------------------------------------------
+
+
+def expire(rig: Rig, agent: EmbeddedAgent, pending: Future[ToolResult]) -> ToolResult:
+    """Let flush timeouts pass until ``pending`` answers.
+
+    Transactions queued ahead of the call (e.g. the delivery drive a successful
+    preflight requests) wait for their own flush timeout first.
+    """
+    owner = rig.plugin.owner_of(agent)
+    assert owner is not None
+    for _ in range(5):
+        settle(owner)
+        if pending.done():
+            break
+        rig.timers.advance(DEFAULT_FLUSH_TIMEOUT_MS)
+    return pending.result(timeout=10)
+
+
+class Listener:
+    """Replaces the store's ``flush`` for one session with a scripted behaviour."""
+
+    def __init__(self, real: Callable[[str], Future[bool]], session_id: str) -> None:
+        self.real = real
+        self.session_id = session_id
+        self.script: list[str] = []
+        self.default = "ok"
+        self.hung: list[Future[bool]] = []
+
+    def __call__(self, session_id: str) -> Future[bool]:
+        if session_id != self.session_id:
+            return self.real(session_id)
+        mode = self.script.pop(0) if self.script else self.default
+        if mode == "false":
+            return resolved(False)
+        if mode == "raise":
+            raise OSError("the persistence listener broke")
+        if mode == "hang":
+            future: Future[bool] = Future()
+            self.hung.append(future)
+            return future
+        return self.real(session_id)
+
+
+@pytest.mark.parametrize("mode", ["false", "raise"])
+def test_a_listener_that_answers_false_or_raises(
+    rig: Rig, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = rig.agent()
+    rig.create(agent, "kept", HOUR)
+    listener = Listener(rig.store.flush, "s1")
+    monkeypatch.setattr(rig.store, "flush", listener)
+    listener.script = ["ok"]  # the preflight passes, the barrier does not
+    listener.default = mode
+
+    assert without_message(rig.create(agent, "during", HOUR)) == uncertain("create", "schedule-2")
+    assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
+    assert without_message(rig.delete(agent, "schedule-1")) == uncertain("delete", "schedule-1")
+    listener.default = "ok"
+    assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+
+
+def test_a_hanging_listener_times_out_leaves_other_agents_alone_and_dispose_finishes(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = rig.agent("s1")
+    other = rig.agent("s2")
+    rig.create(agent, "kept", HOUR)
+    listener = Listener(rig.store.flush, "s1")
+    monkeypatch.setattr(rig.store, "flush", listener)
+    listener.script = ["ok"]
+    listener.default = "hang"
+
+    pending = rig.submit(agent, "schedule_create", {"prompt": "during", "after_seconds": HOUR})
+    assert not pending.done()  # the barrier hangs
+    assert rig.create(other, "unaffected", HOUR)["id"] == "schedule-1"  # another session works
+    created = rig.value("schedule_create", expire(rig, agent, pending))
+    assert without_message(created) == uncertain("create", "schedule-2")
+
+    listed = rig.submit(agent, "schedule_list", {})
+    assert without_message(rig.value("schedule_list", expire(rig, agent, listed))) == uncertain(
+        "list"
+    )
+
+    listener.default = "ok"  # the fault clears
+    assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+
+    listener.default = "hang"
+    stuck = rig.submit(agent, "schedule_list", {})
+    disposed = rig.plugin.dispose()
+    assert not disposed.done()  # dispose waits for the preflight in flight ...
+    rig.timers.advance(DEFAULT_FLUSH_TIMEOUT_MS)  # ... at most the flush timeout
+    disposed.result(timeout=10)
+    assert without_message(rig.value("schedule_list", stuck.result(timeout=10))) == uncertain(
+        "list"
+    )
+    rig.host.close()
+    rig.closed = True
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+    assert reopened_changes(rig.path, "s2") == [("create", "schedule-1")]
+
+
+def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = rig.agent()
+    rig.create(agent, "kept", HOUR)
+    gate = threading.Event()
+    stuck = threading.Event()
+
+    def hook() -> None:
+        stuck.set()
+        gate.wait(timeout=60)
+
+    monkeypatch.setattr(rig.store, "_fault_hook", hook)
+    pending = rig.submit(agent, "schedule_create", {"prompt": "during", "after_seconds": HOUR})
+    assert stuck.wait(timeout=10)  # the writer is inside the commit of the barrier
+    created = rig.value("schedule_create", expire(rig, agent, pending))
+    assert without_message(created) == uncertain("create", "schedule-2")
+    gate.set()  # the disk moves again
+    monkeypatch.setattr(rig.store, "_fault_hook", None)
+    assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+    owner = rig.plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+    rig.close()
+    assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]

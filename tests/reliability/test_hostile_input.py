@@ -1,0 +1,657 @@
+"""Hostile input: fuzzed tool arguments, durable payloads and stored msgpack bytes.
+
+Tool calls only ever answer with values valid against the tool's output schema
+(closed codes only), rendered as canonical JSON, and a rejected call changes
+nothing. Decoders only raise their own error types. A garbage row in the store
+is a clear ``StoreCorruptError`` that ``dsh-schedule verify`` reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pykka
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from host_bridge.cli.verify import verify_command, verify_session
+from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError
+from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.protocols import SessionEvent, ToolResult
+from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
+from messages import (
+    MAX_SAFE_INTEGER,
+    SCHEDULE_CHANGE_TYPE,
+    ScheduleLogError,
+    create_after_schedule_record,
+    decode_schedule_change,
+    fold_schedule_events,
+    schedule_reminder_presentation,
+    validate_schedule_stream,
+)
+from messages.records import CreateChange, DeleteChange, DispatchChange
+from messages.text import canonical_json
+from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH
+from tests.reliability.conftest import Rig, reopened_changes
+from tests.schema_check import checked
+
+EXAMPLES = int(os.environ.get("DSH_FUZZ_EXAMPLES", "200"))
+"""Examples per fuzzed property; ``DSH_FUZZ_EXAMPLES=20000`` runs the long campaign."""
+
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+STORE_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))  # reopens the store each time
+
+PRE_QUEUE = {"invalid_selector", "invalid_prompt", "invalid_rule"}
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+# --- strategies ---------------------------------------------------------------------------
+
+any_text = st.text(st.characters(exclude_categories=()), max_size=40)  # surrogates included
+weird_text = st.sampled_from(
+    [
+        "",
+        " ",
+        "\ufeff",
+        "\u2028",
+        "\ud800",
+        "a\udfffb",
+        "\x00",
+        " padded ",
+        "x" * MAX_PROMPT_LENGTH,
+        "x" * (MAX_PROMPT_LENGTH + 1),
+        "é" * 3000,
+        "schedule-1",
+        "schedule-1 ",
+        '"}\n[SCHEDULE REMINDER]',
+    ]
+)
+numbers = st.one_of(
+    st.integers(),
+    st.integers(min_value=-(2**300), max_value=2**300),
+    st.sampled_from([0, 1, -1, MAX_SAFE_INTEGER, MAX_SAFE_INTEGER + 1, 2**63, 2**64, 10**400]),
+    st.floats(),  # NaN and infinities included
+    st.sampled_from([math.nan, math.inf, -math.inf, 1.0, 1.5, 1e308, -0.0]),
+)
+scalars = st.one_of(st.none(), st.booleans(), numbers, any_text, weird_text)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(any_text, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+keys = st.one_of(
+    st.sampled_from(
+        ["prompt", "after_seconds", "id", "at", "every_seconds", "cron", "time_zone", ""]
+    ),
+    any_text,
+)
+argument_objects = st.dictionaries(keys, json_values, max_size=4)
+create_arguments = st.one_of(
+    json_values,
+    argument_objects,
+    st.fixed_dictionaries({"prompt": st.one_of(any_text, weird_text, json_values)}),
+    st.fixed_dictionaries(
+        {"prompt": st.one_of(any_text, weird_text), "after_seconds": st.one_of(numbers, scalars)}
+    ),
+    st.fixed_dictionaries(
+        {"prompt": st.one_of(any_text, weird_text), "after_seconds": numbers},
+        optional={"at": json_values},
+    ),
+)
+delete_arguments = st.one_of(
+    json_values,
+    argument_objects,
+    st.fixed_dictionaries({"id": st.one_of(any_text, weird_text, json_values)}),
+)
+
+
+# --- tool arguments -------------------------------------------------------------------------
+
+
+class ToolFuzz:
+    """One owner on the test kit; every call is checked for shape and for state changes."""
+
+    def __init__(self) -> None:
+        self.host = FakeHost()
+        self.plugin: SchedulePlugin = install_schedule(self.host.context())
+        self.agent: FakeAgent = self.host.spawn_root("agent-1")
+        owner = self.plugin.owner_of(self.agent)
+        assert owner is not None
+        self.owner = owner
+        settle(self.owner)
+        self.calls = 0
+
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        settle(self.owner)
+        events_before = len(self.agent.session.events)
+        flushes_before = self.host.sessions.flush_count
+        result = self.host.tools.execute(name, arguments, agent=self.agent, timeout=10)
+        settle(self.owner)
+        self.calls += 1
+        assert isinstance(result, ToolResult)
+        assert result.is_error is False
+        value: dict[str, Any] = checked(name, result.value)  # closed codes only
+        assert result.content == canonical_json(value)
+        grew = len(self.agent.session.events) - events_before
+        if "scheduledAt" in value or value.get("deleted") is True:
+            assert grew == 1
+            assert self.agent.session.events[-1].type == SCHEDULE_CHANGE_TYPE
+        else:
+            assert grew == 0, value  # a rejected or read-only call appends nothing
+        if value.get("code") in PRE_QUEUE and str(MAX_ACTIVE_SCHEDULES) not in value["message"]:
+            assert self.host.sessions.flush_count == flushes_before  # rejected before the queue
+        return value
+
+
+@given(arguments=create_arguments)
+@FUZZ
+def test_schedule_create_with_any_arguments(arguments: Any) -> None:
+    _FUZZ["create"].call("schedule_create", arguments)
+
+
+@given(arguments=delete_arguments)
+@FUZZ
+def test_schedule_delete_with_any_arguments(arguments: Any) -> None:
+    _FUZZ["delete"].call("schedule_delete", arguments)
+
+
+@given(arguments=json_values)
+@FUZZ
+def test_schedule_list_with_any_arguments(arguments: Any) -> None:
+    value = _FUZZ["list"].call("schedule_list", arguments)
+    assert ("schedules" in value) == isinstance(arguments, dict)
+
+
+class _Lazy(dict[str, ToolFuzz]):
+    def __missing__(self, key: str) -> ToolFuzz:
+        self[key] = ToolFuzz()
+        return self[key]
+
+
+_FUZZ = _Lazy()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_fuzz_hosts() -> Iterator[None]:
+    yield
+    _FUZZ.clear()
+
+
+def deep(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"prompt": "x" * 10_000_000, "after_seconds": 60}, "invalid_prompt"),
+        ({"prompt": "x" * (MAX_PROMPT_LENGTH + 1), "after_seconds": 60}, "invalid_prompt"),
+        ({"prompt": deep(100_000), "after_seconds": 60}, "invalid_prompt"),
+        ({"prompt": "ok", "after_seconds": deep(100_000)}, "invalid_rule"),
+        ({"prompt": "ok", "after_seconds": 10**100_000}, "invalid_rule"),
+        ({"prompt": "ok", "after_seconds": math.nan}, "invalid_rule"),
+        ({"prompt": "ok", "after_seconds": -math.inf}, "invalid_rule"),
+        ({"prompt": "ok", "after_seconds": MAX_SAFE_INTEGER}, "time_out_of_range"),
+        ({f"k{n}": n for n in range(100_000)}, "invalid_selector"),
+        (deep(100_000), "invalid_selector"),
+    ],
+    ids=[
+        "10MB-prompt",
+        "prompt-one-too-long",
+        "deep-prompt",
+        "deep-rule",
+        "huge-integer",
+        "nan",
+        "minus-infinity",
+        "past-year-9999",
+        "100k-keys",
+        "deep-arguments",
+    ],
+)
+def test_huge_and_deep_arguments_are_refused_cheaply(arguments: Any, code: str) -> None:
+    fuzz = ToolFuzz()
+    tracemalloc.start()
+    try:
+        value = fuzz.call("schedule_create", arguments)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert value["code"] == code
+    assert peak < 2_000_000  # nothing copies or walks the input
+
+
+def test_the_longest_prompt_is_accepted_and_delivered_intact() -> None:
+    fuzz = ToolFuzz()
+    prompt = "\u00e9" * MAX_PROMPT_LENGTH
+    value = fuzz.call("schedule_create", {"prompt": prompt, "after_seconds": 1})
+    assert value["prompt"] == prompt
+    fuzz.host.timers.advance(1000)
+    settle(fuzz.owner)
+    assert prompt in fuzz.agent.received[-1].text
+
+
+def test_a_session_holds_at_most_the_active_limit() -> None:
+    host = FakeHost()
+    seed = [
+        (
+            SCHEDULE_CHANGE_TYPE,
+            CreateChange(
+                create_after_schedule_record(f"schedule-{n}", f"p{n}", 3600, host.clock.now())
+            ).to_json(),
+        )
+        for n in range(1, MAX_ACTIVE_SCHEDULES + 1)
+    ]
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root("agent-1", seed_events=seed)
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+
+    def call(name: str, arguments: Any) -> dict[str, Any]:
+        result = host.tools.execute(name, arguments, agent=agent, timeout=10)
+        settle(owner)
+        assert result.content == canonical_json(result.value)
+        value: dict[str, Any] = checked(name, result.value)
+        return value
+
+    length = len(agent.session.events)
+    refused = call("schedule_create", {"prompt": "one more", "after_seconds": 60})
+    assert refused["code"] == "invalid_rule"
+    assert str(MAX_ACTIVE_SCHEDULES) in refused["message"]
+    assert len(agent.session.events) == length  # nothing appended
+    assert call("schedule_delete", {"id": "schedule-7"}) == {"id": "schedule-7", "deleted": True}
+    created = call("schedule_create", {"prompt": "one more", "after_seconds": 60})
+    assert created["id"] == f"schedule-{MAX_ACTIVE_SCHEDULES + 1}"
+
+
+# --- durable payloads ------------------------------------------------------------------------
+
+valid_changes = st.one_of(
+    st.builds(
+        lambda n, p, s: CreateChange(
+            create_after_schedule_record(f"schedule-{n}", p, s, 1_767_225_600_000)
+        ).to_json(),
+        st.integers(1, 4),
+        st.sampled_from(["p", "stretch", "é"]),
+        st.integers(1, 10_000),
+    ),
+    st.builds(lambda n: DeleteChange(f"schedule-{n}").to_json(), st.integers(1, 4)),
+    st.builds(lambda n: DispatchChange(f"schedule-{n}").to_json(), st.integers(1, 4)),
+)
+
+
+@st.composite
+def mutated_changes(draw: st.DrawFn) -> Any:
+    """A valid change with one key replaced, removed or added, at either level."""
+    change: dict[str, Any] = draw(valid_changes)
+    target = change
+    if "schedule" in change and draw(st.booleans()):
+        target = change["schedule"] = dict(change["schedule"])
+    action = draw(st.sampled_from(["replace", "remove", "add"]))
+    key = draw(st.sampled_from(sorted(target)))
+    if action == "replace":
+        target[key] = draw(json_values)
+    elif action == "remove":
+        del target[key]
+    else:
+        target[draw(keys)] = draw(json_values)
+    return change
+
+
+@given(value=st.one_of(json_values, valid_changes, mutated_changes()))
+@FUZZ
+def test_decode_schedule_change_raises_only_schedule_log_error(value: Any) -> None:
+    try:
+        change = decode_schedule_change(value)
+    except ScheduleLogError as error:
+        assert error.code == "corrupt_schedule_log"
+        assert error.message
+    else:
+        assert decode_schedule_change(change.to_json()) == change
+
+
+event_data = st.one_of(valid_changes, mutated_changes(), json_values)
+event_types = st.sampled_from([SCHEDULE_CHANGE_TYPE, SCHEDULE_CHANGE_TYPE, "message", ""])
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[SessionEvent]:
+    items = draw(st.lists(st.tuples(event_types, event_data), max_size=12))
+    return [SessionEvent(kind, seq, 0, data) for seq, (kind, data) in enumerate(items)]
+
+
+@given(events=logs(), seed=st.one_of(st.integers(-2, 14), json_values))
+@FUZZ
+def test_fold_and_presentation_raise_only_schedule_log_error(
+    events: list[SessionEvent], seed: Any
+) -> None:
+    try:
+        folded = fold_schedule_events(events, seed)
+    except ScheduleLogError:
+        pass
+    else:
+        assert len(folded.active) <= len(folded.seen_ids)
+    for seq in (*range(len(events)), -1, len(events), "0", None, 1.5):
+        with contextlib.suppress(ScheduleLogError):
+            schedule_reminder_presentation(events, seq, seed)
+
+
+# --- msgpack bytes --------------------------------------------------------------------------
+
+
+@st.composite
+def mangled_payloads(draw: st.DrawFn) -> bytes:
+    raw = bytearray(encode_payload(draw(st.one_of(valid_changes, json_values.filter(_encodable)))))
+    for _ in range(draw(st.integers(1, 3))):
+        action = draw(st.sampled_from(["flip", "cut", "insert"]))
+        position = draw(st.integers(0, max(0, len(raw) - 1)))
+        if action == "flip" and raw:
+            raw[position] ^= 1 << draw(st.integers(0, 7))
+        elif action == "cut":
+            del raw[position:]
+        else:
+            raw[position:position] = draw(st.binary(min_size=1, max_size=6))
+    return bytes(raw)
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        encode_payload(value)
+    except PayloadError:
+        return False
+    return True
+
+
+@given(raw=st.one_of(st.binary(max_size=64), mangled_payloads()))
+@FUZZ
+def test_decode_payload_raises_only_payload_error(raw: bytes) -> None:
+    try:
+        value = decode_payload(raw)
+    except PayloadError as error:
+        assert len(raw) < 4 or raw.hex() not in str(error)  # never echoes the bytes
+    else:
+        again = encode_payload(value)  # bytes, not values: NaN != NaN
+        assert encode_payload(decode_payload(again)) == again
+
+
+@given(value=json_values)
+@FUZZ
+def test_encode_payload_round_trips_or_raises_payload_error(value: Any) -> None:
+    try:
+        raw = encode_payload(value)
+    except PayloadError:
+        return
+    decoded = decode_payload(raw)
+    assert canonical_json_or_none(decoded) == canonical_json_or_none(value)
+
+
+def canonical_json_or_none(value: Any) -> str | None:
+    try:
+        return canonical_json(value)
+    except ValueError:
+        return None  # NaN and infinities have no JSON form; msgpack keeps them
+
+
+_LENGTH_BOMB = textwrap.dedent(
+    """
+    import resource, struct, sys
+    from host_bridge.embedded.codec import PayloadError, decode_payload
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    bombs = [
+        (b"\\xdd" + struct.pack(">I", 16 * 1024 * 1024)) * 1000,   # nested array32 headers
+        (b"\\xdf" + struct.pack(">I", 8 * 1024 * 1024)) * 1000,    # nested map32 headers
+        (b"\\xdd" + struct.pack(">I", 4000)) * 999,                 # honest-looking lengths
+        b"\\xdb" + struct.pack(">I", 16 * 1024 * 1024) + b"x",      # str32 claiming 16 MiB
+    ]
+    for bomb in bombs:
+        try:
+            decode_payload(bomb)
+        except PayloadError:
+            pass
+        else:
+            sys.exit("a bomb decoded")
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+    """
+)
+
+
+def test_length_bombs_do_not_allocate() -> None:
+    """A few KiB of msgpack headers claiming millions of items must not reserve memory for them."""
+    run = subprocess.run(
+        [sys.executable, "-c", _LENGTH_BOMB], capture_output=True, text=True, timeout=60, check=True
+    )
+    grown_kib = int(run.stdout.strip())
+    assert grown_kib < 16 * 1024  # was about 70 MiB before the lengths were bounded
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+def _store_with_session(data_dir: Path) -> Path:
+    rig = Rig(data_dir)
+    agent = rig.agent("s1")
+    rig.create(agent, "first", 60)
+    rig.create(agent, "second", 60)
+    rig.close()
+    pykka.ActorRegistry.stop_all()
+    return store_path(data_dir)
+
+
+def _overwrite_row(path: Path, seq: int, data: bytes) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE events SET data = ? WHERE session_id = 's1' AND seq = ?", (data, seq))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _change_seq(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute(
+            "SELECT MIN(seq) FROM events WHERE session_id = 's1' AND type = ?",
+            (SCHEDULE_CHANGE_TYPE,),
+        ).fetchone()
+    finally:
+        conn.close()
+    return int(row[0])
+
+
+def test_a_garbage_row_is_a_clear_store_error_and_verify_reports_it(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    path = _store_with_session(data_dir)
+    seq = _change_seq(path)
+    _overwrite_row(path, seq, b"\xc1\xff garbage")
+    store = SqliteEventStore(path, create=False)
+    try:
+        with pytest.raises(
+            StoreCorruptError, match=rf"'s1' has an unreadable payload at seq {seq}"
+        ):
+            store.load("s1")
+        verdict = verify_session(store, "s1")
+    finally:
+        store.close()
+    assert verdict.problem is not None and verdict.problem.startswith("store: ")
+    run = CliRunner().invoke(verify_command, ["--data", str(data_dir)])
+    assert run.exit_code == 1
+    assert f"INVALID  s1: store: session 's1' has an unreadable payload at seq {seq}" in run.output
+
+    clock = FakeClock()
+    host = EmbeddedHost(data_dir, clock=clock, timers=FakeTimers(clock))
+    try:
+        install_schedule(host.context())
+        with pytest.raises(StoreCorruptError):
+            host.spawn_root(session_id="s1")  # the host is told; nothing is appended
+    finally:
+        host.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT data FROM events WHERE seq = ?", (seq,)).fetchone()[0] == (
+        b"\xc1\xff garbage"
+    )
+    conn.close()
+
+
+def test_a_decodable_but_invalid_change_faults_the_owner_and_answers_corrupt(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    path = _store_with_session(data_dir)
+    seq = _change_seq(path)
+    _overwrite_row(path, seq, msgpack.packb({"version": 2, "operation": "create"}))
+    rig = Rig(data_dir)
+    try:
+        agent = rig.agent("s1")
+        for name, arguments in (
+            ("schedule_list", {}),
+            ("schedule_create", {"prompt": "more", "after_seconds": 1}),
+            ("schedule_delete", {"id": "schedule-2"}),
+        ):
+            assert rig.call(agent, name, arguments)["code"] == "corrupt_schedule_log"
+        rig.advance(120_000, agent)
+        assert rig.reminders(agent) == []
+        assert [o.state for o in rig.plugin.status().owners] == ["faulted"]
+    finally:
+        rig.close()
+    with pytest.raises(ScheduleLogError, match="version"):
+        reopened_changes(path, "s1")
+
+
+@pytest.fixture(scope="module")
+def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    path = _store_with_session(tmp_path_factory.mktemp("store") / "data")
+    return path, _change_seq(path)
+
+
+@given(raw=st.one_of(st.binary(max_size=48), mangled_payloads()))
+@STORE_FUZZ
+def test_any_stored_bytes_load_or_raise_store_corrupt_error(
+    fuzz_store: tuple[Path, int], raw: bytes
+) -> None:
+    path, seq = fuzz_store
+    _overwrite_row(path, seq, raw)
+    store = SqliteEventStore(path, create=False)
+    try:
+        try:
+            stored = store.load("s1")
+        except StoreCorruptError:
+            stored = None
+        verdict = verify_session(store, "s1")  # never raises
+    finally:
+        store.close()
+    if stored is not None:
+        try:
+            validate_schedule_stream(stored.events, stored.header.seed_length)
+        except ScheduleLogError as error:
+            assert verdict.problem == error.message
+        else:
+            assert verdict.problem is None
+    else:
+        assert verdict.problem is not None and verdict.problem.startswith("store: ")
+
+
+# --- the embedded host's model path ------------------------------------------------------------
+
+
+class ArgumentModel:
+    """A model that calls one tool with whatever arguments it is handed."""
+
+    def __init__(self) -> None:
+        self.call: tuple[str, Any] | None = None
+        self.results: list[ToolResult] = []
+
+    def __call__(self, turn: Turn) -> str | None:
+        if self.call is not None:
+            name, arguments = self.call
+            self.results.append(turn.call_tool(name, arguments))
+        return None
+
+
+@given(
+    call=st.one_of(
+        st.tuples(st.just("schedule_create"), create_arguments),
+        st.tuples(st.just("schedule_delete"), delete_arguments),
+        st.tuples(st.just("schedule_list"), json_values),
+    )
+)
+@example(call=("schedule_create", {"prompt": "\ud800", "after_seconds": 60}))
+@example(call=("schedule_create", {"prompt": "ok", "after_seconds": 10**30}))
+@settings(FUZZ, max_examples=max(1, EXAMPLES // 4))
+def test_a_model_turn_with_any_arguments_gets_an_answer(
+    model_host: tuple[Rig, EmbeddedAgent, ArgumentModel], call: tuple[str, Any]
+) -> None:
+    """Regression: arguments the log cannot store made ``Turn.call_tool`` raise."""
+    rig, agent, model = model_host
+    name = call[0]
+    model.call = call
+    changes_before = _changes(agent)
+    turns_before = len(agent.turns)
+    agent.prompt("call")
+    rig.settle(agent)
+    assert len(agent.turns) == turns_before + 1
+    assert agent.turns[-1].failed is False  # nothing escaped into the turn
+    value = Rig.value(name, model.results[-1])
+    appended = _changes(agent) - changes_before
+    assert appended == (1 if "scheduledAt" in value or value.get("deleted") is True else 0)
+
+
+def test_a_model_turn_with_arguments_nested_too_deep_to_store(rig: Rig) -> None:
+    model = ArgumentModel()
+    agent = rig.host.spawn_root(session_id="deep", model=model)
+    model.call = ("schedule_create", {"prompt": deep(10_000), "after_seconds": 60})
+    agent.prompt("call")
+    rig.settle(agent)
+    assert agent.turns[-1].failed is False
+    assert Rig.value("schedule_create", model.results[-1])["code"] == "invalid_prompt"
+    recorded = [e.data for e in agent.session.events if e.type == "message"][-2]
+    assert recorded == {
+        "role": "assistant",
+        "toolCall": {"name": "schedule_create", "argumentsNotStored": True},
+    }
+
+
+def _changes(agent: EmbeddedAgent) -> int:
+    return sum(1 for event in agent.session.events if event.type == SCHEDULE_CHANGE_TYPE)
+
+
+@pytest.fixture(scope="module")
+def model_host(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Rig, EmbeddedAgent, ArgumentModel]]:
+    rig = Rig(tmp_path_factory.mktemp("model") / "data")
+    model = ArgumentModel()
+    agent = rig.host.spawn_root(session_id="fuzz", model=model)
+    rig.settle(agent)
+    yield rig, agent, model
+    rig.close()

@@ -1,0 +1,97 @@
+"""The benchmark scripts run end to end (``--quick``, tiny sizes) and write their JSON.
+
+Nothing here is timed: the figures are the scripts' business (docs/benchmarks.md).
+APScheduler is optional (the ``bench`` extra); its runs are skipped here unless installed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit
+
+Main = Callable[[Sequence[str] | None], dict[str, Any]]
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+def run(main: Main, name: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    results = tmp_path / "results"
+    returned = main(
+        ["--quick", "--data", str(tmp_path / "data"), "--results", str(results), *extra]
+    )
+    written = json.loads((results / f"{name}.json").read_text())
+    assert written["benchmark"] == name
+    assert {"machine", "targets"} <= written.keys()
+    assert written["machine"]["filesystem"]["fstype"]
+    assert not list((tmp_path / "data").iterdir())  # the data directories are removed
+    assert returned["benchmark"] == name
+    return dict(written)
+
+
+def test_create_throughput(tmp_path: Path) -> None:
+    out = run(create_throughput.main, "create_throughput", tmp_path, "--no-apscheduler")
+    assert out["apscheduler_skipped"]
+    assert [row["system"] for row in out["summary"]] == ["ours"]
+    ours = out["summary"][0]
+    assert ours["creates_per_s"] > 0
+    assert ours["commits_per_create"] > 0
+    assert out["fsync"]["rate_per_s"] > 0
+    assert set(out["targets"]) == {
+        "ratio_vs_apscheduler_default",
+        "ratio_vs_apscheduler_wal",
+        "fraction_of_two_fsync_limit",
+    }
+    assert out["targets"]["ratio_vs_apscheduler_default"]["met"] is None
+
+
+@pytest.mark.skipif(_aps.unavailable() is not None, reason="APScheduler is not installed")
+def test_create_throughput_against_apscheduler(tmp_path: Path) -> None:
+    out = run(create_throughput.main, "create_throughput", tmp_path)
+    assert [row["system"] for row in out["summary"]] == ["ours", "apscheduler", "apscheduler"]
+    assert set(out["ratios"]) == {"default", "wal"}
+    assert out["runs"]["apscheduler_wal"][0]["pragmas"]["journal_mode"] == "wal"
+
+
+def test_group_commit(tmp_path: Path) -> None:
+    out = run(group_commit.main, "group_commit", tmp_path)
+    assert [row["agents"] for row in out["summary"]] == [1, 3]
+    assert all(row["creates_per_s"] > 0 for row in out["summary"])
+    assert out["summary"][0]["commits_per_create"] == 1.0
+    assert "scale_most_vs_one_agent" in out["targets"]
+
+
+def test_fold_cost(tmp_path: Path) -> None:
+    out = run(fold_cost.main, "fold_cost", tmp_path)
+    assert [row["events"] for row in out["rows"]] == [100, 1000]
+    assert all(row["active"] == 3 for row in out["rows"])
+    assert all(row["list_ms_median"] > 0 for row in out["rows"])
+    assert all(row["refold_ms_median"] > 0 for row in out["rows"])
+
+
+def test_fold_cost_logs_have_the_asked_shape() -> None:
+    items = fold_cost.build_log(1000, 0.03, 3, seed=1)
+    changes = [data for type_, data in items if type_ == "schedule/change"]
+    assert len(items) == 1000
+    assert len(changes) == 29
+    assert [c["operation"] for c in changes[-3:]] == ["create"] * 3
+
+
+def test_delivery_precision(tmp_path: Path) -> None:
+    out = run(delivery_precision.main, "delivery_precision", tmp_path, "--no-apscheduler")
+    ours = out["ours"]
+    assert ours["delivered"] == ours["reminders"] == 6
+    assert ours["early"] == 0  # a reminder is never delivered before it is due
+    assert ours["targets_outside_second"] == 0
+    assert {"p50_ms", "p99_ms", "max_ms"} <= ours["delay"].keys()
+    assert out["apscheduler"] == []
