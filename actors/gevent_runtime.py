@@ -21,12 +21,20 @@ A :class:`GeventRuntime` owns **one hub**, and every actor bound to it
   instead, for hosts that already run on gevent. That thread must keep running
   its hub (as any gevent program does whenever it waits).
 
-Everything else is a *foreign thread*. Foreign threads hand work to the hub
-thread-safely: ``tell`` appends to the inbox under a lock and, if the actor's
-greenlet is parked, schedules its wake-up with ``loop.run_callback_threadsafe``
-(which wakes the loop); starting an actor and arming or cancelling a timer hop
-to the hub the same way. Nothing in the hand-off ever blocks or switches, so it
-is safe while holding a lock, from any thread, including the hub thread.
+Actors are greenlets only while they have work: an idle actor holds no
+greenlet at all (just its inbox). A ``put`` to an idle actor starts a *runner*
+in a worker greenlet (reused from a small pool of parked workers); the runner
+handles messages exactly as pykka's actor loop does and ends when the inbox is
+empty, yielding to the hub every :data:`YIELD_EVERY` messages on the way so a
+busy actor cannot starve the others. This is what keeps 10,000 agents (three
+actors each) small.
+
+Any thread other than the hub's is a *foreign thread*. Foreign threads hand work to the hub
+thread-safely: ``tell`` appends to the inbox under a lock and, if the actor is
+idle, schedules its runner with ``loop.run_callback_threadsafe`` (which wakes
+the loop); starting an actor and arming or cancelling a timer hop to the hub
+the same way. Nothing in the hand-off ever blocks or switches, so it is safe
+while holding a lock, from any thread, including the hub thread.
 
 Waiting follows the caller: a greenlet on a hub thread waits by switching to
 its hub (other actors keep running; a cross-thread wake-up arrives through an
@@ -39,6 +47,9 @@ never a hang.
 
 Blocking I/O does not belong on the hub: :func:`actors.runtime.run_blocking`
 moves a call to the hub's thread pool when it is made on a hub thread.
+:class:`GeventTimers` are libev/libuv timers of the hub; their callbacks run in
+the hub itself and, like those of :class:`host_bridge.clock.ThreadTimers`, must
+only post a message.
 """
 
 from __future__ import annotations
@@ -58,7 +69,7 @@ import gevent.event
 import gevent.hub
 import pykka
 
-from actors.runtime import BlockingInHubError, RuntimeName, make_wake, run_blocking
+from actors.runtime import BlockingInHubError, RuntimeName, make_wake, run_blocking, wait_for
 
 if TYPE_CHECKING:
     from concurrent.futures import Future as ConcurrentFuture
@@ -171,8 +182,6 @@ class GeventRuntime:
 
     def wait(self, future: ConcurrentFuture[T], timeout: float | None = None) -> T:
         """See :func:`actors.runtime.wait_for`."""
-        from actors.runtime import wait_for
-
         return wait_for(future, timeout)
 
     # --- hub access ------------------------------------------------------------------------

@@ -95,8 +95,9 @@ class Runtime(Protocol):
         ...
 
 
-RuntimeSpec: TypeAlias = "RuntimeName | Runtime"
-"""What a host passes to choose a runtime: a name or a runtime object."""
+RuntimeSpec: TypeAlias = "RuntimeName | str | Runtime"
+"""What a host passes to choose a runtime: a name (``"threading"`` or ``"gevent"``;
+any other string is refused by :func:`get_runtime` with ``ValueError``) or a runtime object."""
 
 
 class ThreadingRuntime:

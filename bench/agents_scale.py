@@ -345,7 +345,8 @@ def show(report: dict[str, Any], out: Callable[[str], None] = print) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=1000, help="live root agents (1000)")
     parser.add_argument("--runtime", choices=("threading", "gevent"), default="gevent")
@@ -366,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
         default=16_000,
         help="refuse threading runs that need more OS threads than this (16000)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.agents < 1:
         parser.error("--agents must be at least 1")

@@ -25,8 +25,9 @@ def _ping(ref: pykka.ActorRef[Any], timeout: float) -> bool:
 def _puts(ref: pykka.ActorRef[Any]) -> int | None:
     """How many messages were ever put in the inbox, if the inbox can tell.
 
-    A ``queue.Queue`` counts puts in ``unfinished_tasks`` and pykka never calls
-    ``task_done``; other inboxes return None.
+    A ``queue.Queue`` (threading runtime) counts puts in ``unfinished_tasks`` and
+    pykka never calls ``task_done``; the gevent runtime's inbox keeps the same
+    counter, so settling is exact on both runtimes. Other inboxes return None.
     """
     count = getattr(ref.actor_inbox, "unfinished_tasks", None)
     return count if isinstance(count, int) else None

@@ -14,6 +14,8 @@ from actors.session_actor import SessionDetachedError
 from host_bridge.embedded.agents import EmbeddedAgent, RootAgents, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule
+from host_bridge.protocols import UserMessage
+from host_bridge.testing import FakeClock, FakeTimers
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +110,38 @@ def test_appends_from_the_hub_run_inline_and_foreign_ones_through_the_mailbox(
             session.append("note", {"n": 4})
     finally:
         host.close()
+
+
+@pytest.mark.parametrize(
+    ("host_runtime", "owner_runtime"), [("threading", "gevent"), ("gevent", "threading")]
+)
+def test_host_and_owners_may_run_on_different_runtimes(
+    tmp_path: Path, host_runtime: str, owner_runtime: str
+) -> None:
+    clock = FakeClock()
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=host_runtime)
+    plugin = install_schedule(host.context(), runtime=owner_runtime)
+    agent = host.spawn_root(session_id="mixed")
+    result = host.tools.execute(
+        "schedule_create", {"prompt": "mixed", "after_seconds": 5}, agent=agent, timeout=5
+    )
+    assert result.value["id"] == "schedule-1"
+    plugin.wait_quiet(agent)
+    reminded = threading.Event()
+    original = agent.followup
+
+    def followup(message: UserMessage) -> None:
+        original(message)
+        reminded.set()
+
+    agent.followup = followup  # type: ignore[method-assign]
+    timers.advance(5_000)
+    assert reminded.wait(5)
+    plugin.wait_quiet(agent)
+    assert [e.data["operation"] for e in agent.session.events if e.type == "schedule/change"] == [
+        "create",
+        "dispatch",
+    ]
+    wait_for(plugin.dispose(), timeout=5)
+    host.close()

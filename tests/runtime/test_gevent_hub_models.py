@@ -10,12 +10,17 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pykka
 import pytest
 
 from actors.base import MailboxActor
 from actors.gevent_runtime import GeventFuture, GeventRuntime, GeventRuntimeError
+from actors.runtime import wait_for
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.plugin import install_schedule
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,34 @@ def test_an_attached_runtime_refuses_waits_until_its_thread_runs_the_hub() -> No
     finally:
         host.run_hub.set()
         host.stop()
+
+
+def test_a_host_that_runs_on_gevent_uses_its_own_hub(tmp_path: Path) -> None:
+    """Everything (host, owners, tool calls, waits) on one attached hub in the host's thread."""
+    outcome: Future[dict[str, Any]] = Future()
+
+    def host_main() -> None:
+        try:
+            runtime = GeventRuntime.attach()
+            host = EmbeddedHost(tmp_path, runtime=runtime)
+            plugin = install_schedule(host.context(), runtime=runtime)
+            agent = host.spawn_root(session_id="s")
+            created = host.tools.execute(  # waits as a greenlet: the owner runs meanwhile
+                "schedule_create", {"prompt": "p", "after_seconds": 60}, agent=agent, timeout=5
+            )
+            owner = plugin.owner_of(agent)
+            assert owner is not None
+            bound_here = owner.actor_class.gevent_runtime() is runtime  # type: ignore[attr-defined]
+            wait_for(plugin.dispose(), timeout=5)  # not .result(): that would block the hub
+            host.close()
+            runtime.close()
+            outcome.set_result({"created": created.value, "bound_here": bound_here})
+        except BaseException as error:
+            outcome.set_exception(error)
+
+    thread = threading.Thread(target=host_main, name="gevent-host-main")
+    thread.start()
+    result = outcome.result(timeout=30)
+    thread.join(5)
+    assert result["created"]["id"] == "schedule-1"
+    assert result["bound_here"] is True

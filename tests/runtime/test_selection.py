@@ -38,7 +38,7 @@ def test_gevent_name_is_the_process_wide_gevent_runtime() -> None:
 
 def test_unknown_runtimes_are_refused() -> None:
     with pytest.raises(ValueError, match="asyncio"):
-        get_runtime("asyncio")  # type: ignore[arg-type]
+        get_runtime("asyncio")
     with pytest.raises(TypeError, match="not an actor runtime"):
         get_runtime(object())  # type: ignore[arg-type]
 
