@@ -58,6 +58,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the APScheduler runs even when APScheduler is installed",
     )
+    parser.add_argument(
+        "--runtime",
+        choices=("threading", "gevent"),
+        default="threading",
+        help="actor runtime of the embedded host and the owners (default threading)",
+    )
 
 
 @contextmanager
@@ -328,11 +334,21 @@ def _value(result: ToolResult, name: str, key: str) -> dict[str, Any]:
     return value
 
 
-def open_host(data_dir: Path) -> Host:
-    """An :class:`EmbeddedHost` on ``data_dir`` (wall clock, real timers) with Schedule."""
-    host = EmbeddedHost(data_dir)
+def open_host(data_dir: Path, runtime: str = "threading") -> Host:
+    """An :class:`EmbeddedHost` on ``data_dir`` (wall clock, real timers) with Schedule.
+
+    ``runtime`` (``"threading"`` or ``"gevent"``) runs the host's actors and the
+    owners on that actor runtime; benchmark threads call the tools from outside it.
+    """
+    if runtime == "threading":
+        host = EmbeddedHost(data_dir)
+    else:
+        host = EmbeddedHost(data_dir, runtime=runtime)
     try:
-        plugin = install_schedule(host.context())
+        if runtime == "threading":
+            plugin = install_schedule(host.context())
+        else:
+            plugin = install_schedule(host.context(), runtime=host.runtime)
     except BaseException:
         host.close()
         raise

@@ -103,10 +103,10 @@ def _summary(
     }
 
 
-def run_ours(root: Path, count: int, list_reps: int) -> dict[str, Any]:
+def run_ours(root: Path, count: int, list_reps: int, runtime: str) -> dict[str, Any]:
     """One run of ours: ``count`` creates, ``list_reps`` lists, ``count`` deletes."""
     data = Path(tempfile.mkdtemp(prefix="ours-", dir=root))
-    host = open_host(data)
+    host = open_host(data, runtime)
     try:
         agent = host.spawn()
         ids: list[str] = []
@@ -126,9 +126,8 @@ def run_ours(root: Path, count: int, list_reps: int) -> dict[str, Any]:
     finally:
         host.close()
         shutil.rmtree(data, ignore_errors=True)
-    return {"system": "ours", "config": "embedded (WAL, synchronous=FULL)"} | _summary(
-        creates, lists, deletes, count, commits
-    )
+    config = f"embedded, {runtime} (WAL, synchronous=FULL)"
+    return {"system": "ours", "config": config} | _summary(creates, lists, deletes, count, commits)
 
 
 def run_apscheduler(root: Path, count: int, list_reps: int, config: str) -> dict[str, Any]:
@@ -212,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             order = ["ours", *configs] if round_index % 2 == 0 else [*configs, "ours"]
             for who in order:
                 if who == "ours":
-                    ours.append(run_ours(root, args.creates, args.list_reps))
+                    ours.append(run_ours(root, args.creates, args.list_reps, args.runtime))
                 else:
                     theirs[who].append(run_apscheduler(root, args.creates, args.list_reps, who))
         fsync_after = raw_fsync_rate(root, args.fsync_seconds)
@@ -294,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "list_reps": args.list_reps,
             "fsync_seconds": args.fsync_seconds,
             "after_seconds": AFTER_SECONDS,
+            "runtime": args.runtime,
         },
         "apscheduler_skipped": skipped,
         "fsync": {
@@ -307,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "targets": targets,
         "runs": {"ours": ours} | {f"apscheduler_{c}": runs for c, runs in theirs.items()},
     }
-    path = write_results(args.results, NAME, payload)
+    name = NAME if args.runtime == "threading" else f"{NAME}_{args.runtime}"
+    path = write_results(args.results, name, payload)
     print(f"\nresults: {path}")
     return payload
 

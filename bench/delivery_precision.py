@@ -136,10 +136,12 @@ def _sleep_until(epoch_ms: float) -> None:
         time.sleep(delay)  # waiting for a planned wall-clock instant, not synchronising
 
 
-def run_ours(root: Path, agents: int, reminders: int, spread_ms: int, gap_s: int) -> dict[str, Any]:
+def run_ours(
+    root: Path, agents: int, reminders: int, spread_ms: int, gap_s: int, *, runtime: str
+) -> dict[str, Any]:
     """Create the reminders, wait for every ``followup()``, return the delays."""
     data = Path(tempfile.mkdtemp(prefix="ours-", dir=root))
-    host = open_host(data)
+    host = open_host(data, runtime)
     followups = _Followups(reminders)
     try:
         spawned = [host.spawn(model=_answer) for _ in range(agents)]
@@ -216,7 +218,7 @@ def run_ours(root: Path, agents: int, reminders: int, spread_ms: int, gap_s: int
         delays.append(called_ns / 1e6 - target)
     return {
         "system": "ours",
-        "config": "embedded (WAL, synchronous=FULL)",
+        "config": f"embedded, {runtime} (WAL, synchronous=FULL)",
         "agents": agents,
         "reminders": reminders,
         "delivered": len(delays),
@@ -307,7 +309,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     with data_root(args.data, "dsh-bench-delivery-") as root:
         info = machine_info(root)
-        ours = run_ours(root, args.agents, args.reminders, args.spread_ms, args.gap)
+        ours = run_ours(
+            root, args.agents, args.reminders, args.spread_ms, args.gap, runtime=args.runtime
+        )
         theirs: list[dict[str, Any]] = []
         if not skipped:
             add_lead = 1.0 + args.reminders / 400  # its adds are slower than ours
@@ -351,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "reminders": args.reminders,
             "spread_ms": args.spread_ms,
             "gap_seconds": args.gap,
+            "runtime": args.runtime,
         },
         "apscheduler_skipped": skipped,
         "ours": ours,
@@ -359,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     default_shape = args.quick or args.spread_ms == SPREAD_MS
     name = NAME if default_shape else f"{NAME}_spread_{args.spread_ms}ms"
+    if args.runtime != "threading":
+        name = f"{name}_{args.runtime}"
     path = write_results(args.results, name, payload)
     print(f"\nresults: {path}")
     return payload

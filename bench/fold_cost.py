@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     store, f"log-{size}", build_log(size, args.share, args.active, args.seed)
                 )
                 build_s[size] = time.perf_counter() - began
-        host = open_host(root)
+        host = open_host(root, args.runtime)
         try:
             agents = {}
             resume_s: dict[int, float] = {}
@@ -281,11 +281,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "reps": args.reps,
             "fold_reps": args.fold_reps,
             "seed": args.seed,
+            "runtime": args.runtime,
         },
         "rows": rows,
         "targets": {"list_longest_vs_shortest": target},
     }
-    path = write_results(args.results, NAME, payload)
+    name = NAME if args.runtime == "threading" else f"{NAME}_{args.runtime}"
+    path = write_results(args.results, name, payload)
     print(f"\nresults: {path}")
     return payload
 

@@ -58,10 +58,12 @@ TARGET_SCALE = 5.0
 AFTER_SECONDS = 3600
 
 
-def measure(root: Path, agents: int, total: int, commit_delay_ms: float) -> dict[str, Any]:
+def measure(
+    root: Path, agents: int, total: int, commit_delay_ms: float, runtime: str
+) -> dict[str, Any]:
     """N agents creating ``total`` reminders between them, all at once; the aggregate rate."""
     data = Path(tempfile.mkdtemp(prefix=f"agents-{agents}-", dir=root))
-    host = open_host(data)
+    host = open_host(data, runtime)
     try:
         store = host.host.persistence
         if store is None:
@@ -157,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for round_index in range(args.rounds):
             order = levels if round_index % 2 == 0 else list(reversed(levels))
             for level in order:
-                runs[level].append(measure(root, level, args.creates, args.emulate_commit_ms))
+                runs[level].append(
+                    measure(root, level, args.creates, args.emulate_commit_ms, args.runtime)
+                )
 
     summary: list[dict[str, Any]] = []
     for level in levels:
@@ -192,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     emulated = args.emulate_commit_ms > 0
     print(
         f"{args.creates} durable creates shared by N concurrent agents, median of "
-        f"{args.rounds} alternating rounds"
+        f"{args.rounds} alternating rounds, {args.runtime} runtime"
         + (f"; EMULATED +{args.emulate_commit_ms:g} ms per commit" if emulated else "")
     )
     print_table(
@@ -212,7 +216,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     print(f"target: {target['target']}: {fmt(scale, 2)} -> {verdict(target['met'])}")
 
-    name = NAME if not emulated else f"{NAME}_emulated_{args.emulate_commit_ms:g}ms"
+    name = NAME if args.runtime == "threading" else f"{NAME}_{args.runtime}"
+    if emulated:
+        name = f"{name}_emulated_{args.emulate_commit_ms:g}ms"
     payload = header(NAME, argv) | {
         "machine": info,
         "parameters": {
@@ -220,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "creates": args.creates,
             "rounds": args.rounds,
             "emulate_commit_ms": args.emulate_commit_ms,
+            "runtime": args.runtime,
         },
         "summary": summary,
         "targets": {"scale_most_vs_one_agent": target},
