@@ -67,28 +67,27 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def data_root(requested: Path | None, prefix: str) -> Iterator[Path]:
-    """A fresh directory for one script's data: under ``requested`` if given, else under /tmp."""
+def data_root(
+    requested: Path | None, prefix: str, *, keep_requested: bool = False
+) -> Iterator[Path]:
+    """A fresh directory for one script's data: under ``requested`` if given, else under /tmp.
+
+    It is removed afterwards, unless it lies under ``requested`` and ``keep_requested``
+    is set (campaigns keep their stores there for inspection).
+    """
     if requested is not None:
         requested.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=requested))
     try:
         yield root
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not (keep_requested and requested is not None):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def quiet_logs() -> None:
     """Keep library warnings (e.g. APScheduler's per-job INFO lines) off the table output."""
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-
-
-def active_cap() -> int | None:
-    """The most active reminders one session may hold, if this version has such a cap."""
-    from messages import tool_values
-
-    cap = getattr(tool_values, "MAX_ACTIVE_SCHEDULES", None)
-    return cap if isinstance(cap, int) else None
 
 
 # --- machine -----------------------------------------------------------------------------

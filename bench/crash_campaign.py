@@ -46,16 +46,13 @@ import json
 import logging
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
@@ -815,7 +813,7 @@ def run_campaign(
     """
     started = time.monotonic()
     reports: list[TrialReport] = []
-    with _data_root(data) as root:
+    with data_root(data, "dsh-crash-", keep_requested=True) as root:
         for trial in range(1, trials + 1):
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
                 break
@@ -842,19 +840,6 @@ def run_campaign(
             if progress is not None:
                 progress(report)
     return CampaignReport(reports, time.monotonic() - started)
-
-
-@contextmanager
-def _data_root(requested: Path | None) -> Iterator[Path]:
-    if requested is not None:
-        requested.mkdir(parents=True, exist_ok=True)
-        yield Path(tempfile.mkdtemp(prefix="crash-", dir=requested))
-        return
-    root = Path(tempfile.mkdtemp(prefix="dsh-crash-"))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _print_trial(report: TrialReport) -> None:

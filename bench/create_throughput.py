@@ -34,7 +34,6 @@ from typing import Any
 
 from bench import _aps
 from bench._common import (
-    active_cap,
     add_common_arguments,
     data_root,
     distribution,
@@ -50,6 +49,7 @@ from bench._common import (
     write_results,
 )
 from bench.store_commit_rate import raw_fsync_rate
+from messages.tool_values import MAX_ACTIVE_SCHEDULES
 
 NAME = "create_throughput"
 
@@ -192,9 +192,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.creates, args.rounds, args.list_reps, args.fsync_seconds = 20, 1, 3, 0.2
-    cap = active_cap()
-    if args.creates < 1 or (cap is not None and args.creates > cap):
-        parser.error(f"--creates must be in 1..{cap} (one session's active reminders)")
+    if not 1 <= args.creates <= MAX_ACTIVE_SCHEDULES:
+        parser.error(
+            f"--creates must be in 1..{MAX_ACTIVE_SCHEDULES} (one session's active reminders)"
+        )
     quiet_logs()
     skipped = "--no-apscheduler was given" if args.no_apscheduler else _aps.unavailable()
     if skipped:

@@ -34,13 +34,10 @@ import logging
 import os
 import queue
 import random
-import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -49,6 +46,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
@@ -454,7 +452,7 @@ def run_soak(
     """Run the soak; ``reminders`` are spread evenly over ``rounds``."""
     started = time.monotonic()
     rng = random.Random(seed)
-    with _data_dir(data) as data_dir:
+    with data_root(data, "dsh-soak-", keep_requested=True) as data_dir:
         clock = FakeClock()
         timers = FakeTimers(clock)
         host = EmbeddedHost(data_dir, clock=clock, timers=timers)
@@ -486,19 +484,6 @@ def run_soak(
             host.close()
         problems = _check_store(store_path(data_dir))
     return SoakReport(reports, problems, time.monotonic() - started)
-
-
-@contextmanager
-def _data_dir(requested: Path | None) -> Iterator[Path]:
-    if requested is not None:
-        requested.mkdir(parents=True, exist_ok=True)
-        yield Path(tempfile.mkdtemp(prefix="soak-", dir=requested))
-        return
-    root = Path(tempfile.mkdtemp(prefix="dsh-soak-"))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _print_round(report: RoundReport) -> None:

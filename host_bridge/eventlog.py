@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from host_bridge.protocols import SessionEvent
+from host_bridge.protocols import SessionEvent, SessionHeader
 
-__all__ = ["EventLog", "LogSnapshot"]
+__all__ = ["EventLog", "LogBackedSession", "LogSnapshot"]
 
 
 class LogSnapshot(Sequence[SessionEvent]):
@@ -94,3 +94,34 @@ class EventLog:
             event = SessionEvent(type_, len(self._items), time_ms, data)
             self._items.append(event)
             return event
+
+
+class LogBackedSession:
+    """The read side every session kept in an :class:`EventLog` shares.
+
+    Subclasses set ``_header``, ``_log`` and ``_detached`` and add ``append``.
+    """
+
+    _header: SessionHeader
+    _log: EventLog
+    _detached: bool
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (``seed_length``/``parent_session`` set on forks)."""
+        return self._header
+
+    @property
+    def events(self) -> LogSnapshot:
+        """An immutable O(1) snapshot of the log."""
+        return self._log.snapshot()
+
+    @property
+    def detached(self) -> bool:
+        """Whether the session was detached."""
+        return self._detached

@@ -16,7 +16,7 @@ from actors.session_actor import AppendGuard, SessionActor, SessionCore, Session
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
-from host_bridge.eventlog import EventLog, LogSnapshot
+from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.futures import failed
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
@@ -30,7 +30,7 @@ class SessionError(RuntimeError):
     """A session cannot be created, resumed or forked as asked."""
 
 
-class EmbeddedSession:
+class EmbeddedSession(LogBackedSession):
     """A live session of the embedded host (implements the ``Session`` protocol).
 
     Appends and flushes go through the session's :class:`SessionActor`
@@ -55,26 +55,6 @@ class EmbeddedSession:
         self._core = core
         self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
-
-    @property
-    def id(self) -> str:
-        """The session id."""
-        return self._header.id
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header (``seed_length``/``parent_session`` set on forks)."""
-        return self._header
-
-    @property
-    def events(self) -> LogSnapshot:
-        """An immutable O(1) snapshot of the log."""
-        return self._log.snapshot()
-
-    @property
-    def detached(self) -> bool:
-        """Whether the session was detached from its store."""
-        return self._detached
 
     @property
     def actor_ref(self) -> pykka.ActorRef[SessionActor]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias
 
 from host_bridge.clock import wall_clock_ms
-from host_bridge.eventlog import EventLog, LogSnapshot
+from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from host_bridge.testing.journal import Journal
 
@@ -80,7 +80,7 @@ def _seed(events: Iterable[SessionEvent | tuple[str, Any]]) -> list[SessionEvent
     return seeded
 
 
-class FakeSession:
+class FakeSession(LogBackedSession):
     """An in-memory ``Session`` backed by an :class:`~host_bridge.eventlog.EventLog`.
 
     ``seed_events`` pre-fill the log (``SessionEvent`` values or ``(type, data)``
@@ -107,26 +107,6 @@ class FakeSession:
         self._failures: list[_AppendFailure] = []
         self._guards: list[AppendGuard] = []
         self._detached = False
-
-    @property
-    def id(self) -> str:
-        """The session id."""
-        return self._header.id
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header."""
-        return self._header
-
-    @property
-    def events(self) -> LogSnapshot:
-        """An immutable O(1) snapshot of the log."""
-        return self._log.snapshot()
-
-    @property
-    def detached(self) -> bool:
-        """True once :meth:`detach` was called."""
-        return self._detached
 
     def detach(self) -> None:
         """Mark the session detached: appends raise, flushes fail."""
