@@ -83,7 +83,8 @@ class ThreadTimers:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0][2] is handle:  # only an earlier deadline changes the thread's wait
+                self._cond.notify()
         return handle
 
     def pending(self) -> int:
