@@ -28,6 +28,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 BLOCKING = (
@@ -70,11 +71,14 @@ def _area(filename: str, function: str) -> str:
     return "other"
 
 
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent) + "/"
+
+
 def _label(key: tuple[str, int, str]) -> str:
     filename, line, function = key
     if filename == "~":
         return function
-    return f"{filename.split('/work/main/')[-1]}:{line}({function})"
+    return f"{filename.removeprefix(_REPO_ROOT)}:{line}({function})"
 
 
 def profile(module: str, args: Sequence[str]) -> pstats.Stats:
