@@ -7,22 +7,15 @@ APScheduler is optional (the ``bench`` extra); its runs are skipped here unless 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 def run(main: Main, name: str, tmp_path: Path, *extra: str) -> dict[str, Any]:

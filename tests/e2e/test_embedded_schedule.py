@@ -12,11 +12,9 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from actors.runtime import Runtime, get_runtime
@@ -53,12 +51,6 @@ class ScriptedModel:
             self.results.append(checked("schedule_create", result.value))
             return "Scheduled."
         return None
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture(params=("threading", "gevent"))

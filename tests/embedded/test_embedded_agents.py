@@ -9,7 +9,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from host_bridge.embedded.agents import (
@@ -31,12 +30,6 @@ from host_bridge.protocols import (
 from host_bridge.testing import FakeClock, settle
 
 TIMEOUT = 5.0
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from actors.session_actor import SessionDetachedError
@@ -23,12 +22,6 @@ from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock
 
 TIMEOUT = 10.0
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture

@@ -20,12 +20,6 @@ from host_bridge.protocols import Cancellable, Timers
 TIMEOUT = 5.0
 
 
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
-
-
 @pytest.fixture
 def timers() -> Iterator[ThreadTimers]:
     service = ThreadTimers(name="test-timers")

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from host_bridge.embedded.host import EmbeddedHost
@@ -21,12 +20,6 @@ from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError
 
 TIMEOUT = 10.0
 AT = "2026-01-01T00:00:00.000Z"
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,6 @@ from messages.mailbox import AppendEvent, DetachSession, FlushSession
 TIMEOUT = 5.0
 
 ActorRef = pykka.ActorRef[SessionActor]
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 class FakeListener:

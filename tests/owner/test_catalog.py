@@ -39,9 +39,7 @@ def test_output_schemas_reject_values_we_never_return() -> None:
     create = jsonschema.Draft202012Validator(TOOL_SPECS[0].output_schema)
     assert not create.is_valid({"code": "made_up", "message": "x"})
     assert not create.is_valid({"id": "schedule-1"})
-    assert not create.is_valid(
-        {"code": "invalid_rule", "message": "x", "stack": "Traceback ..."}
-    )
+    assert not create.is_valid({"code": "invalid_rule", "message": "x", "stack": "Traceback ..."})
 
 
 def test_openai_layout_has_the_three_functions() -> None:

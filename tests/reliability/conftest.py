@@ -9,7 +9,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import pykka
 import pytest
 
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
@@ -166,12 +165,6 @@ def reopened_changes(path: Path, session_id: str) -> list[tuple[str, str]]:
                 (op, event.data["schedule"]["id"] if op == "create" else event.data["id"])
             )
     return changes
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture

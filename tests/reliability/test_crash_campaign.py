@@ -7,19 +7,12 @@ announces a pause), never by sleeping.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pykka
 import pytest
 
 from bench.crash_campaign import CampaignReport, run_campaign
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,8 @@ timer behind; ``None`` waits forever.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
-
-import pykka
-import pytest
 
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS
@@ -23,12 +19,6 @@ from messages.records import SCHEDULE_CHANGE_TYPE
 from tests.schema_check import checked
 
 HOUR_S = 3600
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 class Owner:

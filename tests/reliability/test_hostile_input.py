@@ -65,12 +65,6 @@ STORE_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))  # reopens the s
 PRE_QUEUE = {"invalid_selector", "invalid_prompt", "invalid_rule"}
 
 
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
-
-
 # --- strategies ---------------------------------------------------------------------------
 
 any_text = st.text(st.characters(exclude_categories=()), max_size=40)  # surrogates included

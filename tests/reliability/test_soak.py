@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pykka
-import pytest
 
 from bench.soak import run_soak
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.testing import FakeClock, FakeTimers
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 def test_every_reminder_that_was_not_deleted_is_delivered_exactly_once(tmp_path: Path) -> None:

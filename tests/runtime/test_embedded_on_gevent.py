@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pykka
 import pytest
 
 from actors.runtime import wait_for
@@ -16,12 +14,6 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule
 from host_bridge.protocols import UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 def test_a_turn_forks_spawns_and_calls_tools_on_the_hub(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +29,6 @@ from host_bridge.testing import settle, settle_all
 @pytest.fixture
 def runtime() -> GeventRuntime:
     return default_runtime()
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 @dataclass(frozen=True)

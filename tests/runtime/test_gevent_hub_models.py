@@ -7,7 +7,6 @@ another thread on actors whose hub is not running.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +30,6 @@ class Where:
 class Echo(MailboxActor):
     def handle_Where(self, message: Where) -> str:
         return threading.current_thread().name
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
 
 
 def test_a_private_runtime_starts_lazily_and_closes() -> None:
