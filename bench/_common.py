@@ -333,16 +333,15 @@ def _value(result: ToolResult, name: str, key: str) -> dict[str, Any]:
     return value
 
 
-def open_host(data_dir: Path, runtime: str = "threading") -> Host:
+def open_host(data_dir: Path, runtime: str = "threading", store: str | None = None) -> Host:
     """An :class:`EmbeddedHost` on ``data_dir`` (wall clock, real timers) with Schedule.
 
     ``runtime`` (``"threading"`` or ``"gevent"``) runs the host's actors and the
     owners on that actor runtime; benchmark threads call the tools from outside it.
+    ``store`` (a ``postgresql://`` URL or an SQLite path) replaces the SQLite file
+    in ``data_dir``.
     """
-    if runtime == "threading":
-        host = EmbeddedHost(data_dir)
-    else:
-        host = EmbeddedHost(data_dir, runtime=runtime)
+    host = EmbeddedHost(data_dir, runtime=runtime, store=store)
     try:
         if runtime == "threading":
             plugin = install_schedule(host.context())

@@ -3,6 +3,7 @@
 Usage (from the repository root)::
 
     python -m bench.group_commit [--agents 1,10,100] [--seconds 3] [--rounds 2] [--quick]
+    python -m bench.group_commit --store postgresql://user@127.0.0.1:5432/db  # PostgreSQL
 
 Each measurement starts a fresh embedded host, spawns N root agents and starts N
 threads at once, each calling ``schedule_create`` for its own agent through the
@@ -18,6 +19,10 @@ the ratio to the single-agent rate.
 its ``fault_hook`` test seam, inside the write transaction, before ``COMMIT``),
 emulating a disk whose fsync is that much slower; it is off by default and its
 results are labelled as emulated.
+
+``--store URL`` runs the hosts on that store instead of a fresh SQLite file
+(a ``postgresql://`` URL: every measurement uses new session ids in the same
+database); the results file is then ``group_commit_postgresql.json``.
 
 Prints a table and writes ``bench/results/group_commit.json``.
 """
@@ -59,11 +64,17 @@ AFTER_SECONDS = 3600
 
 
 def measure(
-    root: Path, agents: int, total: int, commit_delay_ms: float, runtime: str
+    root: Path,
+    agents: int,
+    total: int,
+    commit_delay_ms: float,
+    runtime: str,
+    *,
+    store_url: str | None = None,
 ) -> dict[str, Any]:
     """N agents creating ``total`` reminders between them, all at once; the aggregate rate."""
     data = Path(tempfile.mkdtemp(prefix=f"agents-{agents}-", dir=root))
-    host = open_host(data, runtime)
+    host = open_host(data, runtime, store_url)
     try:
         store = host.host.persistence
         if store is None:
@@ -146,6 +157,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=0.0,
         help="add this many ms to every SQLite commit (emulates a slower disk; default 0)",
     )
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="run on this store (a postgresql:// URL) instead of a fresh SQLite file",
+    )
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     levels = [int(part) for part in args.agents.split(",") if part.strip()]
@@ -160,7 +177,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             order = levels if round_index % 2 == 0 else list(reversed(levels))
             for level in order:
                 runs[level].append(
-                    measure(root, level, args.creates, args.emulate_commit_ms, args.runtime)
+                    measure(
+                        root,
+                        level,
+                        args.creates,
+                        args.emulate_commit_ms,
+                        args.runtime,
+                        store_url=args.store,
+                    )
                 )
 
     summary: list[dict[str, Any]] = []
@@ -196,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     emulated = args.emulate_commit_ms > 0
     print(
         f"{args.creates} durable creates shared by N concurrent agents, median of "
-        f"{args.rounds} alternating rounds, {args.runtime} runtime"
+        f"{args.rounds} alternating rounds, {args.runtime} runtime, "
+        f"store: {'PostgreSQL' if args.store else 'SQLite'}"
         + (f"; EMULATED +{args.emulate_commit_ms:g} ms per commit" if emulated else "")
     )
     print_table(
@@ -217,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"target: {target['target']}: {fmt(scale, 2)} -> {verdict(target['met'])}")
 
     name = NAME if args.runtime == "threading" else f"{NAME}_{args.runtime}"
+    if args.store:
+        name = f"{name}_postgresql"
     if emulated:
         name = f"{name}_emulated_{args.emulate_commit_ms:g}ms"
     payload = header(NAME, argv) | {
@@ -227,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "rounds": args.rounds,
             "emulate_commit_ms": args.emulate_commit_ms,
             "runtime": args.runtime,
+            "store": "postgresql" if args.store else "sqlite",
         },
         "summary": summary,
         "targets": {"scale_most_vs_one_agent": target},

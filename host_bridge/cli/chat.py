@@ -31,6 +31,7 @@ from host_bridge.cli.common import (
     EXIT_CODES_HELP,
     StoreUnavailable,
     data_option,
+    describe_store,
     format_ms,
     open_host,
     resolve_data_dir,
@@ -40,7 +41,6 @@ from host_bridge.cli.common import (
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.tools import present_value
@@ -129,7 +129,7 @@ class ChatShell:
                 click.echo(f"session {self._session_id}: resumed ({count} events)")
             else:
                 click.echo(f"session {self._session_id}: new")
-            click.echo(f"store: {store_path(self._data_dir)}")
+            click.echo(f"store: {describe_store(self._data_dir)}")
             self._agent = host.spawn_root(session=session, model=self._model, agent_id="person")
             self._settle_and_show()  # reminders that came due while nobody was here
             if self._interactive:

@@ -22,6 +22,7 @@ from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.stores import is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from messages.instant import format_instant
 
@@ -30,16 +31,19 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "STORE_ENV",
     "CommandFailed",
     "StoreUnavailable",
     "configure_logging",
     "data_option",
+    "describe_store",
     "format_ms",
     "open_host",
     "open_store_readonly",
     "resolve_data_dir",
     "settle",
     "show_text",
+    "store_spec",
 ]
 
 EXIT_OK = 0
@@ -110,12 +114,42 @@ def configure_logging(verbosity: int) -> None:
     )
 
 
+STORE_ENV = "DSH_SCHEDULE_STORE"
+"""Environment variable naming the session store (like ``dsh-schedule --store``)."""
+
+
+def store_spec() -> str | None:
+    """The ``--store`` given to the ``dsh-schedule`` group (or ``$DSH_SCHEDULE_STORE``), if any."""
+    ctx = click.get_current_context(silent=True)
+    value = None if ctx is None else ctx.find_root().params.get("store")
+    return value if isinstance(value, str) and value else None
+
+
+def describe_store(data_dir: Path) -> str:
+    """The store commands use, for display: ``--store`` (without password) or the SQLite file."""
+    spec = store_spec()
+    if spec is None:
+        return str(store_path(data_dir))
+    if is_postgres_url(spec):
+        from host_bridge.embedded.postgres_store import redact_url
+
+        return redact_url(spec)
+    return spec
+
+
 @contextlib.contextmanager
 def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
-    """Open the existing store of ``data_dir`` for reading; a missing or bad store exits 2."""
-    path = store_path(data_dir)
+    """Open the existing store (``--store``, else the one of ``data_dir``) for reading.
+
+    A missing or bad store exits 2.
+    """
+    spec = store_spec()
     try:
-        store = SqliteEventStore(path, create=False)
+        store = (
+            open_store(spec, create=False)
+            if spec is not None
+            else SqliteEventStore(store_path(data_dir), create=False)
+        )
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
     try:
@@ -126,9 +160,9 @@ def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
 
 
 def open_host(data_dir: Path) -> EmbeddedHost:
-    """A durable :class:`EmbeddedHost` on ``data_dir`` (created if needed); errors exit 2."""
+    """A durable :class:`EmbeddedHost` on ``data_dir`` (or ``--store``); errors exit 2."""
     try:
-        return EmbeddedHost(data_dir)
+        return EmbeddedHost(data_dir, store=store_spec())
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
 

@@ -37,6 +37,7 @@ from host_bridge.cli.common import (
     CommandFailed,
     StoreUnavailable,
     data_option,
+    describe_store,
     format_ms,
     open_host,
     open_store_readonly,
@@ -47,7 +48,6 @@ from host_bridge.cli.common import (
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session
@@ -394,7 +394,7 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     mode = "fast mode" if fast else "normal mode; --fast for a quicker run"
     out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
     out.plain(f"data dir: {data_dir}")
-    out.plain(f"store:    {store_path(data_dir)}")
+    out.plain(f"store:    {describe_store(data_dir)}")
     out.plain(f"session:  {session_id}")
     out.plain(f"started:  {format_ms(wall_clock_ms())} (times below are seconds since start)")
     steps = _steps(timing)

@@ -168,14 +168,14 @@ def inspect_command(session_id: str | None, as_json: bool, data_dir: Path | None
         try:
             if session_id is not None:
                 if store.load_header(session_id) is None:
-                    raise StoreUnavailable(f"no stored session {session_id!r} in {store.path}")
+                    raise StoreUnavailable(f"no stored session {session_id!r} in {store.label}")
                 session_ids = [session_id]
             else:
                 session_ids = store.session_ids()
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
         sessions = [describe_session(store, sid, now) for sid in session_ids]
-        path = store.path
+        path = store.label
     if as_json:
         document = {"store": str(path), "now": format_ms(now), "sessions": sessions}
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))

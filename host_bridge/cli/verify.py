@@ -65,7 +65,7 @@ def verify_command(data_dir: Path | None) -> None:
     """
     directory = resolve_data_dir(data_dir)
     with open_store_readonly(directory) as store:
-        click.echo(f"store: {store.path}")
+        click.echo(f"store: {store.label}")
         try:
             session_ids = store.session_ids()
         except StoreError as error:

@@ -13,6 +13,7 @@ from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Mo
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import open_store
 from host_bridge.embedded.tools import ScopedToolRegistry
 from host_bridge.protocols import HostContext, Timers
 
@@ -26,7 +27,12 @@ class EmbeddedHost:
 
     ``data_dir`` defaults to :func:`host_bridge.embedded.paths.default_data_dir`;
     ``durable=False`` runs without a persistence listener (every flush resolves
-    ``False``). Close it with :meth:`close` or use it as a context manager.
+    ``False``). ``store`` overrides where sessions are kept: the path of an
+    SQLite file, or a ``postgresql://`` URL for a database shared by many host
+    processes (see :mod:`host_bridge.embedded.postgres_store`: a session is then
+    leased by one process at a time; ``lease_wait`` is how many seconds to wait
+    for a lease held elsewhere before refusing). Close it with :meth:`close` or
+    use it as a context manager.
 
     ``runtime`` chooses where the host's actors (one SessionActor per session,
     one TurnActor per agent) run: ``"threading"`` (the default: OS threads),
@@ -48,6 +54,8 @@ class EmbeddedHost:
         timers: Timers | None = None,
         logger: logging.Logger | None = None,
         runtime: RuntimeSpec = "threading",
+        store: str | os.PathLike[str] | None = None,
+        lease_wait: float = 0.0,
     ) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.clock = clock
@@ -61,7 +69,14 @@ class EmbeddedHost:
             self.timers = self.runtime.timers()
         self.logger = logger if logger is not None else logging.getLogger("dsh_schedule")
         self.persistence: SqliteEventStore | None = (
-            run_blocking(SqliteEventStore, store_path(self.data_dir)) if durable else None
+            run_blocking(
+                lambda: open_store(
+                    store if store is not None else store_path(self.data_dir),
+                    lease_wait=lease_wait,
+                )
+            )
+            if durable
+            else None
         )
         self.sessions = EmbeddedSessionStore(self.persistence, clock=clock, runtime=self.runtime)
         self.tools = ScopedToolRegistry()

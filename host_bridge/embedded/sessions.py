@@ -1,4 +1,8 @@
-"""Live sessions of the embedded host: one SessionActor each, backed by the SQLite store."""
+"""Live sessions of the embedded host: one SessionActor each, backed by the session store.
+
+The store is SQLite by default or PostgreSQL (leased sessions, see
+:mod:`host_bridge.embedded.postgres_store`).
+"""
 
 from __future__ import annotations
 
@@ -172,11 +176,17 @@ class EmbeddedSessionStore:
         with self._lock:
             if session_id in self._live:
                 raise SessionError(f"session {session_id!r} is already live")
-        self._write_queued(session_id)
-        stored = run_blocking(self._persistence.load, session_id)
-        if stored is None:
-            raise SessionError(f"no stored session {session_id!r}")
-        return self._go_live(stored.header, stored.events, seed_payloads=None)
+        persistence = self._persistence
+        self._acquire(session_id)  # own the session before reading it (another host may write)
+        try:
+            self._write_queued(session_id)
+            stored = run_blocking(persistence.load, session_id)
+            if stored is None:
+                raise SessionError(f"no stored session {session_id!r}")
+            return self._go_live(stored.header, stored.events, seed_payloads=None, leased=True)
+        except BaseException:
+            self._release(session_id)
+            raise
 
     def open(self, session_id: str) -> EmbeddedSession:
         """The live session, else the stored one resumed, else a new one with that id."""
@@ -217,6 +227,7 @@ class EmbeddedSessionStore:
         live._detach()
         if self._persistence is not None:
             self._persistence.forget(session.id)  # its rows stay; the bookkeeping goes
+            self._release(session.id)
 
     def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Judge every later append of every session; returns ``remove``."""
@@ -249,6 +260,23 @@ class EmbeddedSessionStore:
                 f"cannot read session {session_id!r}: its queued events are not durable ({error})"
             ) from None
 
+    def _acquire(self, session_id: str) -> None:
+        """Take the session's lease in the persistence store (a no-op on SQLite)."""
+        if self._persistence is None:
+            return
+        try:
+            run_blocking(self._persistence.acquire_session, session_id)
+        except StoreError as error:
+            raise SessionError(f"cannot take session {session_id!r}: {error}") from None
+
+    def _release(self, session_id: str) -> None:
+        if self._persistence is None:
+            return
+        try:
+            run_blocking(self._persistence.release_session, session_id)
+        except StoreError as error:
+            _log.warning("releasing session %r failed: %s", session_id, error)
+
     def _current_guards(self) -> Sequence[AppendGuard]:
         return tuple(self._guards)
 
@@ -258,6 +286,7 @@ class EmbeddedSessionStore:
         events: Sequence[SessionEvent],
         *,
         seed_payloads: Sequence[bytes] | None,
+        leased: bool = False,
     ) -> EmbeddedSession:
         if not isinstance(header.id, str) or not header.id:
             raise SessionError("a session id must be a non-empty string")
@@ -265,7 +294,11 @@ class EmbeddedSessionStore:
             if header.id in self._live or header.id in self._opening:
                 raise SessionError(f"session {header.id!r} is already live")
             self._opening.add(header.id)
+        acquired = False
         try:
+            if not leased:
+                self._acquire(header.id)
+                acquired = True
             if seed_payloads is not None and self._persistence is not None:
                 try:
                     run_blocking(
@@ -297,6 +330,10 @@ class EmbeddedSessionStore:
             session = EmbeddedSession(header, log, actor, core=core, runtime=self._runtime)
             with self._lock:
                 self._live[header.id] = session
+        except BaseException:
+            if acquired:
+                self._release(header.id)
+            raise
         finally:
             with self._lock:
                 self._opening.discard(header.id)

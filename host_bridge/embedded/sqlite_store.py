@@ -201,6 +201,7 @@ class SqliteEventStore:
         fault_hook: Callable[[], None] | None = None,
     ) -> None:
         self._path = Path(os.fspath(path))
+        self._label = str(self._path)  # how messages name the store
         self._fault_hook = fault_hook
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -241,6 +242,11 @@ class SqliteEventStore:
     def path(self) -> Path:
         """The database file."""
         return self._path
+
+    @property
+    def label(self) -> str:
+        """How messages name the store: the file path (a URL without password on PostgreSQL)."""
+        return self._label
 
     @property
     def commit_count(self) -> int:
@@ -383,6 +389,18 @@ class SqliteEventStore:
             else:
                 self._next_seq.pop(session_id, None)
 
+    def acquire_session(self, session_id: str) -> int:
+        """Take the lease of a session before it goes live; returns its fencing epoch.
+
+        An SQLite store is written by one process, which owns every session in
+        it: there is nothing to lease (always ``0``). The PostgreSQL store
+        overrides this (see :mod:`host_bridge.embedded.postgres_store`).
+        """
+        return 0
+
+    def release_session(self, session_id: str) -> None:
+        """Give up the lease taken by :meth:`acquire_session` (nothing to do on SQLite)."""
+
     def close(self) -> None:
         """Write what is queued, stop the writer and close the connections; idempotent.
 
@@ -480,7 +498,7 @@ class SqliteEventStore:
 
     def _check_open(self) -> None:
         if self._closed or self._writer_stopped:
-            raise StoreClosedError(f"the session store {self._path} is closed")
+            raise StoreClosedError(f"the session store {self._label} is closed")
 
     def _enqueue(self, ops: list[_Op]) -> None:
         """Queue ops (lock held) and wake the writer when the queue is large."""
@@ -502,7 +520,7 @@ class SqliteEventStore:
         future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
         with self._lock:
             if self._closed or self._writer_stopped:
-                future.set_exception(StoreClosedError(f"the session store {self._path} is closed"))
+                future.set_exception(StoreClosedError(f"the session store {self._label} is closed"))
                 return future
             self._flush_requests += 1
             if self._is_synced(session_id):
@@ -853,7 +871,7 @@ class SqliteEventStore:
         with self._read_lock:
             conn = self._read_conn
             if conn is None:
-                raise StoreClosedError(f"the session store {self._path} is closed")
+                raise StoreClosedError(f"the session store {self._label} is closed")
             try:
                 return query(conn)
             except sqlite3.Error as error:

@@ -1,0 +1,248 @@
+"""PostgreSQL-specific behaviour: schema versions, leases, fencing, several host processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from host_bridge.clock import wall_clock_ms  # noqa: E402
+from host_bridge.embedded.agents import Turn  # noqa: E402
+from host_bridge.embedded.codec import encode_payload  # noqa: E402
+from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
+from host_bridge.embedded.postgres_store import (  # noqa: E402
+    SCHEMA_VERSION,
+    PostgresEventStore,
+    SessionLeaseError,
+)
+from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionError  # noqa: E402
+from host_bridge.embedded.sqlite_store import StoreError, StoreVersionError  # noqa: E402
+from host_bridge.plugin import install_schedule  # noqa: E402
+from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
+from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
+
+TIMEOUT = 20.0
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[list[PostgresEventStore]]:
+    opened: list[PostgresEventStore] = []
+    yield opened
+    for store in opened:
+        if not store.closed:
+            store.close()
+
+
+def open_pg(url: str, opened: list[PostgresEventStore], **options: Any) -> PostgresEventStore:
+    store = PostgresEventStore(url, **options)
+    opened.append(store)
+    return store
+
+
+def append(store: PostgresEventStore, session_id: str, seq: int) -> None:
+    item = SessionEvent("note", seq, 1_700_000_000_000, {"n": seq})
+    store.record_append(session_id, item, encode_payload(item.data))
+
+
+def test_schema_is_versioned_and_a_newer_one_is_refused(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    open_pg(pg_url, stores).close()
+    with psycopg.connect(pg_url) as conn:
+        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == str(SCHEMA_VERSION)
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreVersionError, match="schema version 99"):
+        PostgresEventStore(pg_url)
+
+
+def test_a_foreign_database_and_a_bad_url_are_clear_errors(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("CREATE TABLE events(x int)")
+    with pytest.raises(StoreError, match="not a dsh-schedule store"):
+        PostgresEventStore(pg_url)
+    with pytest.raises(StoreError, match="cannot connect"):
+        PostgresEventStore("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_writes_need_the_lease_and_a_second_owner_is_refused(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    first = open_pg(pg_url, stores)
+    second = open_pg(pg_url, stores)
+    with pytest.raises(SessionLeaseError, match="does not hold the lease"):
+        first.create_session(SessionHeader("s"))
+    assert first.acquire_session("s") == 1
+    first.create_session(SessionHeader("s"))
+    append(first, "s", 0)
+    assert first.flush("s").result(TIMEOUT) is True
+    with pytest.raises(SessionLeaseError, match="live in another process"):
+        second.acquire_session("s")
+    first.release_session("s")
+    assert second.acquire_session("s") == 2
+    append(second, "s", 1)
+    assert second.flush("s").result(TIMEOUT) is True
+    with pytest.raises(SessionLeaseError):
+        append(first, "s", 2)
+
+
+def test_a_fenced_out_writer_can_never_append(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    old = open_pg(pg_url, stores)
+    old.acquire_session("s")
+    old.create_session(SessionHeader("s"))
+    append(old, "s", 0)
+    assert old.flush("s").result(TIMEOUT) is True
+    # The old owner loses its lease connection (a network cut) while it still runs.
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks"
+            " WHERE locktype = 'advisory' AND granted AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+    new = open_pg(pg_url, stores, lease_wait=10)
+    new.acquire_session("s")
+    append(old, "s", 1)  # it still believes it owns the session...
+    with pytest.raises(SessionLeaseError, match="fenced out"):
+        old.flush("s").result(TIMEOUT)  # ...but the write is refused
+    with pytest.raises(SessionLeaseError):
+        append(old, "s", 1)
+    stored = new.load("s")
+    assert stored is not None and len(stored.events) == 1
+    append(new, "s", 1)
+    assert new.flush("s").result(TIMEOUT) is True
+
+
+def test_the_session_store_refuses_a_session_live_in_another_store(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    one = EmbeddedSessionStore(open_pg(pg_url, stores))
+    two = EmbeddedSessionStore(open_pg(pg_url, stores))
+    live = one.create("shared")
+    live.append("note", 1)
+    assert one.flush(live).result(TIMEOUT) is True
+    with pytest.raises(SessionError, match="live in another process"):
+        two.resume("shared")
+    with pytest.raises(SessionError, match="live in another process"):
+        two.open("shared")
+    one.detach(live)
+    resumed = two.resume("shared")
+    assert [e.data for e in resumed.events] == [1]
+    one.close()
+    two.close()
+
+
+_OWNER = textwrap.dedent(
+    """
+    import json, sys
+    from host_bridge.embedded.host import EmbeddedHost
+    from host_bridge.plugin import install_schedule
+
+    host = EmbeddedHost(sys.argv[1], store=sys.argv[2])
+    plugin = install_schedule(host.context())
+    agent = host.spawn_root(session_id="shared")
+    result = host.tools.execute(
+        "schedule_create", {"prompt": "resume me elsewhere", "after_seconds": 3600},
+        agent=agent, timeout=10,
+    )
+    print(json.dumps(result.value), flush=True)
+    sys.stdin.read()  # stay alive, owning the session, until killed
+    """
+)
+
+
+class Model:
+    def __init__(self) -> None:
+        self.reminders: list[str] = []
+
+    def __call__(self, turn: Turn) -> str | None:
+        if turn.message.text.startswith("[SCHEDULE REMINDER]"):
+            self.reminders.append(turn.message.text)
+            return "Presented."
+        return None
+
+
+def test_two_host_processes_share_one_database(pg_url: str, tmp_path: Any) -> None:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(tmp_path / "a"), pg_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()  # the reminder is durable and the owner stays live
+        assert json.loads(line)["id"] == "schedule-1"
+
+        later = FakeClock(wall_clock_ms() + 2 * 3600_000)
+        host = EmbeddedHost(tmp_path / "b", store=pg_url, clock=later, timers=FakeTimers(later))
+        try:
+            with pytest.raises(SessionError, match="live in another process"):
+                host.sessions.resume("shared")  # the owner is alive: refused
+        finally:
+            host.close()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(TIMEOUT)
+
+        host = EmbeddedHost(
+            tmp_path / "b", store=pg_url, clock=later, timers=FakeTimers(later), lease_wait=10
+        )
+        plugin = install_schedule(host.context())
+        model = Model()
+        agent = host.spawn_root(model=model, session_id="shared")
+        for _ in range(10):
+            plugin.wait_quiet(agent)
+            agent.when_idle().result(timeout=10)
+            status = plugin.wait_quiet(agent)
+            if agent.status == "idle" and not status.busy:
+                break
+        assert len(model.reminders) == 1
+        assert 'reminder_prompt_json: "resume me elsewhere"' in model.reminders[0]
+        plugin.dispose().result(timeout=10)
+        host.close()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(TIMEOUT)
+
+
+def test_the_cli_selects_the_store_by_url(pg_url: str, tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from host_bridge.cli import cli
+
+    with EmbeddedHost(tmp_path, store=pg_url) as host:
+        session = host.sessions.create("from-cli-test")
+        session.append("note", "hello")
+        assert host.sessions.flush(session).result(TIMEOUT) is True
+    runner = CliRunner()
+    verified = runner.invoke(cli, ["--store", pg_url, "verify", "--data", str(tmp_path)])
+    assert verified.exit_code == 0, verified.output
+    assert "from-cli-test" in verified.output
+    assert not (tmp_path / "sessions.sqlite3").exists()  # nothing went to SQLite
+    shown = runner.invoke(cli, ["inspect", "--json"], env={"DSH_SCHEDULE_STORE": pg_url})
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["store"] == pg_url
+    bad = runner.invoke(cli, ["--store", "postgresql://nobody@127.0.0.1:1/x", "verify"])
+    assert bad.exit_code == 2
+    assert "cannot connect" in bad.output
