@@ -42,7 +42,6 @@ import os
 import socket
 import threading
 import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -60,7 +59,6 @@ from host_bridge.embedded.sqlite_store import (
     StoreError,
     StoreVersionError,
     StoreWriteError,
-    _event,
     _EventRow,
     _failed,
     _header,
@@ -70,6 +68,7 @@ from host_bridge.embedded.sqlite_store import (
     _SessionRow,
     _show,
     _Waiter,
+    commit_failed,
 )
 from host_bridge.embedded.stores import is_postgres_url
 from host_bridge.protocols import SessionEvent, SessionHeader
@@ -155,23 +154,7 @@ class PostgresEventStore(SqliteEventStore):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._url = url
         self._path = Path(redact_url(url))
-        self._label = redact_url(url)
-        self._fault_hook = fault_hook
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._queue: list[_Op] = []
-        self._queued_bytes = 0
-        self._unsynced: Counter[str] = Counter()
-        self._next_seq: dict[str, int] = {}
-        self._forget_when_synced: set[str] = set()
-        self._waiters: list[_Waiter] = []
-        self._closed = False
-        self._writer_stopped = False
-        self._auto_write_blocked = False
-        self._final_error: StoreWriteError | None = None
-        self._commit_count = 0
-        self._flush_requests = 0
-        self._read_lock = threading.Lock()
+        self._init_write_behind(redact_url(url), fault_hook)
         self._writer_conn = None
         self._read_conn = None
         self._lease_wait = lease_wait
@@ -435,16 +418,8 @@ class PostgresEventStore(SqliteEventStore):
             return head, rows
 
         head, rows = self._query(query)
-        if head is None:
-            return None
-        header = _header(session_id, tuple(head))
-        events = tuple(
-            _event(session_id, index, (seq, type_, time_, bytes(data)))
-            for index, (seq, type_, time_, data) in enumerate(rows)
-        )
-        with self._lock:
-            self._next_seq.setdefault(session_id, len(events))
-        return StoredSession(header, events)
+        blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
+        return self._stored_session(session_id, head, blobs)
 
     def _stored_length(self, session_id: str) -> int | None:
         if not _is_storable_id(session_id):
@@ -530,22 +505,11 @@ class PostgresEventStore(SqliteEventStore):
             self._drop_fenced(batch, fenced.sessions)
             return self._write(batch) if batch else None
         except Exception as error:
-            category = _category(error)
-            _log.error(
-                "session store commit failed (%s); %d rows stay queued for the next attempt",
-                category,
-                len(batch),
-            )
-            _log.debug("commit failure detail", exc_info=True)
             conn = self._pg_writer
             if conn is not None and (conn.closed or conn.broken):
                 conn.close()
                 self._pg_writer = None
-            return StoreWriteError(
-                f"could not commit {len(batch)} queued rows to the session store ({category}); "
-                "they stay queued and the next flush retries",
-                category=category,
-            )
+            return commit_failed(error, len(batch))
         return None
 
     def _drop_fenced(self, batch: list[_Op], sessions: set[str]) -> None:

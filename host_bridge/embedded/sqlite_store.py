@@ -70,6 +70,7 @@ __all__ = [
     "StoreVersionError",
     "StoreWriteError",
     "StoredSession",
+    "commit_failed",
 ]
 
 _log = logging.getLogger("dsh_schedule.store")
@@ -201,23 +202,7 @@ class SqliteEventStore:
         fault_hook: Callable[[], None] | None = None,
     ) -> None:
         self._path = Path(os.fspath(path))
-        self._label = str(self._path)  # how messages name the store
-        self._fault_hook = fault_hook
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._queue: list[_Op] = []
-        self._queued_bytes = 0
-        self._unsynced: Counter[str] = Counter()
-        self._next_seq: dict[str, int] = {}
-        self._forget_when_synced: set[str] = set()
-        self._waiters: list[_Waiter] = []
-        self._closed = False
-        self._writer_stopped = False
-        self._auto_write_blocked = False
-        self._final_error: StoreWriteError | None = None
-        self._commit_count = 0
-        self._flush_requests = 0
-        self._read_lock = threading.Lock()
+        self._init_write_behind(str(self._path), fault_hook)
 
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
@@ -235,6 +220,26 @@ class SqliteEventStore:
         self._thread = threading.Thread(target=self._run, name="dsh-store-writer", daemon=True)
         self._thread.start()
         _log.debug("session store open at %s", self._path)
+
+    def _init_write_behind(self, label: str, fault_hook: Callable[[], None] | None) -> None:
+        """The queue, waiters and counters every backend's writer thread shares."""
+        self._label = label  # how messages name the store
+        self._fault_hook = fault_hook
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: list[_Op] = []
+        self._queued_bytes = 0
+        self._unsynced: Counter[str] = Counter()
+        self._next_seq: dict[str, int] = {}
+        self._forget_when_synced: set[str] = set()
+        self._waiters: list[_Waiter] = []
+        self._closed = False
+        self._writer_stopped = False
+        self._auto_write_blocked = False
+        self._final_error: StoreWriteError | None = None
+        self._commit_count = 0
+        self._flush_requests = 0
+        self._read_lock = threading.Lock()
 
     # --- properties ----------------------------------------------------------------
 
@@ -486,10 +491,16 @@ class SqliteEventStore:
             return head, rows
 
         head, rows = self._read(query)
+        return self._stored_session(session_id, head, rows)
+
+    def _stored_session(
+        self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
+    ) -> StoredSession | None:
+        """Decode a header row and event rows read in one snapshot; note the next seq."""
         if head is None:
             return None
-        header = _header(session_id, head)
-        events = tuple(_event(session_id, index, row) for index, row in enumerate(rows))
+        header = _header(session_id, tuple(head))
+        events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
         with self._lock:
             self._next_seq.setdefault(session_id, len(events))
         return StoredSession(header, events)
@@ -610,19 +621,8 @@ class SqliteEventStore:
                 self._rollback()
                 if self._restore():
                     return self._write(batch, restored=True)
-            category = _category(error)
-            _log.error(
-                "session store commit failed (%s); %d rows stay queued for the next attempt",
-                category,
-                len(batch),
-            )
-            _log.debug("commit failure detail", exc_info=True)
             self._rollback()
-            return StoreWriteError(
-                f"could not commit {len(batch)} queued rows to the session store ({category}); "
-                "they stay queued and the next flush retries",
-                category=category,
-            )
+            return commit_failed(error, len(batch))
         return None
 
     def _file_identity(self) -> _Identity:
@@ -1017,6 +1017,22 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def commit_failed(error: BaseException, rows: int) -> StoreWriteError:
+    """Log a failed write round (detail at debug level) and describe it without backend text."""
+    category = _category(error)
+    _log.error(
+        "session store commit failed (%s); %d rows stay queued for the next attempt",
+        category,
+        rows,
+    )
+    _log.debug("commit failure detail", exc_info=error)
+    return StoreWriteError(
+        f"could not commit {rows} queued rows to the session store ({category}); "
+        "they stay queued and the next flush retries",
+        category=category,
+    )
 
 
 def _category(error: BaseException) -> str:
