@@ -125,36 +125,13 @@ class SessionActor(MailboxActor):
     A :class:`~messages.mailbox.FlushSession` handled after an append covers
     that append, because every append was handed to the persistence listener
     before the actor took the next message. Coalescing of concurrent barriers
-    into one durable commit happens in the listener (group commit). Pass
-    ``core`` to share the session's :class:`SessionCore` with the host.
+    into one durable commit happens in the listener (group commit). The host
+    keeps a reference to the same :class:`SessionCore`.
     """
 
-    def __init__(
-        self,
-        header: SessionHeader,
-        log: EventSink,
-        *,
-        listener: PersistenceListener | None,
-        encode: Callable[[object], bytes],
-        decode: Callable[[bytes], object],
-        clock: Callable[[], int],
-        guards: Callable[[], Sequence[AppendGuard]] = tuple,
-        core: SessionCore | None = None,
-    ) -> None:
+    def __init__(self, core: SessionCore) -> None:
         super().__init__()
-        self._core = (
-            core
-            if core is not None
-            else SessionCore(
-                header,
-                log,
-                listener=listener,
-                encode=encode,
-                decode=decode,
-                clock=clock,
-                guards=guards,
-            )
-        )
+        self._core = core
 
     @property
     def core(self) -> SessionCore:

@@ -318,15 +318,7 @@ class EmbeddedSessionStore:
                 clock=self._clock,
                 guards=self._current_guards,
             )
-            actor = self._session_actor.start(
-                header,
-                log,
-                listener=self._persistence,
-                encode=encode_payload,
-                decode=decode_payload,
-                clock=self._clock,
-                core=core,
-            )
+            actor = self._session_actor.start(core)
             session = EmbeddedSession(header, log, actor, core=core, runtime=self._runtime)
             with self._lock:
                 self._live[header.id] = session

@@ -11,7 +11,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.session_actor import AppendGuard, SessionActor, SessionDetachedError
+from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.eventlog import EventLog
@@ -80,7 +80,7 @@ def start(
     clock: Callable[[], int] | None = None,
 ) -> tuple[ActorRef, EventLog]:
     log = log if log is not None else EventLog()
-    ref = SessionActor.start(
+    core = SessionCore(
         header if header is not None else SessionHeader("s-1"),
         log,
         listener=listener,
@@ -89,6 +89,7 @@ def start(
         clock=clock if clock is not None else FakeClock(1000),
         guards=guards,
     )
+    ref = SessionActor.start(core)
     return ref, log
 
 
