@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -30,7 +28,7 @@ from typing import Any, Literal
 import pykka
 
 from actors.base import MailboxActor
-from actors.runtime import Wake, make_wake
+from actors.status_box import OwnerStatusBox
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from messages.delivery import WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
@@ -103,81 +101,6 @@ class _Drive:
 
 
 _DRIVE = _Drive()
-
-
-class OwnerStatusBox:
-    """Where an owner publishes its :class:`OwnerStatus`; readable and awaitable from any thread.
-
-    Waiting follows the caller (:func:`actors.runtime.make_wake`): a greenlet on a
-    gevent hub thread is suspended, not the hub, so waiting from an actor of the
-    same hub cannot deadlock.
-    """
-
-    def __init__(self, agent_id: str) -> None:
-        self._lock = threading.Lock()
-        self._waiters: list[Wake] = []
-        self._current = OwnerStatus(agent_id, "starting")
-        self._fields: tuple[Any, ...] | None = None
-        self._inbox_empty: Callable[[], bool] = lambda: True
-
-    @property
-    def current(self) -> OwnerStatus:
-        """The latest published status."""
-        return self._current
-
-    def publish(self, status: OwnerStatus) -> None:
-        """Replace the status and wake every waiter (called by the owner)."""
-        with self._lock:
-            self._current = status
-            self._fields = None
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.wake()
-
-    def publish_fields(
-        self, fields: tuple[Any, ...], status: Callable[[tuple[Any, ...]], OwnerStatus]
-    ) -> None:
-        """Publish ``status(fields)`` unless ``fields`` equal the last ones and nobody waits.
-
-        Waiters are woken even when nothing changed: they may be waiting for the
-        owner's mailbox to drain (see :meth:`wait_quiet`).
-        """
-        with self._lock:
-            if fields == self._fields and not self._waiters:
-                return
-            self._fields = fields
-            self._current = status(fields)
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.wake()
-
-    def watch_inbox(self, inbox_empty: Callable[[], bool]) -> None:
-        """Tell the box how to see whether the owner's mailbox is empty (called by the owner)."""
-        self._inbox_empty = inbox_empty
-
-    def wait_for(self, predicate: Callable[[OwnerStatus], bool], timeout: float) -> OwnerStatus:
-        """Block until a published status satisfies ``predicate``; ``TimeoutError`` otherwise."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                current = self._current
-                if predicate(current):
-                    return current
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"owner status never matched; last: {current}")
-                wake = make_wake()
-                self._waiters.append(wake)
-            if not wake.wait(remaining):
-                with self._lock:
-                    if wake in self._waiters:
-                        self._waiters.remove(wake)
-
-    def wait_quiet(self, timeout: float = 10.0) -> OwnerStatus:
-        """Block until the owner has nothing in flight, nothing queued and an empty mailbox."""
-        return self.wait_for(
-            lambda s: s.state == "disposed" or (not s.busy and self._inbox_empty()), timeout
-        )
 
 
 class ScheduleOwner(MailboxActor):
@@ -696,32 +619,20 @@ class ScheduleOwner(MailboxActor):
                 state = "faulted"
             else:
                 state = "running"
-        fields = (
-            state,
-            self._faulted,
-            len(self._fold.active) if self._fold is not None else None,
-            self._timer_delay,
-            self._waiting_for_idle,
-            sum(1 for work in self._queue if not isinstance(work, _Drive)) if self._queue else 0,
-            self._deliveries,
-            self._contained,
-            self._txn is not None or bool(self._queue),
-        )
-        self._status.publish_fields(fields, self._status_of)
-
-    def _status_of(self, fields: tuple[Any, ...]) -> OwnerStatus:
-        state, fault, active, delay, idle_wait, queued, deliveries, contained, busy = fields
-        return OwnerStatus(
-            agent_id=self._agent.id,
-            state=state,
-            fault=fault,
-            active=active,
-            timer_delay_ms=delay,
-            waiting_for_idle=idle_wait,
-            queued=queued,
-            deliveries=deliveries,
-            contained_failures=contained,
-            busy=busy,
+        queue = self._queue
+        self._status.publish(
+            OwnerStatus(
+                agent_id=self._agent.id,
+                state=state,
+                fault=self._faulted,
+                active=len(self._fold.active) if self._fold is not None else None,
+                timer_delay_ms=self._timer_delay,
+                waiting_for_idle=self._waiting_for_idle,
+                queued=sum(1 for work in queue if not isinstance(work, _Drive)) if queue else 0,
+                deliveries=self._deliveries,
+                contained_failures=self._contained,
+                busy=self._txn is not None or bool(queue),
+            )
         )
 
 
