@@ -19,7 +19,7 @@ from typing import Any
 import pykka
 
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
-from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
@@ -89,7 +89,12 @@ class SchedulePlugin:
         self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self._watchdog = (
             ClockWatchdog(
-                host.clock, host.monotonic, host.timers, host.clock_watch_ms, self._on_clock_jump
+                host.clock,
+                host.monotonic,
+                host.timers,
+                host.clock_watch_ms,
+                self._on_clock_jump,
+                log=host.logger.getChild("watchdog"),
             )
             if host.clock_watch_ms is not None
             else None
@@ -210,9 +215,14 @@ class SchedulePlugin:
         host = self._host
         status = OwnerStatusBox(agent.id)
         supervision = OwnerSupervision(
-            agent.id, self._restart_policy, host.timers, host.monotonic, _log
+            agent.id,
+            self._restart_policy,
+            host.timers,
+            host.monotonic,
+            host.logger.getChild("supervision"),
         )
-        owner = self._owner_class.start(agent, host, status, supervision)
+        supervisor: OwnerSupervisor = supervision
+        owner = self._owner_class.start(agent, host, status, supervisor)
         supervision.bind(owner)
         entry = _Installed(agent, owner, status, supervision)
         try:
