@@ -13,24 +13,33 @@ Transaction shapes (see :mod:`messages.mailbox`)::
     delete   DeleteSchedule -> flush -> PreflightSettled -> append delete -> flush -> BarrierSettled
     deliver  drive          -> flush -> PreflightSettled -> reserve, follow-up, append dispatch,
                                                            release -> flush -> BarrierSettled
+
+Faults. An unexpected exception in a handler is contained: the tool in flight
+answers ``internal_error`` and delivery stops. With a supervisor (the plugin),
+the owner reports it and shows ``restarting`` until the supervisor's
+:class:`RestartOwner` arrives after a back-off; the owner then rebuilds its
+delivery state in place, as a fresh owner would, and drives. Restarting in
+place (not a second actor) keeps one mailbox per session, so two owners never
+run transactions on one session, and no admitted tool call is lost or answered
+twice. A corrupt log and a failed dispatch append are permanent faults: a
+corrupt log cannot heal by refolding, and after a failed dispatch append the
+reminder may already be queued to the agent, so this owner must never repeat it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pykka
 
 from actors.base import MailboxActor
-from actors.runtime import Wake, make_wake
+from actors.status_box import OwnerStatusBox
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from messages.delivery import WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
@@ -38,6 +47,7 @@ from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, 
 from messages.mailbox import (
     AgentIdle,
     BarrierSettled,
+    ClockJumped,
     CreateSchedule,
     DeleteSchedule,
     DisposeOwner,
@@ -45,6 +55,7 @@ from messages.mailbox import (
     ListSchedules,
     PreflightSettled,
     RequestDrive,
+    RestartOwner,
     StartOwner,
     TimerFired,
     ToolRequest,
@@ -73,7 +84,7 @@ from messages.tool_values import (
 )
 from messages.views import schedule_view
 
-__all__ = ["OwnerStatusBox", "ScheduleOwner"]
+__all__ = ["OwnerStatusBox", "OwnerSupervisor", "ScheduleOwner"]
 
 
 TxnKind = Literal["create", "list", "delete", "deliver"]
@@ -96,6 +107,19 @@ class UnreadableLogError(RuntimeError):
     """The host could not produce the session's events."""
 
 
+class OwnerSupervisor(Protocol):
+    """Who restarts an owner after a contained failure (the plugin, for its owners)."""
+
+    def owner_failed(self) -> int | None:
+        """An unexpected error stopped the owner's delivery; decide whether it restarts.
+
+        Called on the owner's thread (or greenlet), so it must not block. Returns
+        the back-off in milliseconds after which a :class:`RestartOwner` will
+        arrive, or ``None`` when the owner will not be restarted.
+        """
+        ...
+
+
 class _Drive:
     """The single coalesced drive request in the owner's queue."""
 
@@ -105,90 +129,20 @@ class _Drive:
 _DRIVE = _Drive()
 
 
-class OwnerStatusBox:
-    """Where an owner publishes its :class:`OwnerStatus`; readable and awaitable from any thread.
-
-    Waiting follows the caller (:func:`actors.runtime.make_wake`): a greenlet on a
-    gevent hub thread is suspended, not the hub, so waiting from an actor of the
-    same hub cannot deadlock.
-    """
-
-    def __init__(self, agent_id: str) -> None:
-        self._lock = threading.Lock()
-        self._waiters: list[Wake] = []
-        self._current = OwnerStatus(agent_id, "starting")
-        self._fields: tuple[Any, ...] | None = None
-        self._inbox_empty: Callable[[], bool] = lambda: True
-
-    @property
-    def current(self) -> OwnerStatus:
-        """The latest published status."""
-        return self._current
-
-    def publish(self, status: OwnerStatus) -> None:
-        """Replace the status and wake every waiter (called by the owner)."""
-        with self._lock:
-            self._current = status
-            self._fields = None
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.wake()
-
-    def publish_fields(
-        self, fields: tuple[Any, ...], status: Callable[[tuple[Any, ...]], OwnerStatus]
-    ) -> None:
-        """Publish ``status(fields)`` unless ``fields`` equal the last ones and nobody waits.
-
-        Waiters are woken even when nothing changed: they may be waiting for the
-        owner's mailbox to drain (see :meth:`wait_quiet`).
-        """
-        with self._lock:
-            if fields == self._fields and not self._waiters:
-                return
-            self._fields = fields
-            self._current = status(fields)
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter.wake()
-
-    def watch_inbox(self, inbox_empty: Callable[[], bool]) -> None:
-        """Tell the box how to see whether the owner's mailbox is empty (called by the owner)."""
-        self._inbox_empty = inbox_empty
-
-    def wait_for(self, predicate: Callable[[OwnerStatus], bool], timeout: float) -> OwnerStatus:
-        """Block until a published status satisfies ``predicate``; ``TimeoutError`` otherwise."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                current = self._current
-                if predicate(current):
-                    return current
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"owner status never matched; last: {current}")
-                wake = make_wake()
-                self._waiters.append(wake)
-            if not wake.wait(remaining):
-                with self._lock:
-                    if wake in self._waiters:
-                        self._waiters.remove(wake)
-
-    def wait_quiet(self, timeout: float = 10.0) -> OwnerStatus:
-        """Block until the owner has nothing in flight, nothing queued and an empty mailbox."""
-        return self.wait_for(
-            lambda s: s.state == "disposed" or (not s.busy and self._inbox_empty()), timeout
-        )
-
-
 class ScheduleOwner(MailboxActor):
     """The Schedule state machine of one root agent. See the module docstring."""
 
     def __init__(
-        self, agent: Agent, host: HostContext, status: OwnerStatusBox | None = None
+        self,
+        agent: Agent,
+        host: HostContext,
+        status: OwnerStatusBox | None = None,
+        supervisor: OwnerSupervisor | None = None,
     ) -> None:
         super().__init__()
         if host.sessions is None or host.agents is None:
             raise ValueError("ScheduleOwner needs a host with sessions and agents")
+        # Identity and lifetime: kept across restarts.
         self._agent = agent
         self._host = host
         self._log = host.logger.getChild("owner")
@@ -199,20 +153,31 @@ class ScheduleOwner(MailboxActor):
         self._seed = header.seed_length or 0
         self._status = status if status is not None else OwnerStatusBox(agent.id)
         self._status.watch_inbox(self.actor_inbox.empty)
-        self._fold: FoldedSchedules | None = None
-        self._queue: deque[ToolRequest | _Drive] = deque()
+        self._supervisor = supervisor
+        self._queue: deque[ToolRequest | _Drive] = deque()  # admitted work survives a restart
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
-        self._timer: Cancellable | None = None
-        self._timer_delay: int | None = None
-        self._timer_generation = 0
+        self._timer_generation = 0  # generations only grow, so a stale wake never matches
         self._idle_generation = 0
-        self._waiting_for_idle = False
-        self._faulted: str | None = None
         self._disposing = False
         self._dispose_replies: list[Future[None]] = []
         self._deliveries = 0
         self._contained = 0
+        self._restarts = 0
+        self._fresh_delivery_state()
+
+    def _fresh_delivery_state(self) -> None:
+        """The delivery state a new owner starts with; a restart returns to it.
+
+        Cancel the timer and abandon the idle wait before calling this on a
+        running owner (their generations must move on).
+        """
+        self._fold: FoldedSchedules | None = None
+        self._timer: Cancellable | None = None
+        self._timer_delay: int | None = None
+        self._waiting_for_idle = False
+        self._faulted: str | None = None
+        self._restart_pending = False
 
     # --- mailbox ----------------------------------------------------------------------
 
@@ -285,6 +250,36 @@ class ScheduleOwner(MailboxActor):
             return
         self._waiting_for_idle = False
         self._request_drive()
+
+    def handle_RestartOwner(self, message: RestartOwner) -> None:
+        """The supervisor's back-off ended: rebuild delivery state as a fresh owner and drive.
+
+        The mailbox, the admitted tool requests and a transaction in flight are
+        kept: the transaction finishes as it would have, the drive waits behind it.
+        """
+        if self._disposing or not self._restart_pending:
+            return
+        self._restarts += 1
+        self._log.warning(
+            "schedule owner of agent %r restarted after a contained failure (restart %d)",
+            self._agent.id,
+            self._restarts,
+        )
+        self._cancel_timer()
+        self._abandon_idle_wait()
+        self._fresh_delivery_state()
+        self._request_drive()
+
+    def handle_ClockJumped(self, message: ClockJumped) -> None:
+        """The wall clock jumped (or the machine slept): an armed timer is re-derived at once.
+
+        Only an armed timer was computed from a wall-clock reading that no longer
+        holds; an owner without one has nothing due to re-time (no records, a
+        due record waiting for idle, a fault, or a transaction in flight whose
+        decision reads the clock after this).
+        """
+        if self._timer is not None:
+            self._request_drive()
 
     def handle_DisposeOwner(self, message: DisposeOwner) -> None:
         """Stop new work; finish once the step in flight settles."""
@@ -665,24 +660,57 @@ class ScheduleOwner(MailboxActor):
         self._abandon_idle_wait()
 
     def _contain(self, message: Any) -> None:
+        """An unexpected exception escaped a handler: stop delivery, answer the tool in flight.
+
+        Only a running owner is handed to its supervisor: a permanent fault
+        stays, and a restart already pending is not asked for twice.
+        """
         self._contained += 1
-        if self._contained == 1:
+        kind = type(message).__name__
+        agent_id = self._agent.id
+        if self._faulted is not None or self._disposing:
+            self._log.debug("schedule owner of agent %r failed again", agent_id, exc_info=True)
+        elif self._supervisor is None:
             self._log.exception(
                 "schedule owner of agent %r failed on %s; delivery stopped, tools keep answering",
-                self._agent.id,
-                type(message).__name__,
+                agent_id,
+                kind,
             )
+            self._fault("unexpected error")
         else:
-            self._log.debug(
-                "schedule owner of agent %r failed again", self._agent.id, exc_info=True
-            )
-        self._fault("unexpected error")
+            self._fault("unexpected error")
+            delay = self._ask_supervisor()
+            if delay is not None:
+                self._restart_pending = True
+                self._log.warning(
+                    "schedule owner of agent %r failed on %s; delivery paused, restart in %d ms",
+                    agent_id,
+                    kind,
+                    delay,
+                    exc_info=True,
+                )
+            else:
+                self._faulted = "unexpected error; not restarted"
+                self._log.warning(
+                    "schedule owner of agent %r failed on %s; delivery stopped, no restart",
+                    agent_id,
+                    kind,
+                    exc_info=True,
+                )
         txn = self._txn
         if txn is not None:
             self._answer(txn, internal_error())
             self._finish()
         elif self._disposing:
             self.stop()
+
+    def _ask_supervisor(self) -> int | None:
+        assert self._supervisor is not None
+        try:
+            return self._supervisor.owner_failed()
+        except Exception:
+            self._log.exception("the supervisor of agent %r failed", self._agent.id)
+            return None
 
     def _post(self, message: Any) -> None:
         with contextlib.suppress(pykka.ActorDeadError):  # a late callback after the owner finished
@@ -692,36 +720,27 @@ class ScheduleOwner(MailboxActor):
         if state is None:
             if self._disposing:
                 state = "disposing"
+            elif self._restart_pending:
+                state = "restarting"
             elif self._faulted is not None:
                 state = "faulted"
             else:
                 state = "running"
-        fields = (
-            state,
-            self._faulted,
-            len(self._fold.active) if self._fold is not None else None,
-            self._timer_delay,
-            self._waiting_for_idle,
-            sum(1 for work in self._queue if not isinstance(work, _Drive)) if self._queue else 0,
-            self._deliveries,
-            self._contained,
-            self._txn is not None or bool(self._queue),
-        )
-        self._status.publish_fields(fields, self._status_of)
-
-    def _status_of(self, fields: tuple[Any, ...]) -> OwnerStatus:
-        state, fault, active, delay, idle_wait, queued, deliveries, contained, busy = fields
-        return OwnerStatus(
-            agent_id=self._agent.id,
-            state=state,
-            fault=fault,
-            active=active,
-            timer_delay_ms=delay,
-            waiting_for_idle=idle_wait,
-            queued=queued,
-            deliveries=deliveries,
-            contained_failures=contained,
-            busy=busy,
+        queue = self._queue
+        self._status.publish(
+            OwnerStatus(
+                agent_id=self._agent.id,
+                state=state,
+                fault=self._faulted,
+                active=len(self._fold.active) if self._fold is not None else None,
+                timer_delay_ms=self._timer_delay,
+                waiting_for_idle=self._waiting_for_idle,
+                queued=sum(1 for work in queue if not isinstance(work, _Drive)) if queue else 0,
+                deliveries=self._deliveries,
+                contained_failures=self._contained,
+                restarts=self._restarts,
+                busy=self._txn is not None or bool(queue),
+            )
         )
 
 

@@ -1,8 +1,14 @@
-"""Wall clock and the default timer service.
+"""Wall clock, monotonic clock, clock-jump arithmetic and the default timer service.
 
 The timer service runs every callback of the process on one shared scheduler
 thread (a heap ordered by due time), not a thread per timer. Callbacks must be
 short: Schedule's callbacks only post a message to an actor mailbox.
+
+Timers run on the monotonic clock, so they do not notice when the wall clock
+jumps or the machine is suspended (Linux's monotonic clock stands still during
+a suspend while the wall clock moves on). Both show as a change of
+``wall − monotonic``; :func:`clock_jump_ms` is that test, and
+:class:`host_bridge.watchdog.ClockWatchdog` applies it on a coarse tick.
 """
 
 from __future__ import annotations
@@ -15,7 +21,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["ThreadTimers", "TimerHandle", "default_timers", "wall_clock_ms"]
+__all__ = [
+    "DEFAULT_CLOCK_JUMP_TOLERANCE_MS",
+    "ThreadTimers",
+    "TimerHandle",
+    "clock_jump_ms",
+    "clock_offset_ms",
+    "default_timers",
+    "monotonic_ms",
+    "wall_clock_ms",
+]
 
 _log = logging.getLogger("dsh_schedule.clock")
 
@@ -27,9 +42,43 @@ def _cancelled_callback() -> None:
     """What a cancelled handle holds instead of its callback."""
 
 
+DEFAULT_CLOCK_JUMP_TOLERANCE_MS = 250
+"""How far ``wall − monotonic`` may move before it counts as a clock jump.
+
+Far above sampling noise and NTP slewing (at most 0.5 ms per second); a smaller
+jump can make a reminder at most this late.
+"""
+
+
 def wall_clock_ms() -> int:
     """The wall clock in integer epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """The process monotonic clock in integer milliseconds (what ``ThreadTimers`` measures)."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def clock_offset_ms(wall_ms: int, mono_ms: int) -> int:
+    """``wall − monotonic``: constant while both clocks run, whatever the time.
+
+    It changes when the wall clock is stepped (forward or back) and when the
+    machine resumes from a suspend (the wall clock moved, the monotonic clock
+    did not).
+    """
+    return wall_ms - mono_ms
+
+
+def clock_jump_ms(baseline_ms: int, offset_ms: int, tolerance_ms: int) -> int:
+    """How far the wall clock jumped against the monotonic clock since ``baseline_ms``.
+
+    ``baseline_ms`` and ``offset_ms`` are two :func:`clock_offset_ms` values.
+    Returns the signed jump (positive: the wall clock moved forward, or a
+    suspend), or ``0`` when it is within ``tolerance_ms`` either way.
+    """
+    jump = offset_ms - baseline_ms
+    return jump if abs(jump) > tolerance_ms else 0
 
 
 @dataclass(eq=False)

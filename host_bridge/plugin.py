@@ -1,4 +1,10 @@
-"""``install_schedule``: give every future live root agent its owner and three tools."""
+"""``install_schedule``: give every future live root agent its owner and three tools.
+
+The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
+owner stopped by an unexpected error restarts in place after a back-off, within
+a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
+while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +19,22 @@ from typing import Any
 import pykka
 
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
-from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
+from host_bridge.supervision import OwnerSupervision, RestartPolicy
 from host_bridge.tools import schedule_tools
-from messages.mailbox import DisposeOwner, RequestDrive, StartOwner
+from host_bridge.watchdog import ClockWatchdog
+from messages.mailbox import ClockJumped, DisposeOwner, RequestDrive, StartOwner
 from messages.status import OwnerStatus
 
-__all__ = ["CompositionError", "PluginStatus", "SchedulePlugin", "install_schedule"]
+__all__ = [
+    "CompositionError",
+    "PluginStatus",
+    "RestartPolicy",
+    "SchedulePlugin",
+    "install_schedule",
+]
 
 _log = logging.getLogger("dsh_schedule.plugin")
 
@@ -31,15 +45,26 @@ class CompositionError(RuntimeError):
 
 @dataclass(frozen=True)
 class PluginStatus:
-    """What the plugin is doing: one :class:`OwnerStatus` per installed agent."""
+    """What the plugin is doing: one :class:`OwnerStatus` per installed agent.
+
+    ``clock_watch`` tells whether the clock watchdog is ticking (it runs while at
+    least one owner is installed); ``clock_jumps`` counts the jumps it noticed.
+    """
 
     disposed: bool
     owners: tuple[OwnerStatus, ...]
+    clock_watch: bool = False
+    clock_jumps: int = 0
 
     @property
     def faulted(self) -> tuple[OwnerStatus, ...]:
-        """The owners whose delivery stopped."""
+        """The owners whose delivery stopped for good."""
         return tuple(o for o in self.owners if o.state == "faulted")
+
+    @property
+    def restarting(self) -> tuple[OwnerStatus, ...]:
+        """The owners whose delivery waits for a supervised restart."""
+        return tuple(o for o in self.owners if o.state == "restarting")
 
 
 @dataclass
@@ -47,14 +72,33 @@ class _Installed:
     agent: Agent
     owner: pykka.ActorRef[ScheduleOwner]
     status: OwnerStatusBox
+    supervision: OwnerSupervision
     unregister: list[Callable[[], None]] = field(default_factory=list)
 
 
 class SchedulePlugin:
     """An installed Schedule plugin. Create it with :func:`install_schedule`."""
 
-    def __init__(self, host: HostContext, runtime: RuntimeSpec = "threading") -> None:
+    def __init__(
+        self,
+        host: HostContext,
+        runtime: RuntimeSpec = "threading",
+        restart_policy: RestartPolicy | None = None,
+    ) -> None:
         self._host = host
+        self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
+        self._watchdog = (
+            ClockWatchdog(
+                host.clock,
+                host.monotonic,
+                host.timers,
+                host.clock_watch_ms,
+                self._on_clock_jump,
+                log=host.logger.getChild("watchdog"),
+            )
+            if host.clock_watch_ms is not None
+            else None
+        )
         self._runtime = get_runtime(runtime)
         self._owner_class = self._runtime.bind(ScheduleOwner)
         self._lock = threading.Lock()
@@ -101,9 +145,12 @@ class SchedulePlugin:
 
     def status(self) -> PluginStatus:
         """A snapshot of every owner's state (faults are visible here)."""
+        watchdog = self._watchdog
         with self._lock:
             owners = tuple(i.status.current for i in self._installed.values())
-        return PluginStatus(self._disposed, owners)
+        if watchdog is None:
+            return PluginStatus(self._disposed, owners)
+        return PluginStatus(self._disposed, owners, watchdog.running, watchdog.jumps)
 
     def dispose(self) -> Future[None]:
         """Stop listening and dispose every owner; resolves once all have finished."""
@@ -115,6 +162,8 @@ class SchedulePlugin:
             unsubscribe, self._unsubscribe = self._unsubscribe, []
             installed = list(self._installed.values())
             self._installed.clear()
+            if self._watchdog is not None:
+                self._watchdog.stop()
         for stop in unsubscribe:
             stop()
         finished = [self._retire(entry) for entry in installed]
@@ -146,22 +195,43 @@ class SchedulePlugin:
             if installed is None or installed.agent is not agent:
                 return
             del self._installed[agent.id]
+            if not self._installed and self._watchdog is not None:
+                self._watchdog.stop()  # it runs only while there are owners
         self._retire(installed)
+
+    def _on_clock_jump(self, jump_ms: int) -> None:
+        """The watchdog saw the wall clock jump: owners with an armed timer re-drive."""
+        with self._lock:
+            owners = [entry.owner for entry in self._installed.values()]
+        message = ClockJumped(jump_ms)
+        for owner in owners:
+            _tell(owner, message)
 
     # --- install / retire --------------------------------------------------------------------
 
     def _install(self, agent: Agent) -> None:
         tools = self._host.tools
         assert tools is not None
+        host = self._host
         status = OwnerStatusBox(agent.id)
-        owner = self._owner_class.start(agent, self._host, status)
-        entry = _Installed(agent, owner, status)
+        supervision = OwnerSupervision(
+            agent.id,
+            self._restart_policy,
+            host.timers,
+            host.monotonic,
+            host.logger.getChild("supervision"),
+        )
+        supervisor: OwnerSupervisor = supervision
+        owner = self._owner_class.start(agent, host, status, supervisor)
+        supervision.bind(owner)
+        entry = _Installed(agent, owner, status, supervision)
         try:
             for tool in schedule_tools(agent, owner):
                 entry.unregister.append(tools.register(tool, agent=agent))
         except Exception:
             for unregister in reversed(entry.unregister):
                 _quietly(unregister)
+            supervision.close()
             owner.stop()
             raise
         with self._lock:
@@ -170,6 +240,8 @@ class SchedulePlugin:
             else:
                 race = False
                 self._installed[agent.id] = entry
+                if self._watchdog is not None:
+                    self._watchdog.start()
         if race:
             self._retire(entry)
             return
@@ -177,6 +249,7 @@ class SchedulePlugin:
         _log.debug("Schedule installed on agent %r", agent.id)
 
     def _retire(self, entry: _Installed) -> Future[None]:
+        entry.supervision.close()  # a pending restart is cancelled
         for unregister in reversed(entry.unregister):
             _quietly(unregister)
         entry.unregister.clear()
@@ -188,14 +261,23 @@ class SchedulePlugin:
         return reply
 
 
-def install_schedule(host: HostContext, *, runtime: RuntimeSpec = "threading") -> SchedulePlugin:
+def install_schedule(
+    host: HostContext,
+    *,
+    runtime: RuntimeSpec = "threading",
+    restart_policy: RestartPolicy | None = None,
+) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
 
     ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
     OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
     see :mod:`actors.gevent_runtime`) or a runtime object from
-    :func:`actors.runtime.get_runtime`. Raises :class:`CompositionError` naming
-    every missing part (``sessions``, ``agents``, ``tools``, ``session_persistence``).
+    :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
+    and budget with which owners stopped by an unexpected error are restarted
+    (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10
+    minutes). Raises :class:`CompositionError` naming every missing part
+    (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
+    ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
     """
     missing = [
         name
@@ -204,7 +286,7 @@ def install_schedule(host: HostContext, *, runtime: RuntimeSpec = "threading") -
     ]
     if missing:
         raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
-    plugin = SchedulePlugin(host, runtime)
+    plugin = SchedulePlugin(host, runtime, restart_policy)
     plugin._listen()
     return plugin
 

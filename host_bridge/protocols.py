@@ -17,9 +17,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from host_bridge.clock import default_timers, wall_clock_ms
+from host_bridge.clock import default_timers, monotonic_ms, wall_clock_ms
 
 __all__ = [
+    "DEFAULT_CLOCK_WATCH_MS",
     "DEFAULT_FLUSH_TIMEOUT_MS",
     "Agent",
     "AgentRegistry",
@@ -41,6 +42,9 @@ __all__ = [
 
 DEFAULT_FLUSH_TIMEOUT_MS = 30_000
 """How long Schedule waits for a flush barrier before treating it as failed (30 s)."""
+
+DEFAULT_CLOCK_WATCH_MS = 1000
+"""How often Schedule's clock watchdog compares the wall clock with the monotonic clock (1 s)."""
 
 AgentStatus = str
 """An agent status reported to ``AgentRegistry.on_status``: ``"running"`` or ``"idle"``."""
@@ -298,6 +302,20 @@ class HostContext:
     (Schedule refuses to install without it). ``clock`` returns wall-clock epoch
     milliseconds; ``timers`` defaults to a process-wide timer thread.
 
+    ``monotonic`` returns milliseconds of a clock that never jumps: the clock
+    ``timers`` measure delays on (the default is the process's monotonic clock,
+    which :class:`host_bridge.clock.ThreadTimers` uses). Left at its default, it
+    is taken from ``clock.monotonic`` when the clock has one (as
+    :class:`host_bridge.testing.FakeClock` does), so a fake wall clock is never
+    compared with the real monotonic clock.
+
+    ``clock_watch_ms`` is the tick of the plugin's clock watchdog: while at least
+    one owner is installed, it compares ``clock()`` with ``monotonic()`` every
+    ``clock_watch_ms`` (on ``timers``) and makes owners whose timer is armed
+    drive again when the wall clock jumped or the machine was suspended, so a
+    forward jump delivers what became due within about one tick. ``None``
+    turns the watchdog off.
+
     ``flush_timeout_ms`` bounds every flush barrier Schedule waits for: a flush
     that has not settled after that long (measured on ``timers``) counts as
     failed, so a hung persistence listener yields ``persistence_uncertain``
@@ -313,3 +331,11 @@ class HostContext:
     timers: Timers = field(default_factory=default_timers)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dsh_schedule"))
     flush_timeout_ms: int | None = DEFAULT_FLUSH_TIMEOUT_MS
+    monotonic: Callable[[], int] = monotonic_ms
+    clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS
+
+    def __post_init__(self) -> None:
+        if self.monotonic is monotonic_ms:
+            paired = getattr(self.clock, "monotonic", None)
+            if callable(paired):
+                self.monotonic = paired

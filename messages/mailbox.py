@@ -16,6 +16,7 @@ __all__ = [
     "AgentIdle",
     "AppendEvent",
     "BarrierSettled",
+    "ClockJumped",
     "CreateSchedule",
     "DeleteSchedule",
     "DetachSession",
@@ -26,6 +27,7 @@ __all__ = [
     "Ping",
     "PreflightSettled",
     "RequestDrive",
+    "RestartOwner",
     "RunTurn",
     "StartOwner",
     "TimerFired",
@@ -81,6 +83,8 @@ class RunTurn:
 # A delivery transaction is: RequestDrive | TimerFired | AgentIdle (a drive)
 # -> PreflightSettled -> [reserve, follow-up, dispatch append, release]
 # -> BarrierSettled. DisposeOwner ends the owner once the step in flight settles.
+# RestartOwner (from the plugin, its supervisor) resumes delivery after a contained
+# failure; ClockJumped (from the plugin's clock watchdog) re-drives an armed timer.
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,27 @@ class AgentIdle:
     """The idle wait of generation ``generation`` resolved."""
 
     generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class RestartOwner:
+    """The supervisor restarts the owner in place after a contained failure.
+
+    The owner rebuilds its delivery state as a fresh owner would (no fold cache,
+    no fault, no timer, no idle wait) and drives; its mailbox, the tool requests
+    it admitted and the transaction in flight are kept.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ClockJumped:
+    """The wall clock moved ``jump_ms`` against the monotonic clock (a jump or a suspend).
+
+    An owner whose timer is armed drives again at once: the timer was armed from
+    a wall-clock reading that no longer holds.
+    """
+
+    jump_ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,15 @@ from typing import Literal
 
 __all__ = ["OwnerState", "OwnerStatus"]
 
-OwnerState = Literal["starting", "running", "faulted", "disposing", "disposed"]
-"""Lifecycle of a ScheduleOwner; ``faulted`` stops delivery only, tools keep answering."""
+OwnerState = Literal["starting", "running", "restarting", "faulted", "disposing", "disposed"]
+"""Lifecycle of a ScheduleOwner.
+
+``restarting`` and ``faulted`` stop delivery only; the tools keep answering.
+``restarting``: an unexpected error stopped delivery and the supervisor restarts
+the owner after its back-off. ``faulted``: delivery stays stopped (a corrupt log,
+a dispatch that could not be appended, an exhausted restart budget, or an
+unexpected error with no supervisor).
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,5 +31,7 @@ class OwnerStatus:
     queued: int = 0
     deliveries: int = 0
     contained_failures: int = 0
+    restarts: int = 0
+    """How many times the supervisor restarted this owner in place."""
     busy: bool = False
     """A transaction is in flight or work is queued behind it."""

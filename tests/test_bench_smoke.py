@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit
+from bench import (
+    _aps,
+    clock_faults,
+    create_throughput,
+    delivery_precision,
+    fold_cost,
+    group_commit,
+)
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
 
@@ -88,3 +95,15 @@ def test_delivery_precision(tmp_path: Path) -> None:
     assert ours["targets_outside_second"] == 0
     assert {"p50_ms", "p99_ms", "max_ms"} <= ours["delay"].keys()
     assert out["apscheduler"] == []
+
+
+def test_clock_faults(tmp_path: Path) -> None:
+    out = run(clock_faults.main, "clock_faults", tmp_path)
+    results = out["results"]
+    assert results["fault"]["late"]["count"] == 1  # delivered after the fault, no restart needed
+    assert results["fault"]["restarts"] == [1]
+    assert results["forward_jump"]["late"]["count"] == 2
+    assert results["backward_jump"]["early"] == 0  # never early
+    assert results["clock_jumps_noticed"] == 2
+    assert results["owners_faulted_at_end"] == 0
+    assert out["load_average_at_end"] is not None

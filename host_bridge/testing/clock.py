@@ -5,7 +5,12 @@
 * the **wall clock** (epoch ms) returned by calling the clock — what a host's
   ``HostContext.clock`` reports; :meth:`FakeClock.set` may jump it forward or back;
 * a **monotonic elapsed** counter, moved only by :meth:`FakeClock.advance`
-  (and :meth:`FakeTimers.advance`, which uses it).
+  (and :meth:`FakeTimers.advance`, which uses it); :meth:`FakeClock.monotonic`
+  reads it and can be passed as ``HostContext.monotonic``.
+
+:meth:`FakeClock.suspend` models a machine that sleeps: the wall clock moves,
+the monotonic counter does not (as Linux's monotonic clock during a suspend),
+and no timer fires.
 
 :class:`FakeTimers` measures due points on the monotonic counter, like a real
 timer service: a wall-clock jump (``set``) never fires or delays an armed timer,
@@ -60,6 +65,18 @@ class FakeClock:
         """Jump the wall clock to ``ms`` (forward or back); elapsed time is unchanged."""
         with self._lock:
             self._wall = ms
+
+    def suspend(self, ms: int) -> None:
+        """The machine sleeps for ``ms``: the wall clock moves on, elapsed time stands still.
+
+        No timer fires (the monotonic clock timers run on did not move); after
+        "resume", timers are as late as the sleep was long. For the clock alone
+        this is a forward :meth:`set`; the name says what a test models.
+        """
+        if ms < 0:
+            raise ValueError("a suspend lasts a non-negative time")
+        with self._lock:
+            self._wall += ms
 
     def advance(self, ms: int) -> None:
         """Let ``ms`` milliseconds pass: moves the wall clock and elapsed time.

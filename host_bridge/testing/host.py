@@ -27,9 +27,19 @@ class FakeHost:
     """A :class:`FakeClock`, :class:`FakeTimers`, :class:`FakeSessionStore`,
     :class:`FakeAgentRegistry` and :class:`~host_bridge.embedded.tools.ScopedToolRegistry`
     sharing one :class:`Journal`.
+
+    ``clock_watch_ms`` is passed on in :meth:`context`. It defaults to ``None``
+    (Schedule's clock watchdog off), unlike a real ``HostContext``: a watchdog
+    ticking every second of fake time would fire millions of times when a test
+    advances ``FakeTimers`` by weeks, and its ticks would show among the armed
+    timers. Tests of clock jumps and suspends pass e.g. ``clock_watch_ms=1000``
+    and move time with ``clock.set``/``clock.suspend`` and ``timers.advance``.
     """
 
-    def __init__(self, *, start_ms: int = DEFAULT_START_MS) -> None:
+    def __init__(
+        self, *, start_ms: int = DEFAULT_START_MS, clock_watch_ms: int | None = None
+    ) -> None:
+        self.clock_watch_ms = clock_watch_ms
         self.journal = Journal()
         self.clock = FakeClock(start_ms)
         self.timers = FakeTimers(self.clock, self.journal)
@@ -39,7 +49,11 @@ class FakeHost:
         self.persistence = FakePersistence()
 
     def context(self) -> HostContext:
-        """A ``HostContext`` over these fakes (``session_persistence`` is a marker)."""
+        """A ``HostContext`` over these fakes (``session_persistence`` is a marker).
+
+        ``monotonic`` is the fake clock's elapsed time (what ``FakeTimers`` measure);
+        ``clock_watch_ms`` is this host's (off unless given to the constructor).
+        """
         return HostContext(
             sessions=self.sessions,
             agents=self.agents,
@@ -47,6 +61,8 @@ class FakeHost:
             session_persistence=self.persistence,
             clock=self.clock,
             timers=self.timers,
+            monotonic=self.clock.monotonic,
+            clock_watch_ms=self.clock_watch_ms,
         )
 
     def new_session(

@@ -59,6 +59,19 @@ def test_clock_defaults_to_2026_and_moves_only_when_told() -> None:
         clock.advance(-1)
 
 
+def test_suspend_moves_the_wall_clock_only_and_fires_nothing() -> None:
+    clock, timers, _, fired = make()
+    timers.call_later(10, lambda: fired.append("t"))
+    clock.suspend(3_600_000)
+    assert clock() == 1_000 + 3_600_000
+    assert clock.monotonic() == 0
+    assert timers.fire_due() == 0
+    assert fired == []
+    assert timers.armed() == [10]  # as late after "resume" as the sleep was long
+    with pytest.raises(ValueError):
+        clock.suspend(-1)
+
+
 def test_fake_timers_satisfy_the_protocol() -> None:
     _, timers, _, _ = make()
     assert isinstance(timers, Timers)

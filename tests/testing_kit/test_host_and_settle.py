@@ -27,6 +27,13 @@ def test_context_wires_every_fake() -> None:
     assert context.timers is host.timers
     assert context.session_persistence is host.persistence is not None
     assert context.clock() == 10
+    host.clock.advance(7)
+    assert context.monotonic() == 7  # the fake clock's elapsed time, what FakeTimers measure
+    assert context.clock_watch_ms is None  # the clock watchdog is off unless asked
+
+
+def test_the_clock_watchdog_is_switched_on_by_asking() -> None:
+    assert FakeHost(clock_watch_ms=500).context().clock_watch_ms == 500
 
 
 def test_spawn_root_creates_a_session_and_announces_the_agent() -> None:

@@ -1,0 +1,332 @@
+"""Delivery after clock faults: a clock that raises once, a forward jump, a backward jump.
+
+Usage (from the repository root)::
+
+    python -m bench.clock_faults [--agents 20] [--trials 3] [--quick]
+
+One embedded host (real threads, real timers, SQLite with ``synchronous=FULL``)
+with Schedule installed at its defaults: owners restart after 1 s, 2 s, ... (5
+restarts per 10 minutes) and the clock watchdog ticks every second. The host's
+wall clock is a :class:`ShiftableClock`: the real wall clock plus an offset the
+script jumps, which can also raise on the next read made by a ScheduleOwner.
+Each agent's ``followup`` is wrapped to record when a reminder reached it.
+
+1. **fault** (``--trials`` times, a fresh agent each): a reminder due in 2 s; once
+   the host is quiet, the owner's next clock read (its decision at the due time)
+   raises. The owner contains it and is restarted after its back-off; *late* is
+   ``followup()`` time minus ``scheduledAt``. Without supervision it would never
+   be delivered until the process restarted.
+2. **forward jump** (``--trials`` times): every agent has a reminder 1 h out; the
+   wall clock jumps +2 h. *late* is ``followup()`` minus the jump, on the
+   monotonic clock. Without the watchdog the reminders would wait an hour.
+3. **backward jump** (once): every agent has a reminder 4 s out; the wall clock
+   jumps back 3 s (``--quick``: 2 s out, back 1 s). *early* counts deliveries
+   before ``scheduledAt`` on the (jumped) wall clock; *late* is ``followup()``
+   minus ``scheduledAt``.
+
+The owners' own warnings (the contained failure, the restart) are silenced;
+the table and the owners' status say what happened. Prints a table and writes
+``bench/results/clock_faults.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench._common import (
+    TOOL_TIMEOUT_S,
+    BenchError,
+    Host,
+    add_common_arguments,
+    data_root,
+    distribution,
+    fmt,
+    header,
+    load_average,
+    machine_info,
+    print_machine,
+    print_table,
+    verdict,
+    write_results,
+)
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.plugin import install_schedule
+from host_bridge.protocols import UserMessage
+from messages.instant import parse_instant
+
+NAME = "clock_faults"
+HOUR_MS = 3_600_000
+TARGET_JUMP_LATE_MS = 2_000.0
+"""A forward jump must deliver what it made due within this long (one 1 s tick + work)."""
+WAIT_S = 30.0
+"""How long a scenario waits for its deliveries before giving up."""
+
+
+class ShiftableClock:
+    """The real wall clock plus a jumpable offset; it can raise on an owner's next read.
+
+    Only reads made from :mod:`actors.schedule_owner` can fail, so the fault hits
+    an owner's decision, not the session's event timestamps or the watchdog.
+    """
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+        self._lock = threading.Lock()
+        self._fail_owner_reads = 0
+
+    def __call__(self) -> int:
+        if self._fail_owner_reads and _caller_module() == "actors.schedule_owner":
+            with self._lock:
+                if self._fail_owner_reads:
+                    self._fail_owner_reads -= 1
+                    raise OSError("the clock is unavailable")
+        return wall_clock_ms() + self.offset_ms
+
+    def jump(self, ms: int) -> None:
+        """Step the wall clock by ``ms`` (negative: back)."""
+        self.offset_ms += ms
+
+    def fail_next_owner_read(self) -> None:
+        """The next read by an owner raises."""
+        with self._lock:
+            self._fail_owner_reads = 1
+
+
+def _caller_module() -> str | None:
+    return sys._getframe(2).f_globals.get("__name__")  # who reads the clock
+
+
+class Deliveries:
+    """Records, per reminder, when ``followup`` was called (monotonic ns, host wall ms)."""
+
+    def __init__(self, clock: ShiftableClock) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self.seen: list[tuple[str, int, int, int]] = []  # agent id, target, mono ns, wall ms
+
+    def watch(self, agent: EmbeddedAgent) -> None:
+        original = agent.followup
+
+        def followup(message: UserMessage) -> None:
+            mono_ns, wall = time.monotonic_ns(), self._clock()
+            if message.text.startswith("[SCHEDULE REMINDER]"):
+                target = _occurrence(message.text)
+                with self._cond:
+                    self.seen.append((agent.id, target, mono_ns, wall))
+                    self._cond.notify_all()
+            original(message)
+
+        setattr(agent, "followup", followup)  # noqa: B010 - wrap this instance only
+
+    def wait_for(self, count: int) -> list[tuple[str, int, int, int]]:
+        """Block until ``count`` reminders have arrived in total; return every one so far."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.seen) >= count, timeout=WAIT_S):
+                raise BenchError(f"only {len(self.seen)} of {count} reminders arrived in time")
+            return list(self.seen)
+
+
+def _occurrence(text: str) -> int:
+    for line in text.splitlines():
+        if line.startswith("occurrence_at: "):
+            return parse_instant(line.removeprefix("occurrence_at: "))
+    raise BenchError("a reminder framing without occurrence_at")
+
+
+def _silent(turn: Turn) -> str | None:
+    return None
+
+
+def _quiet(host: Host, agents: Sequence[EmbeddedAgent]) -> None:
+    """Wait until every owner and agent is idle (so no owner reads the clock unasked)."""
+    for _ in range(20):
+        busy = False
+        for agent in agents:
+            host.plugin.wait_quiet(agent, timeout=TOOL_TIMEOUT_S)
+            agent.when_idle().result(timeout=TOOL_TIMEOUT_S)
+            status = host.plugin.wait_quiet(agent, timeout=TOOL_TIMEOUT_S)
+            busy = busy or agent.status != "idle" or status.busy
+        if not busy:
+            return
+    raise BenchError("the host never became quiet")
+
+
+def run(
+    root: Path, agents: int, trials: int, runtime: str, *, back: tuple[int, int] = (4, 3_000)
+) -> dict[str, Any]:
+    """Run the three scenarios on one host; return their figures.
+
+    ``back`` is the backward scenario's (reminder delay in s, jump back in ms).
+    """
+    data = Path(tempfile.mkdtemp(prefix="clock-", dir=root))
+    clock = ShiftableClock()
+    embedded = EmbeddedHost(data, clock=clock, runtime=runtime)
+    try:
+        plugin = install_schedule(embedded.context(), runtime=embedded.runtime)
+    except BaseException:
+        embedded.close()
+        raise
+    host = Host(embedded, plugin)
+    deliveries = Deliveries(clock)
+    try:
+        fleet = [host.spawn(model=_silent) for _ in range(agents)]
+        for agent in fleet:
+            deliveries.watch(agent)
+        expected = 0
+
+        fault_late: list[float] = []
+        restarts: list[int] = []
+        for _ in range(trials):
+            agent = host.spawn(model=_silent)
+            deliveries.watch(agent)
+            host.create(agent, "a clock fault at the due time", 2)
+            _quiet(host, [agent, *fleet])
+            clock.fail_next_owner_read()
+            expected += 1
+            _, target, _, wall = deliveries.wait_for(expected)[-1]
+            fault_late.append(float(wall - target))
+            owner = host.plugin.wait_quiet(agent, timeout=TOOL_TIMEOUT_S)
+            if owner.state != "running" or owner.contained_failures != 1:
+                raise BenchError(f"unexpected owner status after the fault: {owner}")
+            restarts.append(owner.restarts)
+
+        jump_late: list[float] = []
+        for _ in range(trials):
+            for agent in fleet:
+                host.create(agent, "an hour from now", 3600)
+            _quiet(host, fleet)
+            jumped_ns = time.monotonic_ns()
+            clock.jump(2 * HOUR_MS)
+            expected += len(fleet)
+            arrived = deliveries.wait_for(expected)[-len(fleet) :]
+            jump_late.extend((mono - jumped_ns) / 1e6 for _, _, mono, _ in arrived)
+            _quiet(host, fleet)
+
+        after_s, back_ms = back
+        for agent in fleet:
+            host.create(agent, "a few seconds from now", after_s)
+        _quiet(host, fleet)
+        clock.jump(-back_ms)
+        expected += len(fleet)
+        arrived = deliveries.wait_for(expected)[-len(fleet) :]
+        late_back = [float(wall - target) for _, target, _, wall in arrived]
+        _quiet(host, fleet)
+        status = host.plugin.status()
+    finally:
+        host.close()
+        shutil.rmtree(data, ignore_errors=True)
+    return {
+        "fault": {"late": distribution(fault_late), "restarts": restarts},
+        "forward_jump": {"late": distribution(jump_late), "jump_ms": 2 * HOUR_MS},
+        "backward_jump": {
+            "late": distribution(late_back),
+            "early": sum(1 for d in late_back if d < 0),
+            "jump_ms": -back_ms,
+        },
+        "clock_jumps_noticed": status.clock_jumps,
+        "owners_faulted_at_end": len(status.faulted) + len(status.restarting),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write the JSON; returns what it wrote."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--agents", type=int, default=20, help="agents in the jumps (default 20)")
+    parser.add_argument("--trials", type=int, default=3, help="faults and jumps (default 3)")
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.agents, args.trials = min(args.agents, 2), 1
+    if args.agents < 1 or args.trials < 1:
+        parser.error("--agents and --trials must be at least 1")
+
+    logging.getLogger("dsh_schedule").setLevel(logging.ERROR)
+    with data_root(args.data, "dsh-bench-clock-") as root:
+        info = machine_info(root)
+        back = (2, 1_000) if args.quick else (4, 3_000)
+        ours = run(root, args.agents, args.trials, args.runtime, back=back)
+    load_at_end = load_average()
+
+    jump_max = ours["forward_jump"]["late"]["max_ms"]
+    targets: dict[str, Any] = {
+        "fault_delivered_without_restart": {
+            "value": ours["fault"]["late"]["count"],
+            "target": f"{args.trials} of {args.trials} delivered after the fault",
+            "met": ours["fault"]["late"]["count"] == args.trials,
+        },
+        "forward_jump_late": {
+            "value": jump_max,
+            "target": f"max <= {TARGET_JUMP_LATE_MS:g} ms after the jump",
+            "met": jump_max <= TARGET_JUMP_LATE_MS,
+        },
+        "backward_jump_never_early": {
+            "value": ours["backward_jump"]["early"],
+            "target": "0 early",
+            "met": ours["backward_jump"]["early"] == 0,
+        },
+    }
+    print_machine(info)
+    print(
+        f"embedded host, {args.runtime}; clock watchdog tick 1 s; restart back-off from 1 s; "
+        f"{args.agents} agents in the jumps, {args.trials} trial(s)"
+    )
+    rows = [
+        ("fault (clock raises once)", "after scheduledAt", ours["fault"]["late"], None),
+        ("forward jump +2 h", "after the jump", ours["forward_jump"]["late"], None),
+        (
+            f"backward jump {ours['backward_jump']['jump_ms'] / 1000:+g} s",
+            "after scheduledAt",
+            ours["backward_jump"]["late"],
+            ours["backward_jump"]["early"],
+        ),
+    ]
+    print_table(
+        ["scenario", "late, measured", "delivered", "p50 ms", "max ms", "min ms", "early"],
+        [
+            [
+                name,
+                basis,
+                fmt(late["count"]),
+                fmt(late["p50_ms"], 1),
+                fmt(late["max_ms"], 1),
+                fmt(late["min_ms"], 1),
+                fmt(early),
+            ]
+            for name, basis, late, early in rows
+        ],
+    )
+    print(f"restarts per faulted owner: {ours['fault']['restarts']}")
+    for key, target in targets.items():
+        print(
+            f"target {key}: {target['target']}: {fmt(target['value'], 1)} -> "
+            f"{verdict(target['met'])}"
+        )
+    load = load_at_end
+    print("load average at end: " + ("?" if load is None else " ".join(f"{x:.2f}" for x in load)))
+
+    payload = header(NAME, argv) | {
+        "machine": info,
+        "load_average_at_end": load_at_end,
+        "parameters": {"agents": args.agents, "trials": args.trials, "runtime": args.runtime},
+        "results": ours,
+        "targets": targets,
+    }
+    path = write_results(args.results, NAME, payload)
+    print(f"results: {os.path.relpath(path)}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
