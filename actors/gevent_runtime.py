@@ -74,6 +74,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
@@ -393,10 +394,24 @@ class GeventRuntime:
         return True
 
     def _answer_doorbell(self) -> None:
-        """In the hub: run what foreign threads handed over, in the order they did."""
+        """In the hub: run what foreign threads handed over, in the order they did.
+
+        Like gevent's own callback queue it stops after a switch interval, so a
+        burst of hand-offs does not hold up due timers or I/O: the rest goes
+        back to the front of the queue and the doorbell rings again.
+        """
         with self._lock:
             batch, self._handoffs = self._handoffs, []
-        for function, args in batch:
+        budget = HANDOFF_BUDGET_S
+        deadline = time.perf_counter() + (sys.getswitchinterval() if budget is None else budget)
+        for index, (function, args) in enumerate(batch):
+            if index and time.perf_counter() >= deadline:
+                with self._lock:
+                    doorbell = self._doorbell
+                    if doorbell is not None:  # else the hub is stopping: drop the rest
+                        self._handoffs[:0] = batch[index:]
+                        doorbell.send()
+                return
             try:
                 function(*args)
             except BaseException:
@@ -567,6 +582,10 @@ def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except BaseException:
         _log.exception("a greenlet of the gevent runtime failed")
 
+
+HANDOFF_BUDGET_S: float | None = None
+"""How long the hub runs hand-offs in a row before timers and I/O get a turn
+(None: the interpreter's switch interval, as gevent's own callback queue)."""
 
 WORKER_POOL_SIZE = 64
 """How many finished worker greenlets a runtime keeps parked for reuse."""

@@ -26,6 +26,7 @@ import gevent.exceptions
 import pykka
 import pytest
 
+from actors import gevent_runtime
 from actors.base import MailboxActor
 from actors.gevent_runtime import GeventFuture, GeventRuntime, GeventRuntimeError
 from actors.runtime import run_blocking
@@ -121,6 +122,26 @@ def test_hand_offs_from_other_threads_leave_the_loop_watcher_count_alone(
         assert fired.result(HANG_GUARD_S) is True
         assert ran.result(HANG_GUARD_S) is True
         assert called_back.result(HANG_GUARD_S) == "value"
+    finally:
+        timers.close()
+
+
+def test_a_burst_of_hand_offs_lets_due_timers_run_and_keeps_its_order(
+    runtime: GeventRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gevent_runtime, "HANDOFF_BUDGET_S", 0.0)  # one hand-off per turn
+    timers = runtime.timers()
+    ran: list[int] = []
+    seen_by_timer: Future[int] = Future()
+    all_ran: Future[list[int]] = Future()
+    try:
+        with parked_hub(runtime):
+            timers.call_later(0, lambda: seen_by_timer.set_result(len(ran)))  # due at once
+            for number in range(100):
+                runtime.call_soon(ran.append, number)
+            runtime.call_soon(lambda: all_ran.set_result(list(ran)))
+        assert all_ran.result(HANG_GUARD_S) == list(range(100))
+        assert seen_by_timer.result(HANG_GUARD_S) < 100  # it did not wait for the burst
     finally:
         timers.close()
 
