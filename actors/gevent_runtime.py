@@ -31,10 +31,23 @@ actors each) small.
 
 Any thread other than the hub's is a *foreign thread*. Foreign threads hand work to the hub
 thread-safely: ``tell`` appends to the inbox under a lock and, if the actor is
-idle, schedules its runner with ``loop.run_callback_threadsafe`` (which wakes
-the loop); starting an actor and arming or cancelling a timer hop to the hub
-the same way. Nothing in the hand-off ever blocks or switches, so it is safe
-while holding a lock, from any thread, including the hub thread.
+idle, queues its runner for the hub and rings the runtime's *doorbell*, an
+async watcher of the hub (``ev_async_send``, the one loop operation that is
+safe from another thread); starting an actor and arming or cancelling a timer
+hop to the hub the same way. A foreign thread never calls any other loop
+operation, ``loop.run_callback_threadsafe`` included: that one changes the
+loop's count of active watchers, which the hub thread changes at the same
+time without holding the GIL, and a lost update makes the loop believe it has
+nothing left to do, so the hub would die with ``LoopExit``. Nothing in the
+hand-off ever blocks or switches, so it is safe while holding a lock, from any
+thread, including the hub thread.
+
+The doorbell is referenced, so it also keeps a dedicated hub running until
+:meth:`GeventRuntime.close`. Should the hub stop anyway (a timer callback
+that raises ``SystemExit``, say), the runtime fails fast: it logs the cause,
+retires its actors, and every wait of another thread on the runtime's
+futures raises :class:`GeventRuntimeError`; ``close`` then only reports what
+happened.
 
 Waiting follows the caller: a greenlet on a hub thread waits by switching to
 its hub (other actors keep running; a cross-thread wake-up arrives through an
@@ -46,7 +59,8 @@ attached hub whose thread never entered or already left its hub): an error,
 never a hang.
 
 Blocking I/O does not belong on the hub: :func:`actors.runtime.run_blocking`
-moves a call to the hub's thread pool when it is made on a hub thread.
+moves a call to an offload thread (:func:`offload`) when it is made on a hub
+thread.
 :class:`GeventTimers` are libev/libuv timers of the hub; their callbacks run in
 the hub itself and, like those of :class:`host_bridge.clock.ThreadTimers`, must
 only post a message.
@@ -60,6 +74,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
@@ -69,7 +84,15 @@ import gevent.event
 import gevent.hub
 import pykka
 
-from actors.runtime import BlockingInHubError, RuntimeName, make_wake, run_blocking, wait_for
+from actors.runtime import (
+    BlockingInHubError,
+    RuntimeName,
+    Wake,
+    current_hub,
+    make_wake,
+    run_blocking,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future as ConcurrentFuture
@@ -116,11 +139,17 @@ class GeventRuntime:
         self._ident: int | None = None
         self._hub: Any = None
         self._loop: Any = None
-        self._keepalive: Any = None
+        # The doorbell: a referenced async watcher that keeps the loop alive while the
+        # runtime is open and carries every hand-off from a foreign thread (see _post_locked).
+        self._doorbell: Any = None
+        self._handoffs: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # under _lock
         self._stopping: Any = None
         self._attached = False
         self._closed = False
+        self._hub_gone = False  # the hub will never run this runtime's work again
+        self._failure: BaseException | None = None
         self._start_error: BaseException | None = None
+        self._waits: set[Any] = set()  # wakes of foreign threads waiting on this runtime
         self._bound: dict[type[Any], type[Any]] = {}
         self._workers: list[Any] = []  # parked worker greenlets (hub thread only)
 
@@ -181,8 +210,20 @@ class GeventRuntime:
         return run_blocking(function, *args)
 
     def wait(self, future: ConcurrentFuture[T], timeout: float | None = None) -> T:
-        """See :func:`actors.runtime.wait_for`."""
-        return wait_for(future, timeout)
+        """See :func:`actors.runtime.wait_for`.
+
+        A plain thread's wait ends with :class:`GeventRuntimeError` when this
+        runtime closes or its hub stops before ``future`` resolves.
+        """
+        if future.done() or self.on_hub_thread() or current_hub() is not None:
+            return wait_for(future, timeout)
+        wake = make_wake()
+        future.add_done_callback(lambda _: wake.wake())
+        if not self._wait_watched(wake, timeout):
+            raise TimeoutError(f"the future did not resolve within {timeout} seconds")
+        if not future.done():
+            raise self._unusable_error()
+        return future.result(0)
 
     # --- hub access ------------------------------------------------------------------------
 
@@ -202,6 +243,11 @@ class GeventRuntime:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the dedicated hub stopped without :meth:`close` (None while it runs as it should)."""
+        return self._failure
+
     def on_hub_thread(self) -> bool:
         """Whether the caller runs on the runtime's hub thread."""
         return self._ident is not None and threading.get_ident() == self._ident
@@ -210,16 +256,19 @@ class GeventRuntime:
         """Run ``function(*args)`` in the hub greenlet soon; thread-safe, never blocks.
 
         The callback runs in the hub itself, so it must not block; callbacks
-        scheduled from one thread run in the order they were scheduled.
+        scheduled from one thread run in the order they were scheduled. Raises
+        :class:`GeventRuntimeError` when the hub will not run it (the runtime is
+        closed, or its hub stopped).
         """
         if self.on_hub_thread():
+            if self._hub_gone:
+                raise self._unusable_error()
             self._loop.run_callback(function, *args)
             return
         self._ensure_started()
         with self._lock:
-            if self._closed:
-                raise GeventRuntimeError("the gevent runtime is closed")
-            self._loop.run_callback_threadsafe(function, *args)
+            if self._closed or self._hub_gone or not self._post_locked(function, args):
+                raise self._unusable_error()
 
     def spawn(self, function: Callable[..., Any], *args: Any) -> None:
         """Run ``function(*args)`` in a new greenlet of the hub; thread-safe, never blocks.
@@ -237,8 +286,8 @@ class GeventRuntime:
         if self.on_hub_thread():
             return
         self._ensure_started()
-        if self._closed:
-            raise GeventRuntimeError("the gevent runtime is closed; nothing will answer")
+        if self._closed or self._failure is not None or self._hub_gone:
+            raise self._unusable_error()
         thread = self._thread
         if thread is None or not thread.is_alive():
             raise GeventRuntimeError(
@@ -253,37 +302,143 @@ class GeventRuntime:
             )
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Stop the hub; idempotent. Stop the runtime's actors first.
+        """Stop the hub; idempotent; never raises. Stop the runtime's actors first.
 
         A dedicated runtime thread exits and its hub is destroyed; an attached
         hub only loses the runtime's keep-alive watcher. Actors of this runtime
-        still alive are marked stopped and leave the registry, and the asks
-        queued to them fail with ``pykka.ActorDeadError``. Later use raises
-        :class:`GeventRuntimeError`.
+        still alive are marked stopped and leave the registry, the asks queued
+        to them fail with ``pykka.ActorDeadError``, and threads still waiting on
+        the runtime's futures get :class:`GeventRuntimeError`. Later use raises
+        :class:`GeventRuntimeError`. Waits at most ``timeout`` seconds for the
+        runtime thread to exit and logs an error if it did not; closing a
+        runtime whose hub already stopped (see :attr:`failure`) only logs that.
         """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             started = self._ready.is_set() and self._start_error is None
-        if started and self._attached:
+            failure = self._failure
+        if failure is not None:
+            _log.warning(
+                "closing gevent runtime %r, whose hub had stopped unexpectedly: %r",
+                self._thread_name,
+                failure,
+            )
+        elif started and self._attached:
             if self.on_hub_thread():
-                self._release_keepalive()
+                self._release_doorbell()
             else:
-                self._loop.run_callback_threadsafe(self._release_keepalive)
+                with self._lock:
+                    self._post_locked(self._release_doorbell, ())
         elif started:
-            self._loop.run_callback_threadsafe(self._stopping.set)
-            thread = self._thread
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout)
+            if self.on_hub_thread():
+                self._loop.run_callback(self._stopping.set)
+            else:
+                with self._lock:
+                    self._post_locked(self._stopping.set, ())
+                thread = self._thread
+                if thread is not None:
+                    thread.join(timeout)
+                    if thread.is_alive():
+                        _log.error(
+                            "the gevent runtime thread %r did not stop within %s s of close(); "
+                            "its hub is left to finish on its own",
+                            thread.name,
+                            timeout,
+                        )
         self._retire_actors()
+        self._wake_waiters()
 
     def __repr__(self) -> str:
         kind = "attached" if self._attached else "dedicated"
-        state = "closed" if self._closed else ("running" if self._ready.is_set() else "idle")
+        if self._closed:
+            state = "closed"
+        elif self._failure is not None:
+            state = "failed"
+        else:
+            state = "running" if self._ready.is_set() else "idle"
         return f"GeventRuntime({kind}, {state})"
 
     # --- internals -------------------------------------------------------------------------
+
+    def _unusable_error(self) -> GeventRuntimeError:
+        """The error for work or waits the hub will never serve."""
+        failure = self._failure
+        if failure is not None:
+            error = GeventRuntimeError(
+                f"the gevent hub of this runtime stopped unexpectedly ({failure!r}); "
+                "nothing will answer"
+            )
+            error.__cause__ = failure
+            return error
+        return GeventRuntimeError("the gevent runtime is closed; nothing will answer")
+
+    def _post_locked(self, function: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+        """``_lock`` held, any thread: queue ``function(*args)`` for the hub and ring the doorbell.
+
+        This is the only way a foreign thread reaches the hub. It must not call
+        ``loop.run_callback_threadsafe``: that changes the libev loop's count of
+        active watchers, a plain C integer the hub thread changes at the same
+        time without holding the GIL (when a timer expires, for instance), so an
+        update can be lost; with one too few the loop believes it has nothing
+        left and returns, and the hub dies with ``LoopExit`` while work is
+        pending. Ringing an async watcher (``ev_async_send``) is the loop's one
+        thread-safe operation. Returns False when the doorbell is gone.
+        """
+        doorbell = self._doorbell
+        if doorbell is None:
+            return False
+        self._handoffs.append((function, args))
+        doorbell.send()
+        return True
+
+    def _answer_doorbell(self) -> None:
+        """In the hub: run what foreign threads handed over, in the order they did.
+
+        Like gevent's own callback queue it stops after a switch interval, so a
+        burst of hand-offs does not hold up due timers or I/O: the rest goes
+        back to the front of the queue and the doorbell rings again.
+        """
+        with self._lock:
+            batch, self._handoffs = self._handoffs, []
+        budget = HANDOFF_BUDGET_S
+        deadline = time.perf_counter() + (sys.getswitchinterval() if budget is None else budget)
+        for index, (function, args) in enumerate(batch):
+            if index and time.perf_counter() >= deadline:
+                with self._lock:
+                    doorbell = self._doorbell
+                    if doorbell is not None:  # else the hub is stopping: drop the rest
+                        self._handoffs[:0] = batch[index:]
+                        doorbell.send()
+                return
+            try:
+                function(*args)
+            except BaseException:
+                _log.exception("a callback handed to the gevent hub failed")
+
+    def _wait_watched(self, wake: Wake, timeout: float | None) -> bool:
+        """Off the hub: ``wake.wait(timeout)``, also woken when the runtime closes or fails.
+
+        Raises :class:`GeventRuntimeError` if that already happened. Returns what
+        ``wake.wait`` returned; the caller tells a real wake-up from a stop.
+        """
+        with self._lock:
+            if self._closed or self._failure is not None or self._hub_gone:
+                raise self._unusable_error()
+            self._waits.add(wake)
+        try:
+            return wake.wait(timeout)
+        finally:
+            with self._lock:
+                self._waits.discard(wake)
+
+    def _wake_waiters(self) -> None:
+        """Wake every foreign waiter: the runtime is closed or its hub stopped."""
+        with self._lock:
+            waits = list(self._waits)
+        for wake in waits:
+            wake.wake()
 
     def _retire_actors(self) -> None:
         """After close: nothing will run this runtime's actors again; say so to their callers."""
@@ -306,15 +461,18 @@ class GeventRuntime:
         self._hub = hub
         self._loop = hub.loop
         self._ident = threading.get_ident()
-        keepalive = hub.loop.async_()
-        keepalive.start(_noop)
-        self._keepalive = keepalive
+        doorbell = hub.loop.async_()
+        doorbell.start(self._answer_doorbell)
+        self._doorbell = doorbell
 
-    def _release_keepalive(self) -> None:
-        keepalive, self._keepalive = self._keepalive, None
-        if keepalive is not None:
-            keepalive.stop()
-            keepalive.close()
+    def _release_doorbell(self) -> None:
+        """On the hub thread: stop keeping the loop alive and taking hand-offs."""
+        with self._lock:
+            doorbell, self._doorbell = self._doorbell, None
+            self._handoffs = []
+        if doorbell is not None:
+            doorbell.stop()
+            doorbell.close()
 
     def _ensure_started(self) -> None:
         if not self._ready.is_set():
@@ -337,17 +495,46 @@ class GeventRuntime:
         try:
             hub = gevent.get_hub()
             self._install(hub)
-            self._stopping = gevent.event.Event()
+            stopping = self._stopping = gevent.event.Event()
         except BaseException as error:
             self._start_error = error
             self._ready.set()
             return
         self._ready.set()
+        failure: BaseException | None = None
         try:
-            self._stopping.wait()
-        finally:
-            self._release_keepalive()
+            stopping.wait()  # the hub runs until close() sets it
+        except BaseException as error:  # LoopExit: the loop ran out of referenced watchers
+            failure = error
+        self._stop_hub(hub, failure)
+
+    def _stop_hub(self, hub: Any, failure: BaseException | None) -> None:
+        """On the runtime thread, once its hub returned: refuse new work, then destroy the hub.
+
+        When the hub stopped although the runtime was not closed (``failure``),
+        the runtime fails fast: it logs why, its actors are retired and every
+        waiting thread gets :class:`GeventRuntimeError`, before the hub is
+        destroyed.
+        """
+        if failure is not None:
+            _log.critical(
+                "the gevent hub of runtime thread %r stopped unexpectedly; its actors are "
+                "retired and waits on it fail with GeventRuntimeError",
+                self._thread_name,
+                exc_info=failure,
+            )
+        with self._lock:
+            self._hub_gone = True
+            if failure is not None:
+                self._failure = failure
+        self._release_doorbell()
+        if failure is not None:
+            self._retire_actors()
+            self._wake_waiters()
+        try:
             hub.destroy(destroy_loop=True)
+        except BaseException:
+            _log.exception("destroying the hub of gevent thread %r failed", self._thread_name)
 
     def _start_greenlet(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """In the hub: run ``function`` in a worker greenlet right away.
@@ -386,7 +573,7 @@ class GeventRuntime:
 
 
 def _noop() -> None:
-    """The keep-alive watcher's callback."""
+    """A callback that does nothing (what a cancelled timer's callback becomes)."""
 
 
 def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -395,6 +582,10 @@ def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except BaseException:
         _log.exception("a greenlet of the gevent runtime failed")
 
+
+HANDOFF_BUDGET_S: float | None = None
+"""How long the hub runs hand-offs in a row before timers and I/O get a turn
+(None: the interpreter's switch interval, as gevent's own callback queue)."""
 
 WORKER_POOL_SIZE = 64
 """How many finished worker greenlets a runtime keeps parked for reuse."""
@@ -430,7 +621,10 @@ class _GreenletWake:
     def wake(self) -> None:
         with self._lock:
             if not self._closed:
-                self._watcher.send()
+                try:
+                    self._watcher.send()
+                except ValueError:  # its hub was destroyed with this greenlet still waiting
+                    self._closed = True
 
     def wait(self, timeout: float | None) -> bool:
         timer = None
@@ -447,7 +641,12 @@ class _GreenletWake:
         finally:
             if timer is not None:
                 timer.close()
-            with self._lock:
+            self.discard()
+
+    def discard(self) -> None:
+        """On the hub thread: release the watcher (later wakes do nothing); idempotent."""
+        with self._lock:
+            if not self._closed:
                 self._closed = True
                 self._watcher.stop()
                 self._watcher.close()
@@ -464,12 +663,85 @@ def greenlet_wake(hub: Any) -> _GreenletWake:
 
 
 def offload(hub: Any, function: Callable[..., T], *args: Any) -> T:
-    """Run ``function(*args)`` in ``hub``'s thread pool; only the calling greenlet waits."""
+    """Run ``function(*args)`` in an offload thread; only the calling greenlet of ``hub`` waits.
+
+    The offload threads are plain daemon threads shared by every hub (at most
+    :data:`OFFLOAD_THREADS`; they start on demand and never retire). Unlike
+    gevent's own thread pool, whose retiring workers reach the hub with
+    ``run_callback_threadsafe`` (see :meth:`GeventRuntime._post_locked`), they
+    reach the waiting greenlet only through its async watcher.
+    """
     if getcurrent() is hub:
         raise BlockingInHubError(
             "cannot run blocking work from inside the gevent hub (a loop or timer callback)"
         )
-    return cast("T", hub.threadpool.spawn(function, *args).get())
+    wake = _GreenletWake(hub)
+    outcome: list[tuple[bool, Any]] = []
+
+    def task() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as error:
+            outcome.append((False, error))
+        finally:
+            wake.wake()
+
+    try:
+        _offloader.submit(task)
+    except BaseException:
+        wake.discard()
+        raise
+    wake.wait(None)
+    done, value = outcome.pop()
+    if not done:
+        raise value
+    return cast("T", value)
+
+
+OFFLOAD_THREADS = 10
+"""How many offload threads run blocking calls for greenlets (:func:`offload`) at most."""
+
+
+class _Offloader:
+    """Daemon threads that run the blocking calls greenlets hand over; they never retire."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._threads = 0
+        self._idle = 0  # threads free for a new task (each submit reserves one)
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run ``task`` in an offload thread (starting one if none is free); never blocks long."""
+        with self._lock:
+            grow = self._idle == 0 and self._threads < self._size
+            if grow:
+                self._threads += 1
+                number = self._threads
+            elif self._idle > 0:
+                self._idle -= 1
+        if grow:
+            try:
+                threading.Thread(
+                    target=self._serve, name=f"dsh-gevent-offload-{number}", daemon=True
+                ).start()
+            except BaseException:
+                with self._lock:
+                    self._threads -= 1
+                raise
+        self._tasks.put(task)
+
+    def _serve(self) -> None:
+        while True:
+            task = self._tasks.get()
+            task()  # never raises: offload's task keeps its outcome
+            del task
+            with self._lock:
+                self._idle += 1
+
+
+_offloader = _Offloader(OFFLOAD_THREADS)
 
 
 # --- the future ----------------------------------------------------------------------------
@@ -573,23 +845,30 @@ class GeventFuture(pykka.Future[T], Generic[T]):
                     _log.warning("a future callback was dropped: the gevent runtime is closed")
 
     def _wait(self, timeout: float | None) -> tuple[Any, ExcInfo | None]:
-        if self._runtime is not None:
-            self._runtime.check_can_wait()
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.check_can_wait()
+            if runtime.on_hub_thread():
+                runtime = None  # a greenlet of the hub: it cannot outlive its hub anyway
         wake = make_wake()
         with self._lock:
             if self._result is None:
                 self._wakes.append(wake)
             else:
                 wake.wake()
-        if not wake.wait(timeout):
+        try:
+            woken = wake.wait(timeout) if runtime is None else runtime._wait_watched(wake, timeout)
+        finally:
             with self._lock:
-                if self._result is None:
+                result = self._result
+                if result is None:
                     with contextlib.suppress(ValueError):
                         self._wakes.remove(wake)
-                    raise pykka.Timeout(f"{timeout} seconds")
-        result = self._result
-        assert result is not None
-        return result
+        if result is not None:
+            return result
+        if woken and runtime is not None:  # woken by the runtime: closed, or its hub stopped
+            raise runtime._unusable_error()
+        raise pykka.Timeout(f"{timeout} seconds")
 
 
 # --- the inbox -----------------------------------------------------------------------------

@@ -237,7 +237,7 @@ def wait_for(future: Future[T], timeout: float | None = None) -> T:
 def run_blocking(function: Callable[..., T], *args: Any) -> T:
     """Call ``function(*args)``, off the hub when the caller runs on a gevent hub thread.
 
-    On a hub thread the call runs in that hub's thread pool while only the
+    On a hub thread the call runs in an offload thread while only the
     calling greenlet waits (so a SQLite commit or read never stalls the hub);
     anywhere else it runs directly. Raises :class:`BlockingInHubError` in a hub
     greenlet.
