@@ -278,6 +278,13 @@ def install_schedule(
     minutes). Raises :class:`CompositionError` naming every missing part
     (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
     ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
+
+    ``host.clock`` is sampled once, here: it must return the wall clock as whole
+    epoch milliseconds, an ``int`` (not a ``bool``) from 0001-01-01T00:00:00.000Z
+    to 9999-12-31T23:59:59.999Z. Anything else (a float such as
+    ``time.time() * 1000``, a clock that raises) is a :class:`CompositionError`
+    saying what it returned, instead of every later create failing with
+    ``time_out_of_range``.
     """
     missing = [
         name
@@ -286,9 +293,36 @@ def install_schedule(
     ]
     if missing:
         raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
+    _check_clock(host)
     plugin = SchedulePlugin(host, runtime, restart_policy)
     plugin._listen()
     return plugin
+
+
+def _check_clock(host: HostContext) -> None:
+    """Sample ``host.clock`` once; :class:`CompositionError` unless it gives usable epoch ms."""
+    from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
+
+    rule = (
+        "HostContext.clock must return the wall clock as whole epoch milliseconds: an int "
+        f"from {MIN_INSTANT_MS} ({format_instant(MIN_INSTANT_MS)}) to {MAX_INSTANT_MS} "
+        f"({format_instant(MAX_INSTANT_MS)}), e.g. host_bridge.clock.wall_clock_ms"
+    )
+    clock = getattr(host, "clock", None)
+    if not callable(clock):
+        raise CompositionError(f"{rule}; it is not callable ({type(clock).__name__})")
+    try:
+        sample = clock()
+    except Exception as error:
+        raise CompositionError(f"{rule}; calling it raised {type(error).__name__}") from None
+    if isinstance(sample, bool) or not isinstance(sample, int):
+        hint = ""
+        if isinstance(sample, float):
+            hint = f" {sample!r}; wrap it in int(...), e.g. lambda: int(time.time() * 1000)"
+        raise CompositionError(f"{rule}; it returned a {type(sample).__name__}{hint}")
+    if not MIN_INSTANT_MS <= sample <= MAX_INSTANT_MS:
+        side = "before year 1" if sample < MIN_INSTANT_MS else "after year 9999"
+        raise CompositionError(f"{rule}; it returned an int {side}")
 
 
 def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:

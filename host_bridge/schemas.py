@@ -14,7 +14,7 @@ from typing import Any
 
 from messages.errors import ERROR_CODES
 from messages.numbers import MAX_SAFE_INTEGER
-from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH
+from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
 
 __all__ = ["TOOL_SPECS", "ToolSpec"]
 
@@ -28,7 +28,7 @@ _ERROR: dict[str, Any] = {
         "code": {"enum": list(ERROR_CODES)},
         "message": {"type": "string", "minLength": 1},
         "operation": {"enum": ["create", "list", "delete", "dispatch"]},
-        "id": {"type": "string", "minLength": 1},
+        "id": {"type": "string", "minLength": 1, "maxLength": MAX_SCHEDULE_ID_LENGTH},
     },
     "required": ["code", "message"],
     "additionalProperties": False,
@@ -50,6 +50,9 @@ _VIEW: dict[str, Any] = {
 }
 
 _DEFS = {"error": _ERROR, "schedule": _VIEW}
+
+_DELETE_ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_SCHEDULE_ID_LENGTH}
+"""A ``schedule_delete`` value's id: the id as given, which the input check bounds."""
 
 
 def _output(*alternatives: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,6 +133,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                 "id": {
                     "type": "string",
                     "minLength": 1,
+                    "maxLength": MAX_SCHEDULE_ID_LENGTH,
                     "description": "The reminder id, e.g. schedule-1.",
                 }
             },
@@ -138,14 +142,14 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         output_schema=_output(
             {
                 "type": "object",
-                "properties": {"id": {"type": "string"}, "deleted": {"const": True}},
+                "properties": {"id": _DELETE_ID, "deleted": {"const": True}},
                 "required": ["id", "deleted"],
                 "additionalProperties": False,
             },
             {
                 "type": "object",
                 "properties": {
-                    "id": {"type": "string"},
+                    "id": _DELETE_ID,
                     "deleted": {"const": False},
                     "code": {"const": "schedule_not_found"},
                 },

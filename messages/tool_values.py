@@ -3,10 +3,18 @@
 Diagnostic messages are fixed per code and situation; none embeds input or
 exception text, so a tool value never leaks backend details and the same
 situation always renders the same bytes.
+
+The ``parse_*_input`` functions are the boundary: they read the arguments
+through the built-in types' own methods (never through methods a subclass may
+override) and hand on plain built-ins only, so everything after them sees an
+exact ``str``, ``int`` or ``dict``. A ``str`` subclass whose ``__len__`` lies,
+an ``int`` subclass whose ``__index__`` lies, or a mapping whose ``__iter__``
+and ``__getitem__`` disagree cannot get past a limit that way.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -20,6 +28,7 @@ __all__ = [
     "DELETE_KEYS",
     "MAX_ACTIVE_SCHEDULES",
     "MAX_PROMPT_LENGTH",
+    "MAX_SCHEDULE_ID_LENGTH",
     "CreateInput",
     "DeleteInput",
     "ListInput",
@@ -56,6 +65,15 @@ MAX_PROMPT_LENGTH = 4096
 An input limit of the tool only: logs written without it (protocol version 1
 has no limit) still decode, fold and deliver."""
 
+MAX_SCHEDULE_ID_LENGTH = 128
+"""The longest ``schedule_delete`` id accepted, in characters (code points) as given.
+
+Ids that ``schedule_create`` allocates are ``schedule-N`` (at most 25
+characters). A longer id is ``invalid_rule`` and is never echoed back, so a
+call cannot make the tool repeat megabytes of input into the model's context
+and the session's log. Logs written elsewhere with longer ids still load and
+deliver; only their deletion through the tool is refused."""
+
 MAX_ACTIVE_SCHEDULES = 1000
 """The most active reminders one session may hold; a create beyond it is refused."""
 
@@ -75,6 +93,10 @@ _MESSAGES: Mapping[str, str] = {
     ),
     "after_seconds": f"after_seconds must be an integer from 1 to {MAX_SAFE_INTEGER}.",
     "delete_id": "id must be a non-empty string without leading or trailing whitespace.",
+    "delete_id_too_long": (
+        f"id must be at most {MAX_SCHEDULE_ID_LENGTH} characters long; "
+        "schedule_create gives ids such as schedule-1."
+    ),
     "time_out_of_range": "The reminder would fall after 9999-12-31T23:59:59.999Z.",
     "corrupt": "The session's schedule log is corrupt; schedules cannot be read or changed.",
     "preflight": "The session's log could not be confirmed durable, so the {op} did not run.",
@@ -132,31 +154,102 @@ class DeleteInput:
     id: str
 
 
-def _is_object(arguments: object) -> bool:
-    return isinstance(arguments, Mapping) and all(isinstance(k, str) for k in arguments)
+def _plain_object(arguments: object, limit: int) -> dict[str, object] | None:
+    """At most ``limit + 1`` entries of a JSON object, as a plain dict; ``None`` if not an object.
+
+    An object is a mapping whose keys are exact ``str``. A ``dict`` (or a dict
+    subclass) is read from its storage through ``dict``'s own methods, every
+    key judged; any other mapping through a walk of its ``items()`` that stops
+    after ``limit + 1`` entries (only those are judged; a walk that raises means
+    not an object). Callers judge the copy only, so a mapping that answers
+    differently when asked twice cannot change a verdict after it was made.
+    """
+    if issubclass(type(arguments), dict):
+        assert isinstance(arguments, dict)
+        if not all(type(key) is str for key in dict.__iter__(arguments)):
+            return None
+        return dict(itertools.islice(dict.items(arguments), limit + 1))
+    if not issubclass(type(arguments), Mapping):
+        return None
+    assert isinstance(arguments, Mapping)
+    try:
+        entries: list[tuple[object, object]] = [
+            (key, value) for key, value in itertools.islice(arguments.items(), limit + 1)
+        ]
+    except Exception:
+        return None
+    plain: dict[str, object] = {}
+    for key, value in entries:
+        if type(key) is not str:
+            return None
+        assert isinstance(key, str)
+        plain[key] = value
+    return plain
+
+
+def _str_length(value: object) -> int | None:
+    """The real length of a ``str`` (a subclass's ``__len__`` is not asked), else ``None``."""
+    if not issubclass(type(value), str):  # ``type`` cannot lie; ``__class__`` can
+        return None
+    assert isinstance(value, str)
+    return str.__len__(value)
+
+
+def _exact_str(value: object) -> str | None:
+    """``value`` as an exact ``str`` (a subclass copied by ``str``'s own method), else ``None``."""
+    if not issubclass(type(value), str):
+        return None
+    assert isinstance(value, str)
+    return str.__str__(value)
+
+
+def _exact_integer(value: object) -> int | None:
+    """``value`` as an exact ``int`` under JSON number rules, else ``None``.
+
+    ``int`` and ``float`` subclasses are converted by the built-in types' own
+    methods (an overridden ``__index__``, ``__int__``, ``__float__`` or
+    ``is_integer`` is never called); ``bool`` is never a number.
+    """
+    kind = type(value)
+    if kind is bool:
+        return None
+    if issubclass(kind, int):
+        assert isinstance(value, int)
+        return int.__int__(value)
+    if issubclass(kind, float):
+        assert isinstance(value, float)
+        return json_integer(float.__float__(value))
+    return None
 
 
 def valid_prompt(value: object) -> bool:
-    """Whether ``value`` is a usable prompt: a string, non-blank after trim, no lone surrogate."""
-    return isinstance(value, str) and not has_lone_surrogate(value) and ecma_trim(value) != ""
+    """Whether ``value`` is a usable prompt: an exact ``str``, not blank, no lone surrogate.
+
+    Blank means empty after ECMAScript trim. A ``str`` subclass is not a usable
+    prompt here; :func:`parse_create_input` converts it first.
+    """
+    return type(value) is str and not has_lone_surrogate(value) and ecma_trim(value) != ""
 
 
 def parse_create_input(arguments: object) -> CreateInput | ToolError:
-    """Check ``schedule_create`` arguments in the spec's order: selector, prompt, rule."""
-    if not _is_object(arguments):
+    """Check ``schedule_create`` arguments in the spec's order: selector, prompt, rule.
+
+    The returned input holds an exact ``str`` and an exact ``int``.
+    """
+    given = _plain_object(arguments, len(CREATE_KEYS))
+    if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
-    assert isinstance(arguments, Mapping)
-    if any(key not in CREATE_KEYS for key in arguments):
+    if any(key not in CREATE_KEYS for key in given):
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_keys")
-    if "after_seconds" not in arguments:
+    if "after_seconds" not in given:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_missing_rule")
-    prompt = arguments.get("prompt")
-    if isinstance(prompt, str) and len(prompt) > MAX_PROMPT_LENGTH:
+    raw_prompt = given.get("prompt")
+    if (_str_length(raw_prompt) or 0) > MAX_PROMPT_LENGTH:
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt_too_long")
-    if not valid_prompt(prompt):
+    prompt = _exact_str(raw_prompt)
+    if prompt is None or not valid_prompt(prompt):
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt")
-    assert isinstance(prompt, str)
-    after_seconds = json_integer(arguments["after_seconds"])
+    after_seconds = _exact_integer(given["after_seconds"])
     if after_seconds is None or not 1 <= after_seconds <= MAX_SAFE_INTEGER:
         return ToolError.of(ErrorCode.INVALID_RULE, "after_seconds")
     return CreateInput(prompt, after_seconds)
@@ -164,20 +257,27 @@ def parse_create_input(arguments: object) -> CreateInput | ToolError:
 
 def parse_list_input(arguments: object) -> ListInput | ToolError:
     """``schedule_list`` accepts any object (its keys are ignored)."""
-    if not _is_object(arguments):
+    if _plain_object(arguments, 0) is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
     return ListInput()
 
 
 def parse_delete_input(arguments: object) -> DeleteInput | ToolError:
-    """Check ``schedule_delete`` arguments: only ``id``, a trimmed non-empty string."""
-    if not _is_object(arguments):
+    """Check ``schedule_delete`` arguments: only ``id``, a trimmed non-empty string.
+
+    An id longer than :data:`MAX_SCHEDULE_ID_LENGTH` is ``invalid_rule`` with a
+    message that does not repeat it; the returned input holds an exact ``str``.
+    """
+    given = _plain_object(arguments, len(DELETE_KEYS))
+    if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
-    assert isinstance(arguments, Mapping)
-    if any(key not in DELETE_KEYS for key in arguments):
+    if any(key not in DELETE_KEYS for key in given):
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "delete_keys")
-    schedule_id = arguments.get("id")
-    if not isinstance(schedule_id, str) or schedule_id == "" or not is_ecma_trimmed(schedule_id):
+    raw_id = given.get("id")
+    if (_str_length(raw_id) or 0) > MAX_SCHEDULE_ID_LENGTH:
+        return ToolError.of(ErrorCode.INVALID_RULE, "delete_id_too_long")
+    schedule_id = _exact_str(raw_id)
+    if schedule_id is None or schedule_id == "" or not is_ecma_trimmed(schedule_id):
         return ToolError.of(ErrorCode.INVALID_RULE, "delete_id")
     return DeleteInput(schedule_id)
 

@@ -6,39 +6,69 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from host_bridge.cli.chat import chat_command
-from host_bridge.cli.common import EXIT_CODES_HELP, STORE_ENV, configure_logging
+from host_bridge.cli.common import (
+    EXIT_USAGE,
+    InternalError,
+    StoreUnavailable,
+    configure_logging,
+    location_options,
+)
 from host_bridge.cli.demo import demo_command
 from host_bridge.cli.inspect_store import inspect_command
 from host_bridge.cli.tool_catalog import catalog_command
 from host_bridge.cli.verify import verify_command
+from host_bridge.embedded.sessions import SessionError
+from host_bridge.embedded.sqlite_store import StoreError
 
 __all__ = ["cli", "main"]
 
+_log = logging.getLogger("dsh_schedule.cli")
+
 _EPILOG = (
-    "\b\nData directory (every command takes --data DIR):\n"
-    "  $DSH_SCHEDULE_HOME, else $XDG_DATA_HOME/dsh-schedule,\n"
-    "  else ~/.local/share/dsh-schedule; the store is sessions.sqlite3 in it,\n"
-    "  unless `dsh-schedule --store postgresql://…` names a shared database.\n\n"
-    + EXIT_CODES_HELP
-    + "\n\nRun `dsh-schedule COMMAND --help` for the options of a command."
+    "--data and --store are taken before or after the command name; given in both\n"
+    "places, the one after the name wins.\n\n"
+    "\b\nExit codes (`dsh-schedule COMMAND --help` says what each means there):\n"
+    "  0  success\n"
+    "  1  the command's check failed (verify, inspect, demo), or an internal error\n"
+    f"  {EXIT_USAGE}  usage error, or the session store cannot be used\n\n"
+    "Run `dsh-schedule COMMAND --help` for the options of a command."
 )
 
 
-class _InOrderGroup(click.Group):
-    """A group that lists its commands in the order they were added (demo first)."""
+class _Group(click.Group):
+    """Lists commands in the order they were added (demo first); errors end in one line.
+
+    A store or session error that escapes a command becomes a one-line
+    ``Error:`` with exit code 2; any other unexpected exception a one-line
+    internal error with exit code 1 (its traceback is logged, shown with ``-v``).
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """The command names in insertion order."""
         return list(self.commands)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; turn what escapes it into a one-line error and an exit code."""
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (StoreError, SessionError) as error:
+            raise StoreUnavailable(str(error)) from None
+        except Exception as error:
+            _log.exception("dsh-schedule failed")
+            raise InternalError(error) from None
+
 
 @click.group(
-    cls=_InOrderGroup,
+    cls=_Group,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=_EPILOG,
 )
@@ -48,20 +78,9 @@ class _InOrderGroup(click.Group):
     count=True,
     help="Log to stderr: -v for INFO, -vv for DEBUG (quiet by default).",
 )
-@click.option(
-    "--store",
-    "store",
-    envvar=STORE_ENV,
-    default=None,
-    metavar="URL|PATH",
-    help=(
-        "Session store to use instead of the one in --data: a postgresql:// URL (a database "
-        f"shared by many hosts; sessions are leased to one process at a time) or an SQLite "
-        f"file. Default: ${STORE_ENV}, else sessions.sqlite3 in the data directory."
-    ),
-)
+@location_options
 @click.version_option(package_name="dsh-tool-schedule", prog_name="dsh-schedule")
-def cli(verbose: int, store: str | None) -> None:
+def cli(verbose: int) -> None:
     """Durable one-shot reminders for agents: try them, inspect and check the store."""
     configure_logging(verbose)
 

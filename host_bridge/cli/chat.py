@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import queue
 import re
-import shlex
 import sys
 import threading
 import time
@@ -25,23 +24,30 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import click
-import pykka
 
 from host_bridge.cli.common import (
-    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    WRITE_STORE_EXIT,
     StoreUnavailable,
-    data_option,
+    close_host,
     describe_store,
+    exit_codes_help,
     format_ms,
+    location_args,
+    location_options,
     open_host,
     resolve_data_dir,
+    safe_json,
     settle,
+    shell_words,
     show_text,
+    visible,
 )
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
+from host_bridge.embedded.sqlite_store import StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.tools import present_value
 from messages.instant import parse_instant
@@ -90,10 +96,15 @@ class ChatShell:
     """The shell's state: the host, the agent played by the person, and the input queue."""
 
     def __init__(
-        self, data_dir: Path, session_id: str, *, interactive: bool, explicit_data: bool = False
+        self,
+        data_dir: Path,
+        session_id: str,
+        *,
+        interactive: bool,
+        location: list[str] | None = None,
     ) -> None:
         self._data_dir = data_dir
-        self._explicit_data = explicit_data
+        self._location = list(location or [])
         self._session_id = session_id
         self._interactive = interactive
         self._inbox: queue.Queue[_Item] = queue.Queue()
@@ -116,20 +127,26 @@ class ChatShell:
     # --- running -----------------------------------------------------------------------------
 
     def run(self, stream: TextIO) -> None:
-        """Open the session, process ``stream`` until ``/quit`` or its end, shut down cleanly."""
+        """Open the session, process ``stream`` until ``/quit`` or its end, shut down cleanly.
+
+        Ends with :class:`StoreUnavailable` (exit 2) when the session cannot be
+        opened (unreadable rows, a gap in its seq numbers, live in another
+        process) or when the store could not write every event by the end.
+        """
         host = self._host = open_host(self._data_dir)
         try:
             self._plugin = install_schedule(host.context())
             try:
                 session = host.sessions.open(self._session_id)
-            except SessionError as error:
+            except (SessionError, StoreError) as error:
                 raise StoreUnavailable(str(error)) from None
             count = len(session.events)
+            shown_id = visible(self._session_id)
             if count:
-                click.echo(f"session {self._session_id}: resumed ({count} events)")
+                click.echo(f"session {shown_id}: resumed ({count} events)")
             else:
-                click.echo(f"session {self._session_id}: new")
-            click.echo(f"store: {describe_store(self._data_dir)}")
+                click.echo(f"session {shown_id}: new")
+            click.echo(f"store: {visible(describe_store(self._data_dir))}")
             self._agent = host.spawn_root(session=session, model=self._model, agent_id="person")
             self._settle_and_show()  # reminders that came due while nobody was here
             if self._interactive:
@@ -144,20 +161,17 @@ class ChatShell:
                 click.echo("")
             self._settle_and_show()
             self._goodbye()
-        finally:
-            try:
-                if self._plugin is not None:
-                    self._plugin.dispose().result(timeout=30)
-            finally:
-                host.close()
-                pykka.ActorRegistry.stop_all()
+        except BaseException as error:
+            close_host(host, self._plugin, failing=error)
+            raise
+        close_host(host, self._plugin)
 
     def _read(self, stream: Iterable[str]) -> None:
         try:
             for line in stream:
                 self._inbox.put(_Line(line.rstrip("\r\n")))
         except (OSError, ValueError) as error:  # unreadable input (e.g. not UTF-8) ends it
-            click.echo(f"input stopped: {error}", err=True)
+            click.echo(f"input stopped: {visible(str(error))}", err=True)
         finally:
             self._inbox.put(_Eof())
 
@@ -182,7 +196,7 @@ class ChatShell:
                 return
             self._prompt_shown = False
             if not self._interactive:
-                click.echo(f"> {item.text}")
+                click.echo(f"> {visible(item.text)}")
             if not self._command(item.text.strip()):
                 return
 
@@ -213,7 +227,7 @@ class ChatShell:
         elif name == "/wait":
             self._wait(rest)
         else:
-            click.echo(f"unknown command {name}; try /help")
+            click.echo(f"unknown command {visible(name)}; try /help")
         return True
 
     def _create(self, rest: str) -> None:
@@ -229,13 +243,16 @@ class ChatShell:
         value = self._call("schedule_list", {}, echo=False)
         items = value.get("schedules") if isinstance(value, dict) else None
         if not isinstance(items, list):
-            click.echo(present_value(value))
+            click.echo(visible(present_value(value)))
             return
         if not items:
             click.echo("no active reminders")
             return
         rows = [["ID", "STATE", "DUE (UTC)", "PROMPT"]]
-        rows += [[v["id"], v["state"], v["scheduledAt"], show_text(v["prompt"])] for v in items]
+        rows += [
+            [visible(v["id"]), v["state"], visible(v["scheduledAt"]), show_text(v["prompt"])]
+            for v in items
+        ]
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -246,7 +263,7 @@ class ChatShell:
             tool, arguments, agent=self._agent, timeout=TOOL_TIMEOUT_SECONDS
         )
         if echo:
-            click.echo(present_value(result.value))
+            click.echo(visible(present_value(result.value)))
         return result.value
 
     def _wait(self, rest: str) -> None:
@@ -311,28 +328,40 @@ class ChatShell:
                     pass
         click.echo(header + ":")
         for row in reminder.text.splitlines():
-            click.echo(f"  {row}")
+            click.echo(f"  {safe_json(row)}")  # the framing's values are JSON strings
 
     def _goodbye(self) -> None:
         value = self._call("schedule_list", {}, echo=False)
-        items = value.get("schedules", []) if isinstance(value, dict) else []
-        pending = f"{len(items)} reminder(s) still pending" if items else "no reminders pending"
+        items = value.get("schedules") if isinstance(value, dict) else None
+        if not isinstance(items, list):
+            pending = f"pending reminders unknown ({visible(present_value(value))})"
+        elif items:
+            pending = f"{len(items)} reminder(s) still pending"
+        else:
+            pending = "no reminders pending"
         click.echo(
             f"bye: {self._shown} reminder(s) shown this time, {pending}; "
-            f"resume with: {self._resume_command()}"
+            f"resume with: {self.resume_command()}"
         )
 
-    def _resume_command(self) -> str:
-        command = f"dsh-schedule chat --session {shlex.quote(self._session_id)}"
-        if self._explicit_data:
-            command += f" --data {shlex.quote(str(self._data_dir))}"
-        return command
+    def resume_command(self) -> str:
+        """The command line that comes back to this session on the same store."""
+        return shell_words(["dsh-schedule", "chat", "--session", self._session_id, *self._location])
 
 
 @click.command(
     "chat",
     short_help="Play the model yourself on one persistent session.",
-    epilog="\b\nCommands inside the shell:\n" + COMMANDS_HELP + "\n\n" + EXIT_CODES_HELP,
+    epilog=(
+        "\b\nCommands inside the shell:\n"
+        + COMMANDS_HELP
+        + "\n\n"
+        + exit_codes_help(
+            (0, "the shell ended (/quit, /exit or end of input) and every event was written"),
+            (EXIT_FAILED, "an internal error"),
+            (2, WRITE_STORE_EXIT),
+        )
+    ),
 )
 @click.option(
     "--session",
@@ -342,8 +371,8 @@ class ChatShell:
     show_default=True,
     help="The session to create or resume.",
 )
-@data_option
-def chat_command(session_id: str, data_dir: Path | None) -> None:
+@location_options
+def chat_command(session_id: str) -> None:
     """Play the model on one persistent session: create, list and delete reminders.
 
     Due reminders are printed while the shell waits for input. Leaving and
@@ -357,9 +386,9 @@ def chat_command(session_id: str, data_dir: Path | None) -> None:
         )
     stream: TextIO = sys.stdin if sys.stdin is not None else io.StringIO()
     shell = ChatShell(
-        resolve_data_dir(data_dir),
+        resolve_data_dir(),
         session_id,
         interactive=stream.isatty(),
-        explicit_data=data_dir is not None,
+        location=location_args(),
     )
     shell.run(stream)

@@ -2,7 +2,10 @@
 
 Everything here is CLI code: it may print (through :func:`click.echo`) and it
 turns library errors into :class:`click.ClickException` subclasses that carry
-the documented exit codes.
+the documented exit codes. Every string that comes from a store, a session or
+the user goes through :func:`visible` (or :func:`show_text` / :func:`safe_json`)
+before it is printed, so stored data can neither forge an output line nor
+drive the terminal.
 """
 
 from __future__ import annotations
@@ -10,13 +13,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import re
+import shlex
 import sys
+import textwrap
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import pykka
 
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
@@ -27,101 +36,244 @@ from host_bridge.plugin import SchedulePlugin
 from messages.instant import format_instant
 
 __all__ = [
-    "EXIT_CODES_HELP",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "READ_STORE_EXIT",
     "STORE_ENV",
+    "WRITE_STORE_EXIT",
     "CommandFailed",
+    "InternalError",
     "StoreUnavailable",
+    "close_host",
     "configure_logging",
-    "data_option",
     "describe_store",
+    "exit_codes_help",
+    "explicit_data_dir",
     "format_ms",
+    "location_args",
+    "location_options",
     "open_host",
     "open_store_readonly",
     "resolve_data_dir",
+    "safe_json",
     "settle",
+    "shell_words",
     "show_text",
     "store_spec",
+    "visible",
 ]
 
+_log = logging.getLogger("dsh_schedule.cli")
+
 EXIT_OK = 0
-"""The command did what was asked (``verify``: every session is valid)."""
+"""The command did what was asked."""
 
 EXIT_FAILED = 1
-"""``verify`` found an invalid session, ``inspect`` a corrupt log, or ``demo`` did not complete."""
+"""The command ran and its check failed (each command's ``--help`` says which), or a bug."""
 
 EXIT_USAGE = 2
-"""A usage error (bad option or argument) or an unreadable/missing session store."""
+"""A usage error, or a session store the command cannot use."""
 
-EXIT_CODES_HELP = (
-    "\b\nExit codes:\n"
-    "  0  success (verify: every stored session is valid)\n"
-    "  1  verification failed, a corrupt log was found, or the demo did not complete\n"
-    "  2  usage error, or the session store is missing or unreadable"
+READ_STORE_EXIT = (
+    "usage error, or the session store cannot be read: missing, unreadable, corrupt, "
+    "of a newer schema, or locked by another process"
 )
-"""The exit-code table shown in ``--help`` epilogs (``\\b`` keeps click from rewrapping it)."""
+"""What exit code 2 means for a command that only reads the store."""
+
+WRITE_STORE_EXIT = (
+    "usage error, or the session store cannot be used: unreadable, corrupt, of a newer "
+    "schema, read-only, or locked by another process; the session is live in another "
+    "process, or its rows are unreadable (a bad payload, a gap in its seq numbers); "
+    "also when the store could not write every event by the end"
+)
+"""What exit code 2 means for a command that writes to the store (it creates a missing one)."""
+
+
+def exit_codes_help(*rows: tuple[int, str]) -> str:
+    """A command's ``Exit codes:`` epilog block, wrapped by hand (``\b`` keeps click from it)."""
+    lines = ["\b", "Exit codes:"]
+    for code, meaning in rows:
+        wrapped = textwrap.wrap(meaning, width=72)
+        lines.append(f"  {code}  {wrapped[0]}")
+        lines += [f"     {more}" for more in wrapped[1:]]
+    return "\n".join(lines)
+
 
 _DATA_HELP = (
     "Data directory holding the session store (sessions.sqlite3). Default: "
     "$DSH_SCHEDULE_HOME, else $XDG_DATA_HOME/dsh-schedule, else ~/.local/share/dsh-schedule."
 )
 
+STORE_ENV = "DSH_SCHEDULE_STORE"
+"""Environment variable naming the session store (like ``--store``)."""
+
+_STORE_HELP = (
+    "Session store to use instead of the one in --data: a postgresql:// URL (a database "
+    "shared by many hosts; sessions are leased to one process at a time) or an SQLite "
+    f"file. Default: ${STORE_ENV}, else sessions.sqlite3 in the data directory."
+)
+
+_META_DATA = "dsh_schedule.data_dir"
+_META_STORE = "dsh_schedule.store"
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# --- safe output -----------------------------------------------------------------------------
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ASCII_UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def _unsafe(char: str) -> bool:
+    return unicodedata.category(char) in _UNSAFE_CATEGORIES
+
+
+def _escape(char: str) -> str:
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on one line: what a terminal would act on becomes a visible escape.
+
+    Escaped: control characters (C0, DEL, C1: ``\\n``, ``\\x1b``, ``\\x9b``…),
+    format characters (bidi controls such as U+202E, zero-width characters,
+    U+FEFF…), the line and paragraph separators U+2028/U+2029, lone surrogates,
+    and the backslash itself (``\\\\``), so an escape can never be mistaken for
+    the character. Everything else, including non-ASCII text, is kept.
+    """
+    if text.isascii():
+        return _ASCII_UNSAFE.sub(lambda match: _escape(match.group()), text)
+    return "".join(_escape(char) if char == "\\" or _unsafe(char) else char for char in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def safe_json(text: str) -> str:
+    """JSON text (or JSON-escaped lines) with what :func:`visible` escapes written ``\\uXXXX``.
+
+    ``json.dumps(..., ensure_ascii=False)`` already escapes C0 controls inside
+    strings; this also escapes DEL, C1 controls, format characters, U+2028/2029
+    and lone surrogates. The result is the same JSON value (``json.loads`` gives
+    back the same data); the layout's own newlines and spaces are kept.
+    """
+    return "".join(
+        _json_escape(char) if char not in "\n\t\r" and _unsafe(char) else char for char in text
+    )
+
+
+def show_text(text: str) -> str:
+    """A one-line, quoted rendering of user text (a JSON string, non-ASCII kept, nothing unsafe)."""
+    return safe_json(json.dumps(text, ensure_ascii=False))
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
 class CommandFailed(click.ClickException):
-    """The command ran but its check failed (exit code 1)."""
+    """The command ran but its check failed (exit code 1). The message is printed on one line."""
 
     exit_code = EXIT_FAILED
 
+    def __init__(self, message: str) -> None:
+        super().__init__(visible(message))
+
 
 class StoreUnavailable(click.ClickException):
-    """The session store (or a session in it) cannot be opened or read (exit code 2)."""
+    """The session store (or a session in it) cannot be used (exit code 2), on one line."""
 
     exit_code = EXIT_USAGE
 
+    def __init__(self, message: str) -> None:
+        super().__init__(visible(message))
 
-def data_option(function: F) -> F:
-    """The ``--data DIR`` option shared by every command (``None`` means the default dir)."""
-    option = click.option(
+
+class InternalError(click.ClickException):
+    """An unexpected exception (a bug): one line, exit code 1; ``-v`` logs the traceback."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(
+            visible(f"internal error ({type(error).__name__}: {error}); -v logs the traceback")
+        )
+
+
+# --- where the store is ------------------------------------------------------------------------
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[key] = value  # meta is shared by the group's and the command's contexts
+
+    return callback
+
+
+def location_options(function: F) -> F:
+    """``--data DIR`` and ``--store URL|PATH``, accepted by the group and by every command.
+
+    Given in both places, the command's value wins (its context parses after
+    the group's). Read them with :func:`resolve_data_dir` and :func:`store_spec`.
+    """
+    data = click.option(
         "--data",
-        "data_dir",
         type=click.Path(file_okay=False, dir_okay=True, path_type=Path),
         default=None,
         metavar="DIR",
+        expose_value=False,
+        callback=_remember(_META_DATA),
         help=_DATA_HELP,
     )
-    return option(function)
-
-
-def resolve_data_dir(data_dir: Path | None) -> Path:
-    """``data_dir`` if given, else the documented default data directory."""
-    return data_dir if data_dir is not None else default_data_dir()
-
-
-def configure_logging(verbosity: int) -> None:
-    """Quiet by default; ``-v`` logs INFO and ``-vv`` DEBUG to stderr."""
-    if verbosity <= 0:
-        # A handler on the root logger keeps logging's last-resort stderr output quiet.
-        logging.getLogger().addHandler(logging.NullHandler())
-        return
-    logging.basicConfig(
-        level=logging.DEBUG if verbosity > 1 else logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    store = click.option(
+        "--store",
+        default=None,
+        metavar="URL|PATH",
+        expose_value=False,
+        callback=_remember(_META_STORE),
+        help=_STORE_HELP,
     )
+    return data(store(function))
 
 
-STORE_ENV = "DSH_SCHEDULE_STORE"
-"""Environment variable naming the session store (like ``dsh-schedule --store``)."""
+def _meta(key: str) -> Any:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(key)
+
+
+def explicit_data_dir() -> Path | None:
+    """The ``--data`` given on the command line (to the group or the command), if any."""
+    value = _meta(_META_DATA)
+    return value if isinstance(value, Path) else None
+
+
+def resolve_data_dir() -> Path:
+    """``--data`` if given (the command's over the group's), else the default data directory."""
+    given = explicit_data_dir()
+    return given if given is not None else default_data_dir()
 
 
 def store_spec() -> str | None:
-    """The ``--store`` given to the ``dsh-schedule`` group (or ``$DSH_SCHEDULE_STORE``), if any."""
-    ctx = click.get_current_context(silent=True)
-    value = None if ctx is None else ctx.find_root().params.get("store")
+    """``--store`` (the command's over the group's), else ``$DSH_SCHEDULE_STORE``, if any."""
+    value = _meta(_META_STORE)
+    if not (isinstance(value, str) and value):
+        value = os.environ.get(STORE_ENV)
     return value if isinstance(value, str) and value else None
 
 
@@ -135,6 +287,31 @@ def describe_store(data_dir: Path) -> str:
 
         return redact_url(spec)
     return spec
+
+
+def location_args() -> list[str]:
+    """``--data``/``--store`` arguments that reach the same store again, for printed hints.
+
+    ``--data`` when one was given; ``--store`` whenever a store other than the
+    data directory's is in use (from the option or the environment). A
+    PostgreSQL URL is shown without its password.
+    """
+    args: list[str] = []
+    given = explicit_data_dir()
+    if given is not None:
+        args += ["--data", str(given)]
+    spec = store_spec()
+    if spec is not None:
+        args += ["--store", describe_store(given or default_data_dir())]
+    return args
+
+
+def shell_words(words: list[str]) -> str:
+    """``words`` as one shell command line, safe to print."""
+    return visible(" ".join(shlex.quote(word) for word in words))
+
+
+# --- opening and closing ----------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -159,12 +336,74 @@ def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
             store.close()
 
 
+def _refuse_read_only(path: Path) -> None:
+    """Exit 2 when the SQLite store at ``path`` (or its directory) cannot be written."""
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreUnavailable(f"the session store {path} is read-only; this command writes to it")
+    directory = path.parent
+    if directory.is_dir() and not os.access(directory, os.W_OK | os.X_OK):
+        raise StoreUnavailable(
+            f"the directory of the session store {path} is read-only; this command writes to it"
+        )
+
+
 def open_host(data_dir: Path) -> EmbeddedHost:
-    """A durable :class:`EmbeddedHost` on ``data_dir`` (or ``--store``); errors exit 2."""
+    """A durable :class:`EmbeddedHost` on ``data_dir`` (or ``--store``) for a command that writes.
+
+    An SQLite store that is read-only, or one that cannot be opened, exits 2.
+    """
+    spec = store_spec()
+    if spec is None or not is_postgres_url(spec):
+        _refuse_read_only(Path(spec) if spec is not None else store_path(data_dir))
     try:
-        return EmbeddedHost(data_dir, store=store_spec())
+        return EmbeddedHost(data_dir, store=spec)
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
+
+
+def close_host(
+    host: EmbeddedHost,
+    plugin: SchedulePlugin | None = None,
+    *,
+    failing: BaseException | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """Dispose ``plugin``, close ``host`` and stop every actor; report what was not written.
+
+    Call it on the way out of a command, with the exception on its way out as
+    ``failing`` (if any). When the store could not write every queued event
+    (read-only, full, locked by another process), the store is what failed:
+    the command's own error, if any, is printed first on its own line, and
+    :class:`StoreUnavailable` (exit 2) names what was not written. Otherwise
+    this returns and the caller's exception (if any) goes on.
+    """
+    try:
+        if plugin is not None:
+            plugin.dispose().result(timeout=timeout)
+    finally:
+        unwritten = host.close()
+        pykka.ActorRegistry.stop_all()
+    if unwritten is None:
+        return
+    if isinstance(failing, click.ClickException):
+        click.echo(f"Error: {failing.format_message()}", err=True)
+    elif isinstance(failing, Exception):
+        _log.error("dsh-schedule failed", exc_info=failing)
+        click.echo(f"Error: {InternalError(failing).format_message()}", err=True)
+    raise StoreUnavailable(f"{describe_store(host.data_dir)}: {unwritten}")
+
+
+def configure_logging(verbosity: int) -> None:
+    """Quiet by default; ``-v`` logs INFO and ``-vv`` DEBUG to stderr."""
+    if verbosity <= 0:
+        # A handler on the root logger keeps logging's last-resort stderr output quiet.
+        logging.getLogger().addHandler(logging.NullHandler())
+        return
+    logging.basicConfig(
+        level=logging.DEBUG if verbosity > 1 else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 def settle(plugin: SchedulePlugin, agent: EmbeddedAgent, timeout: float = 30.0) -> None:
@@ -195,8 +434,3 @@ def format_ms(ms: int) -> str:
         return format_instant(ms)
     except Exception:
         return f"{ms} ms"
-
-
-def show_text(text: str) -> str:
-    """A one-line, quoted rendering of user text (JSON string escaping, non-ASCII kept)."""
-    return json.dumps(text, ensure_ascii=False)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import threading
 import time
 import uuid
@@ -33,22 +32,29 @@ import click
 import pykka
 
 from host_bridge.cli.common import (
-    EXIT_CODES_HELP,
+    WRITE_STORE_EXIT,
     CommandFailed,
     StoreUnavailable,
-    data_option,
+    close_host,
     describe_store,
+    exit_codes_help,
     format_ms,
+    location_args,
+    location_options,
     open_host,
     open_store_readonly,
     resolve_data_dir,
+    safe_json,
     settle,
+    shell_words,
     show_text,
+    visible,
 )
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
+from host_bridge.embedded.sqlite_store import StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session
 from host_bridge.tools import present_value
@@ -103,10 +109,13 @@ class Transcript:
             click.echo(f"[{elapsed:7.3f}s] {who:<8} {text}")
 
     def block(self, text: str, indent: str = " " * 20) -> None:
-        """A verbatim multi-line block (e.g. the reminder framing), indented."""
+        """A multi-line block of JSON-escaped text (the reminder framing), indented.
+
+        What a terminal would act on is written as ``\\uXXXX``, as in JSON.
+        """
         with self._lock:
             for row in text.splitlines():
-                click.echo(f"{indent}{row}")
+                click.echo(f"{indent}{safe_json(row)}")
 
     def heading(self, text: str) -> None:
         """A section heading."""
@@ -126,11 +135,11 @@ def _describe_change(data: Any) -> str:
     operation = data.get("operation")
     if operation == "create" and isinstance(data.get("schedule"), dict):
         schedule = data["schedule"]
-        return (
+        return visible(
             f"create {schedule.get('id')} after {schedule.get('afterSeconds')}s "
-            f"at {schedule.get('scheduledAt')} {show_text(str(schedule.get('prompt')))}"
-        )
-    return f"{operation} {data.get('id')}"
+            f"at {schedule.get('scheduledAt')} "
+        ) + show_text(str(schedule.get("prompt")))
+    return visible(f"{operation} {data.get('id')}")
 
 
 class LogWatch:
@@ -214,11 +223,11 @@ class ScriptedModel:
             result = turn.call_tool(step.tool, step.arguments)
             value = result.value if isinstance(result.value, dict) else {"value": result.value}
             self.results.append(value)
-            self.transcript.line("tool", f"<- {present_value(result.value)}")
+            self.transcript.line("tool", f"<- {visible(present_value(result.value))}")
             if self.watch is not None:
                 self.watch.show_new()
             reply = step.reply(value)
-        self.transcript.line("model", reply)
+        self.transcript.line("model", reply)  # the steps' replies escape what they quote
         return reply
 
     def _reminder(self, text: str) -> str:
@@ -231,9 +240,8 @@ class ScriptedModel:
         with self._arrived:
             self.reminders.append(Reminder(schedule_id, occurrence, prompt, now))
             self._arrived.notify_all()
-        reply = f"Reminder for you: {prompt}"
-        self.transcript.line("model", reply)
-        return reply
+        self.transcript.line("model", f"Reminder for you: {visible(prompt)}")
+        return f"Reminder for you: {prompt}"
 
     def wait_for(self, schedule_id: str, timeout: float) -> bool:
         """Block until a reminder for ``schedule_id`` arrived (``False`` after ``timeout``)."""
@@ -281,15 +289,17 @@ def _steps(timing: DemoTiming) -> list[Step]:
     def created(value: dict[str, Any]) -> str:
         if "code" in value:
             return f"Sorry, that failed ({value['code']})."
-        return f"OK, {value['id']} is set for {value['scheduledAt']}."
+        return f"OK, {visible(value['id'])} is set for {visible(value['scheduledAt'])}."
 
     def listed(value: dict[str, Any]) -> str:
         items = value.get("schedules", [])
-        names = ", ".join(f"{v['id']} ({show_text(v['prompt'])})" for v in items)
+        names = ", ".join(f"{visible(v['id'])} ({show_text(v['prompt'])})" for v in items)
         return f"You have {len(items)} reminder(s)" + (f": {names}." if names else ".")
 
     def deleted(value: dict[str, Any]) -> str:
-        return f"Cancelled {value['id']}." if value.get("deleted") else "Nothing to cancel."
+        if not value.get("deleted"):
+            return "Nothing to cancel."
+        return f"Cancelled {visible(value['id'])}."
 
     return [
         Step(
@@ -339,12 +349,13 @@ def _start(
 ) -> _Live:
     """Open a host, install Schedule, open (create or resume) the session, spawn the agent."""
     host = open_host(data_dir)
+    plugin: SchedulePlugin | None = None
     try:
         plugin = install_schedule(host.context())
-        out.line("host", f"EmbeddedHost on {data_dir}; Schedule installed")
+        out.line("host", f"EmbeddedHost on {visible(str(data_dir))}; Schedule installed")
         try:
             session = host.sessions.open(session_id)
-        except SessionError as error:
+        except (SessionError, StoreError) as error:
             raise StoreUnavailable(str(error)) from None
         events = len(session.events)
         if events:
@@ -353,24 +364,24 @@ def _start(
             now = wall_clock_ms()
             for record in folded.active:
                 view = schedule_view(record, now)
-                out.line("host", f"in its log: {view['id']} is active, state {view['state']}")
+                out.line(
+                    "host",
+                    f"in its log: {visible(str(view['id']))} is active, state {view['state']}",
+                )
         else:
             out.line("host", f"created session {session_id}")
         model = ScriptedModel(agent_id, out, {step.user: step for step in steps})
         model.watch = LogWatch(session, out)
         out.line("host", f"spawning root agent {agent_id} with the scripted model")
         agent = host.spawn_root(session=session, model=model, agent_id=agent_id)
-    except BaseException:
-        host.close()
+    except BaseException as error:
+        close_host(host, plugin, failing=error)
         raise
     return _Live(host, plugin, agent, model)
 
 
-def _stop(live: _Live) -> None:
-    try:
-        live.plugin.dispose().result(timeout=30)
-    finally:
-        live.host.close()
+def _stop(live: _Live, failing: BaseException | None = None) -> None:
+    close_host(live.host, live.plugin, failing=failing)
 
 
 def _say(live: _Live, step: Step, out: Transcript) -> dict[str, Any]:
@@ -393,8 +404,8 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     session_id = f"demo-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
     mode = "fast mode" if fast else "normal mode; --fast for a quicker run"
     out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
-    out.plain(f"data dir: {data_dir}")
-    out.plain(f"store:    {describe_store(data_dir)}")
+    out.plain(f"data dir: {visible(str(data_dir))}")
+    out.plain(f"store:    {visible(describe_store(data_dir))}")
     out.plain(f"session:  {session_id}")
     out.plain(f"started:  {format_ms(wall_clock_ms())} (times below are seconds since start)")
     steps = _steps(timing)
@@ -431,8 +442,10 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
 
         out.heading(f"4. Shutdown with {pending['id']} pending (due {pending['scheduledAt']})")
         out.line("host", "disposing the Schedule plugin and closing the host ...")
-    finally:
-        _stop(live)
+    except BaseException as error:
+        _stop(live, error)
+        raise
+    _stop(live)
     out.line("host", "closed: no agent, no timer, the store is closed")
     _wait_downtime(_target(pending), pending["id"], timing, out)
     out.line("host", f"{pending['id']} is now overdue and nobody was running to deliver it")
@@ -450,8 +463,10 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
         if final.get("schedules"):
             raise CommandFailed(f"reminders still active at the end: {final}")
         out.line("host", "shutting down")
-    finally:
-        _stop(live)
+    except BaseException as error:
+        _stop(live, error)
+        raise
+    _stop(live)
 
     out.heading("6. The durable log: every schedule/change record of the session")
     _show_log(data_dir, session_id, on_time["id"], pending["id"], out)
@@ -460,10 +475,8 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
         "Result: create, list, delete, on-time delivery, restart and overdue delivery "
         f"(exactly once) all happened in {time.monotonic() - started:.1f} s."
     )
-    out.plain(
-        f"Look again with: dsh-schedule inspect --session {session_id} "
-        f"--data {shlex.quote(str(data_dir))}"
-    )
+    again = ["dsh-schedule", "inspect", "--session", session_id, *location_args()]
+    out.plain(f"Look again with: {shell_words(again)}")
 
 
 def _target(view: dict[str, Any]) -> int:
@@ -498,7 +511,15 @@ def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: 
     epilog=(
         "\b\nThe run creates a fresh session demo-<UTC time>-<hex> in the data directory,\n"
         "so it can be repeated; inspect it afterwards with `dsh-schedule inspect`.\n\n"
-        + EXIT_CODES_HELP
+        + exit_codes_help(
+            (0, "every step happened: each reminder arrived once, on time or after the restart"),
+            (
+                1,
+                "a step did not happen (a tool failed, a reminder did not arrive), "
+                "or an internal error",
+            ),
+            (2, WRITE_STORE_EXIT),
+        )
     ),
 )
 @click.option(
@@ -507,8 +528,8 @@ def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: 
     help=f"Short delays ({FAST.on_time}-{FAST.pending} s): about {FAST.estimate} s in total "
     f"instead of about {NORMAL.estimate} s.",
 )
-@data_option
-def demo_command(fast: bool, data_dir: Path | None) -> None:
+@location_options
+def demo_command(fast: bool) -> None:
     """Watch a scripted model create, list and delete reminders, and receive them.
 
     Runs an embedded host on the real store and wall clock: reminders come due
@@ -517,7 +538,7 @@ def demo_command(fast: bool, data_dir: Path | None) -> None:
     reminder is delivered exactly once. Exits 1 if any of that does not happen.
     """
     try:
-        run_demo(resolve_data_dir(data_dir), FAST if fast else NORMAL, fast=fast)
+        run_demo(resolve_data_dir(), FAST if fast else NORMAL, fast=fast)
     except TimeoutError as error:
         raise CommandFailed(f"the demo timed out: {error}") from None
     finally:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
 
 from host_bridge.cli.common import (
-    EXIT_CODES_HELP,
     EXIT_FAILED,
+    READ_STORE_EXIT,
     StoreUnavailable,
-    data_option,
+    exit_codes_help,
     format_ms,
+    location_options,
     open_store_readonly,
     resolve_data_dir,
+    safe_json,
     show_text,
+    visible,
 )
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
@@ -100,21 +102,28 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
 
 
 def _human(session: dict[str, Any]) -> list[str]:
-    title = f"session {session['id']}"
+    """The tables of one session; every stored string is escaped to stay on its line."""
+    title = f"session {visible(session['id'])}"
     facts = []
     if session["eventCount"] is not None:
         facts.append(f"{session['eventCount']} events")
     if session["parentSession"] is not None:
-        facts.append(f"fork of {session['parentSession']} at {session['seedLength']}")
+        facts.append(f"fork of {visible(session['parentSession'])} at {session['seedLength']}")
     lines = [title + (f" ({', '.join(facts)})" if facts else "")]
     if session["error"] is not None:
-        lines.append(f"  ERROR: {session['error']}")
+        lines.append(f"  ERROR: {visible(session['error'])}")
     active, dispatches = session["active"], session["dispatches"]
     if active:
         lines.append("  active reminders:")
         rows = [["ID", "STATE", "DUE (UTC)", "AFTER", "PROMPT"]]
         rows += [
-            [v["id"], v["state"], v["scheduledAt"], f"{v['afterSeconds']}s", show_text(v["prompt"])]
+            [
+                visible(v["id"]),
+                v["state"],
+                visible(v["scheduledAt"]),
+                f"{v['afterSeconds']}s",
+                show_text(v["prompt"]),
+            ]
             for v in active
         ]
         lines += _table(rows)
@@ -127,8 +136,8 @@ def _human(session: dict[str, Any]) -> list[str]:
             [
                 str(d["seq"]) + (" (inherited)" if d["inherited"] else ""),
                 d["time"],
-                d["scheduleId"],
-                d["occurrenceAt"],
+                visible(d["scheduleId"]),
+                visible(d["occurrenceAt"]),
                 d["deliveryMode"],
                 show_text(d["prompt"]),
             ]
@@ -143,7 +152,11 @@ def _human(session: dict[str, Any]) -> list[str]:
 @click.command(
     "inspect",
     short_help="Active reminders and every dispatch receipt.",
-    epilog=EXIT_CODES_HELP,
+    epilog=exit_codes_help(
+        (0, "every listed session was read and folded"),
+        (1, "a session's rows are unreadable or its schedule/change stream is corrupt"),
+        (2, READ_STORE_EXIT + ", or --session names no stored session"),
+    ),
 )
 @click.option(
     "--session",
@@ -153,16 +166,18 @@ def _human(session: dict[str, Any]) -> list[str]:
     help="Only this session (default: every stored session).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
-@data_option
-def inspect_command(session_id: str | None, as_json: bool, data_dir: Path | None) -> None:
+@location_options
+def inspect_command(session_id: str | None, as_json: bool) -> None:
     """Show active reminders (with state) and every dispatch with its receipt.
 
     The store is opened read-only. States are computed against the wall clock:
     `overdue` means due but not yet delivered (its session is not live). Each
     dispatch is rendered with schedule_reminder_presentation. Exits 1 when a
-    session's log cannot be read or folded.
+    session's log cannot be read or folded. Stored strings are printed with
+    control, format and separator characters escaped (in --json too, as
+    \\uXXXX escapes of the same JSON value).
     """
-    directory = resolve_data_dir(data_dir)
+    directory = resolve_data_dir()
     now = wall_clock_ms()
     with open_store_readonly(directory) as store:
         try:
@@ -178,9 +193,9 @@ def inspect_command(session_id: str | None, as_json: bool, data_dir: Path | None
         path = store.label
     if as_json:
         document = {"store": str(path), "now": format_ms(now), "sessions": sessions}
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(safe_json(json.dumps(document, indent=2, ensure_ascii=False)))
     else:
-        click.echo(f"store: {path}")
+        click.echo(f"store: {visible(str(path))}")
         click.echo(f"now:   {format_ms(now)}")
         if not sessions:
             click.echo("no stored sessions")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from host_bridge.catalog import catalog_json, openai_tools
-from host_bridge.cli.common import EXIT_CODES_HELP, data_option
+from host_bridge.cli.common import exit_codes_help, location_options
 
 __all__ = ["catalog_command"]
 
@@ -21,7 +20,8 @@ __all__ = ["catalog_command"]
         "  json    the catalog document (same as docs/tool-catalog.json): name,\n"
         "          description, parameter and output JSON Schemas (draft 2020-12)\n"
         "  openai  a `tools` array in the function-calling layout accepted by\n"
-        "          OpenAI-compatible chat APIs (OpenAI, DeepSeek, ...)\n\n" + EXIT_CODES_HELP
+        "          OpenAI-compatible chat APIs (OpenAI, DeepSeek, ...)\n\n"
+        + exit_codes_help((0, "the catalog was printed"), (2, "usage error"))
     ),
 )
 @click.option(
@@ -32,12 +32,12 @@ __all__ = ["catalog_command"]
     show_default=True,
     help="Output layout.",
 )
-@data_option
-def catalog_command(output_format: str, data_dir: Path | None) -> None:
+@location_options
+def catalog_command(output_format: str) -> None:
     """Print the schedule_create, schedule_list and schedule_delete tool schemas.
 
-    The catalog does not depend on any stored data; --data is accepted for
-    uniformity with the other commands and ignored.
+    The catalog does not depend on any stored data; --data and --store are
+    accepted for uniformity with the other commands and ignored.
     """
     if output_format.lower() == "openai":
         click.echo(json.dumps(openai_tools(), indent=2, ensure_ascii=False))

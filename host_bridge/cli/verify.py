@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import click
 
 from host_bridge.cli.common import (
-    EXIT_CODES_HELP,
     EXIT_FAILED,
+    READ_STORE_EXIT,
     StoreUnavailable,
-    data_option,
+    exit_codes_help,
+    location_options,
     open_store_readonly,
     resolve_data_dir,
+    visible,
 )
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
@@ -52,20 +53,28 @@ def verify_session(store: SqliteEventStore, session_id: str) -> SessionVerdict:
 @click.command(
     "verify",
     short_help="Check the schedule/change stream of every session.",
-    epilog=EXIT_CODES_HELP,
+    epilog=exit_codes_help(
+        (0, "every stored session is valid (or none is stored)"),
+        (
+            1,
+            "at least one session is invalid: its stream breaks a rule, or its rows are unreadable",
+        ),
+        (2, READ_STORE_EXIT),
+    ),
 )
-@data_option
-def verify_command(data_dir: Path | None) -> None:
+@location_options
+def verify_command() -> None:
     """Check the schedule/change stream of every stored session.
 
     Each session's owned suffix (after a fork's seed_length) is folded with the
     same policy the plugin and the invariant companion use. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
-    session is invalid.
+    session is invalid. Session ids and problems are printed with control,
+    format and separator characters escaped, so each session is one line.
     """
-    directory = resolve_data_dir(data_dir)
+    directory = resolve_data_dir()
     with open_store_readonly(directory) as store:
-        click.echo(f"store: {store.label}")
+        click.echo(f"store: {visible(store.label)}")
         try:
             session_ids = store.session_ids()
         except StoreError as error:
@@ -75,11 +84,11 @@ def verify_command(data_dir: Path | None) -> None:
     for verdict in verdicts:
         if verdict.problem is None:
             click.echo(
-                f"ok       {verdict.session_id} ({verdict.events} events, "
+                f"ok       {visible(verdict.session_id)} ({verdict.events} events, "
                 f"{verdict.changes} schedule changes, {verdict.active} active)"
             )
         else:
-            click.echo(f"INVALID  {verdict.session_id}: {verdict.problem}")
+            click.echo(f"INVALID  {visible(verdict.session_id)}: {visible(verdict.problem)}")
     if not verdicts:
         click.echo("no stored sessions")
     elif not invalid:

@@ -115,18 +115,39 @@ class EmbeddedHost:
         child_session = self.sessions.fork(parent.session)
         return self.agents.spawn(child_session, model=model, parent=parent)
 
-    def close(self) -> None:
-        """Dispose every agent, detach every session, close the store and the timers."""
+    def close(self) -> Exception | None:
+        """Dispose every agent, detach every session, close the store and the timers.
+
+        Reports rather than raises what the store could not write: when its last
+        write fails (a read-only file, a full disk, a lock held by another
+        process), the events still queued are not durable. That error is logged
+        on ``dsh_schedule.host`` and returned (a ``StoreError`` whose message
+        says how many events were not written and why), so a caller can report
+        it in one line; ``None`` means everything queued was written. The store
+        and the timers are closed even when disposing an agent or a session
+        raised. Idempotent: later calls return ``None``.
+        """
+        from host_bridge.embedded.sqlite_store import StoreError
+
         if self._closed:
-            return
+            return None
         self._closed = True
-        self.agents.dispose_all()
-        self.sessions.close()
-        if self.persistence is not None:
-            run_blocking(self.persistence.close)
-        close_timers = getattr(self.timers, "close", None)
-        if self._own_timers and callable(close_timers):
-            close_timers()
+        unwritten: Exception | None = None
+        try:
+            self.agents.dispose_all()
+            self.sessions.close()
+        finally:
+            try:
+                if self.persistence is not None:
+                    run_blocking(self.persistence.close)
+            except StoreError as error:
+                _log.error("closing the host: %s", error)
+                unwritten = error
+            finally:
+                close_timers = getattr(self.timers, "close", None)
+                if self._own_timers and callable(close_timers):
+                    close_timers()
+        return unwritten
 
     def __enter__(self) -> EmbeddedHost:
         return self

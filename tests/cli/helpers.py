@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import textwrap
+import unicodedata
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
@@ -51,14 +56,24 @@ def run_cli(
     stdin: str | None = None,
     timeout: float = 60,
     script: bool = False,
+    read_only: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Run:
-    """Run ``python -m host_bridge.cli ARGS`` (or the installed script) and capture it."""
+    """Run ``python -m host_bridge.cli ARGS`` (or the installed script) and capture it.
+
+    ``read_only``: a file the command may read but not write (see :func:`read_only_prefix`).
+    ``env``: extra environment variables.
+    """
     if script:
         found = shutil.which("dsh-schedule", path=str(Path(sys.executable).parent))
         assert found is not None, "the dsh-schedule script is not installed next to python"
         command = [found, *args]
     else:
         command = [sys.executable, "-m", "host_bridge.cli", *args]
+    if read_only is not None:
+        command = [*read_only_prefix(read_only), *command]
+    environment = cli_env(home)
+    environment.update(env or {})
     done = subprocess.run(
         command,
         input=stdin if stdin is not None else "",
@@ -66,11 +81,94 @@ def run_cli(
         text=True,
         encoding="utf-8",
         timeout=timeout,
-        env=cli_env(home),
+        env=environment,
         cwd=REPO,
         check=False,
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+_BIND_READ_ONLY = (
+    'f="$1"; shift; mount --bind "$f" "$f" && mount -o remount,bind,ro "$f" && exec "$@"'
+)
+
+
+def read_only_prefix(path: Path) -> list[str]:
+    """A command prefix under which ``path`` cannot be written, even by root.
+
+    Not root: ``path`` loses its write bits (nothing to prefix). Root ignores
+    those, so the command runs in its own mount namespace with ``path``
+    bind-mounted read-only; the test is skipped where that is not allowed.
+    """
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        return []
+    allowed = shutil.which("unshare") is not None and (
+        subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode == 0
+    )
+    if not allowed:
+        pytest.skip("a read-only file for root needs unshare -m (mount namespaces)")
+    return ["unshare", "-m", "sh", "-c", _BIND_READ_ONLY, "sh", str(path)]
+
+
+_LOCK_HOLDER = textwrap.dedent(
+    """
+    import sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    print("locked", flush=True)
+    sys.stdin.readline()
+    conn.execute("ROLLBACK")
+    """
+)
+
+
+@contextlib.contextmanager
+def write_locked(path: Path) -> Iterator[None]:
+    """Another process holds an exclusive write lock on the SQLite file ``path`` meanwhile."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def assert_one_line_error(run: Run, code: int, *fragments: str) -> str:
+    """Assert ``run`` ended with exit ``code`` and one ``Error:`` line holding ``fragments``.
+
+    Returns that line. Other stderr lines may come before it (a command's own
+    error when the store then failed too), never a traceback.
+    """
+    assert run.code == code, (run.code, run.err)
+    assert "Traceback" not in run.err
+    lines = run.err.splitlines()
+    assert lines, "nothing on stderr"
+    last = lines[-1]
+    assert last.startswith("Error: "), run.err
+    for fragment in fragments:
+        assert fragment in last, (fragment, last)
+    return last
+
+
+_UNSAFE = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+def assert_printable(text: str) -> None:
+    """Assert ``text`` has no character a terminal would act on, other than its newlines."""
+    bad = [
+        f"U+{ord(char):04X}"
+        for char in text
+        if char != "\n" and unicodedata.category(char) in _UNSAFE
+    ]
+    assert not bad, bad
 
 
 def write_session(

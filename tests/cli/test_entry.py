@@ -16,18 +16,37 @@ def test_group_help_lists_commands_exit_codes_and_data_dir(home: Path) -> None:
     assert run.code == 0
     for command in COMMANDS:
         assert f"  {command} " in run.out
-    assert "Exit codes:" in run.out
+    assert "Exit codes (" in run.out
     assert "2  usage error" in run.out
     assert "DSH_SCHEDULE_HOME" in run.out
 
 
+EXIT_CODES = {
+    "demo": ["0  every step happened", "1  a step did not happen", "2  usage error"],
+    "chat": ["0  the shell ended", "1  an internal error", "2  usage error"],
+    "inspect": ["0  every listed session was read", "1  a session's rows", "2  usage error"],
+    "verify": ["0  every stored session is valid", "1  at least one session", "2  usage error"],
+    "catalog": ["0  the catalog was printed", "2  usage error"],
+}
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help_with_data_option_and_exit_codes(home: Path, command: str) -> None:
+def test_every_command_has_help_with_location_options_and_its_own_exit_codes(
+    home: Path, command: str
+) -> None:
+    """Regression: every command repeated the group's table (chat said "0 success (verify: …)")."""
     run = run_cli([command, "--help"], home)
     assert run.code == 0, run.err
     assert f"Usage: dsh-schedule {command}" in run.out
     assert "--data DIR" in run.out
-    assert "Exit codes:" in run.out
+    assert "--store URL|PATH" in run.out
+    block = run.out.split("Exit codes:", 1)[1]
+    codes = [line.strip() for line in block.splitlines() if line[:5].strip().isdigit()]
+    assert [code[:1] for code in codes] == [row[:1] for row in EXIT_CODES[command]]
+    for code, expected in zip(codes, EXIT_CODES[command], strict=True):
+        assert code.startswith(expected), (code, expected)
+    others = {"verify", "inspect", "demo", "chat"} - {command}
+    assert not any(f"({other}:" in block for other in others)
 
 
 def test_the_installed_script_is_the_same_command(home: Path) -> None:
@@ -86,3 +105,61 @@ def test_without_data_the_default_dir_from_the_environment_is_used(tmp_path: Pat
     assert run.code == 0
     assert str(default_home / "sessions.sqlite3") in run.out
     assert "from-env-session" in run.out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "--data", "{data}"],
+        ["--data", "{data}", "verify"],
+        ["--data", "{elsewhere}", "verify", "--data", "{data}"],  # the command's value wins
+        ["verify", "--store", "{store}"],
+        ["--store", "{store}", "verify"],
+        ["--store", "{elsewhere}/nope.sqlite3", "verify", "--store", "{store}"],
+        ["--store", "{store}", "verify", "--data", "{elsewhere}"],  # --store names the store
+    ],
+    ids=[
+        "data-after",
+        "data-before",
+        "data-both",
+        "store-after",
+        "store-before",
+        "store-both",
+        "store-and-data",
+    ],
+)
+def test_data_and_store_work_before_and_after_the_command(
+    home: Path, tmp_path: Path, args: list[str]
+) -> None:
+    """Regression: --store worked only before the command name and --data only after it."""
+    data = tmp_path / "data"
+    write_session(data, "here", [])
+    store = data / "sessions.sqlite3"
+    elsewhere = tmp_path / "elsewhere"
+    values = {"data": str(data), "store": str(store), "elsewhere": str(elsewhere)}
+    run = run_cli([arg.format(**values) for arg in args], home)
+    assert run.code == 0, run.err
+    assert f"store: {store}" in run.out
+    assert "ok       here" in run.out
+    assert not elsewhere.exists()
+
+
+def test_the_store_environment_variable_yields_to_the_option(home: Path, tmp_path: Path) -> None:
+    write_session(tmp_path / "a", "from-env", [])
+    write_session(tmp_path / "b", "from-option", [])
+    env = {"DSH_SCHEDULE_STORE": str(tmp_path / "a" / "sessions.sqlite3")}
+    assert "from-env" in run_cli(["verify"], home, env=env).out
+    run = run_cli(["verify", "--store", str(tmp_path / "b" / "sessions.sqlite3")], home, env=env)
+    assert "from-option" in run.out and "from-env" not in run.out
+
+
+def test_the_chat_resume_hint_names_the_store_it_used(home: Path, tmp_path: Path) -> None:
+    store = tmp_path / "elsewhere" / "my store.sqlite3"
+    store.parent.mkdir()
+    run = run_cli(
+        ["chat", "--session", "s 1", "--store", str(store)], home, stdin="/create 3600 hi\n"
+    )
+    assert run.code == 0, run.err
+    assert f"resume with: dsh-schedule chat --session 's 1' --store '{store}'" in run.out
+    again = run_cli(["--store", str(store), "chat", "--session", "s 1"], home, stdin="/quit\n")
+    assert "session s 1: resumed" in again.out

@@ -9,6 +9,7 @@ is a clear ``StoreCorruptError`` that ``dsh-schedule verify`` reports.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import sqlite3
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from messages import (
 )
 from messages.records import CreateChange, DeleteChange, DispatchChange
 from messages.text import canonical_json
-from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH
+from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
 from tests.reliability.conftest import Rig, reopened_changes
 from tests.schema_check import checked
 
@@ -80,6 +81,9 @@ weird_text = st.sampled_from(
         " padded ",
         "x" * MAX_PROMPT_LENGTH,
         "x" * (MAX_PROMPT_LENGTH + 1),
+        "x" * MAX_SCHEDULE_ID_LENGTH,
+        "x" * (MAX_SCHEDULE_ID_LENGTH + 1),
+        "schedule-1" + " x" * MAX_SCHEDULE_ID_LENGTH,
         "é" * 3000,
         "schedule-1",
         "schedule-1 ",
@@ -108,7 +112,180 @@ keys = st.one_of(
     any_text,
 )
 argument_objects = st.dictionaries(keys, json_values, max_size=4)
-create_arguments = st.one_of(
+
+
+# Python objects that lie about themselves (the tools' boundary reads them through the
+# built-in types' own methods and hands on plain built-ins only).
+
+
+class LyingStr(str):
+    """A ``str`` claiming to be one character long and equal to any string."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return hash("prompt")
+
+    def __str__(self) -> str:
+        return "lie"
+
+
+class LyingInt(int):
+    """An ``int`` whose conversions and comparisons claim a harmless 60."""
+
+    def __index__(self) -> int:
+        return 60
+
+    def __int__(self) -> int:
+        return 60
+
+    def __le__(self, other: object) -> bool:
+        return True
+
+    def __ge__(self, other: object) -> bool:
+        return True
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+
+class LyingFloat(float):
+    """A ``float`` claiming to be the integral 60.0."""
+
+    def __float__(self) -> float:
+        return 60.0
+
+    def is_integer(self) -> bool:
+        return True
+
+
+class LyingDict(dict[str, Any]):
+    """A ``dict`` whose every reading method shows a small, valid create."""
+
+    _shown: dict[str, Any] = {"prompt": "small", "after_seconds": 60}  # noqa: RUF012
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shown)
+
+    def __len__(self) -> int:
+        return len(self._shown)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._shown[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shown
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._shown.get(key, default)
+
+    def keys(self) -> Any:
+        return self._shown.keys()
+
+    def items(self) -> Any:
+        return self._shown.items()
+
+
+class ShiftyMapping(Mapping[str, Any]):
+    """A mapping whose ``__iter__`` and ``__getitem__`` disagree, and answer anew every time."""
+
+    def __init__(self, keys: list[str], values: list[Any], size: int = 2) -> None:
+        self._keys = keys
+        self._values = values
+        self._size = size
+        self.reads = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._values[self.reads % len(self._values)]
+        self.reads += 1
+        return value
+
+
+class EndlessMapping(Mapping[str, Any]):
+    """A mapping whose keys never end."""
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"k{n}" for n in itertools.count())
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, key: str) -> Any:
+        return 1
+
+
+class BrokenMapping(Mapping[str, Any]):
+    """A mapping that raises when read."""
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("no")
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+
+class PosingAsDict:
+    """Not a mapping, but ``isinstance(x, dict)`` says yes (``__class__`` lies)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return dict
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["prompt", "after_seconds"])
+
+
+class PosingAsStr:
+    """Not a string, but ``isinstance(x, str)`` says yes."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+    def __len__(self) -> int:
+        return 3
+
+
+hostile_scalars = st.one_of(
+    st.builds(LyingStr, st.one_of(any_text, weird_text)),
+    st.builds(LyingInt, numbers.filter(lambda n: isinstance(n, int))),
+    st.builds(LyingFloat, st.floats()),
+    st.builds(PosingAsStr),
+)
+hostile_objects = st.one_of(
+    st.builds(
+        LyingDict, st.dictionaries(keys, st.one_of(json_values, hostile_scalars), max_size=4)
+    ),
+    st.builds(
+        ShiftyMapping,
+        st.lists(keys, max_size=4),
+        st.lists(st.one_of(json_values, hostile_scalars), min_size=1, max_size=4),
+    ),
+    st.builds(EndlessMapping),
+    st.builds(BrokenMapping),
+    st.builds(PosingAsDict),
+    st.dictionaries(st.builds(LyingStr, keys), json_values, max_size=3),
+)
+create_json_arguments = st.one_of(
     json_values,
     argument_objects,
     st.fixed_dictionaries({"prompt": st.one_of(any_text, weird_text, json_values)}),
@@ -120,10 +297,25 @@ create_arguments = st.one_of(
         optional={"at": json_values},
     ),
 )
-delete_arguments = st.one_of(
+delete_json_arguments = st.one_of(
     json_values,
     argument_objects,
     st.fixed_dictionaries({"id": st.one_of(any_text, weird_text, json_values)}),
+)
+create_arguments = st.one_of(  # what a host's own Python code may hand the tool
+    create_json_arguments,
+    st.fixed_dictionaries(
+        {
+            "prompt": st.one_of(any_text, weird_text, hostile_scalars),
+            "after_seconds": st.one_of(numbers, hostile_scalars),
+        }
+    ),
+    hostile_objects,
+)
+delete_arguments = st.one_of(
+    delete_json_arguments,
+    st.fixed_dictionaries({"id": hostile_scalars}),
+    hostile_objects,
 )
 
 
@@ -154,6 +346,9 @@ class ToolFuzz:
         assert result.is_error is False
         value: dict[str, Any] = checked(name, result.value)  # closed codes only
         assert result.content == canonical_json(value)
+        assert_plain(value)  # only exact built-ins leave the tool
+        if name != "schedule_list":  # a create or delete echoes at most one bounded prompt
+            assert len(result.content) <= 6 * MAX_PROMPT_LENGTH + 512
         grew = len(self.agent.session.events) - events_before
         if "scheduledAt" in value or value.get("deleted") is True:
             assert grew == 1
@@ -184,6 +379,19 @@ def test_schedule_list_with_any_arguments(arguments: Any) -> None:
     assert ("schedules" in value) == isinstance(arguments, dict)
 
 
+def assert_plain(value: Any) -> None:
+    """Assert ``value`` is built of exact ``dict``, ``list``, ``str``, ``int``, ``bool`` only."""
+    kind = type(value)
+    assert kind in (dict, list, str, int, bool, type(None)), kind
+    if kind is dict:
+        for key, item in value.items():
+            assert type(key) is str
+            assert_plain(item)
+    elif kind is list:
+        for item in value:
+            assert_plain(item)
+
+
 class _Lazy(dict[str, ToolFuzz]):
     def __missing__(self, key: str) -> ToolFuzz:
         self[key] = ToolFuzz()
@@ -206,19 +414,39 @@ def deep(depth: int) -> Any:
     return value
 
 
+HUGE = "x" * 10_000_000
+
+
 @pytest.mark.parametrize(
-    ("arguments", "code"),
+    ("tool", "arguments", "code"),
     [
-        ({"prompt": "x" * 10_000_000, "after_seconds": 60}, "invalid_prompt"),
-        ({"prompt": "x" * (MAX_PROMPT_LENGTH + 1), "after_seconds": 60}, "invalid_prompt"),
-        ({"prompt": deep(100_000), "after_seconds": 60}, "invalid_prompt"),
-        ({"prompt": "ok", "after_seconds": deep(100_000)}, "invalid_rule"),
-        ({"prompt": "ok", "after_seconds": 10**100_000}, "invalid_rule"),
-        ({"prompt": "ok", "after_seconds": math.nan}, "invalid_rule"),
-        ({"prompt": "ok", "after_seconds": -math.inf}, "invalid_rule"),
-        ({"prompt": "ok", "after_seconds": MAX_SAFE_INTEGER}, "time_out_of_range"),
-        ({f"k{n}": n for n in range(100_000)}, "invalid_selector"),
-        (deep(100_000), "invalid_selector"),
+        ("schedule_create", {"prompt": HUGE, "after_seconds": 60}, "invalid_prompt"),
+        (
+            "schedule_create",
+            {"prompt": "x" * (MAX_PROMPT_LENGTH + 1), "after_seconds": 60},
+            "invalid_prompt",
+        ),
+        ("schedule_create", {"prompt": deep(100_000), "after_seconds": 60}, "invalid_prompt"),
+        ("schedule_create", {"prompt": "ok", "after_seconds": deep(100_000)}, "invalid_rule"),
+        ("schedule_create", {"prompt": "ok", "after_seconds": 10**100_000}, "invalid_rule"),
+        ("schedule_create", {"prompt": "ok", "after_seconds": math.nan}, "invalid_rule"),
+        ("schedule_create", {"prompt": "ok", "after_seconds": -math.inf}, "invalid_rule"),
+        (
+            "schedule_create",
+            {"prompt": "ok", "after_seconds": MAX_SAFE_INTEGER},
+            "time_out_of_range",
+        ),
+        ("schedule_create", {f"k{n}": n for n in range(100_000)}, "invalid_selector"),
+        ("schedule_create", deep(100_000), "invalid_selector"),
+        ("schedule_create", {"prompt": LyingStr(HUGE), "after_seconds": 60}, "invalid_prompt"),
+        ("schedule_create", LyingDict(prompt=HUGE, after_seconds=60), "invalid_prompt"),
+        ("schedule_create", EndlessMapping(), "invalid_selector"),
+        ("schedule_delete", {"id": HUGE}, "invalid_rule"),
+        ("schedule_delete", {"id": "x" * (MAX_SCHEDULE_ID_LENGTH + 1)}, "invalid_rule"),
+        ("schedule_delete", {"id": LyingStr(HUGE)}, "invalid_rule"),
+        ("schedule_delete", {f"k{n}": n for n in range(100_000)}, "invalid_selector"),
+        ("schedule_list", {f"k{n}": n for n in range(100_000)}, None),
+        ("schedule_list", EndlessMapping(), None),
     ],
     ids=[
         "10MB-prompt",
@@ -231,18 +459,91 @@ def deep(depth: int) -> Any:
         "past-year-9999",
         "100k-keys",
         "deep-arguments",
+        "10MB-prompt-claiming-length-1",
+        "dict-hiding-a-10MB-prompt",
+        "endless-keys",
+        "10MB-id",
+        "id-one-too-long",
+        "10MB-id-claiming-length-1",
+        "delete-100k-keys",
+        "list-100k-keys",
+        "list-endless-keys",
     ],
 )
-def test_huge_and_deep_arguments_are_refused_cheaply(arguments: Any, code: str) -> None:
+def test_huge_and_deep_arguments_are_refused_cheaply(
+    tool: str, arguments: Any, code: str | None
+) -> None:
     fuzz = ToolFuzz()
     tracemalloc.start()
     try:
-        value = fuzz.call("schedule_create", arguments)
+        value = fuzz.call(tool, arguments)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert value["code"] == code
+    assert value.get("code") == code
     assert peak < 2_000_000  # nothing copies or walks the input
+    assert "x" * (MAX_SCHEDULE_ID_LENGTH + 1) not in canonical_json(value)  # nothing echoed
+
+
+def test_an_id_at_the_limit_is_looked_up_and_echoed() -> None:
+    fuzz = ToolFuzz()
+    longest = "x" * MAX_SCHEDULE_ID_LENGTH
+    assert fuzz.call("schedule_delete", {"id": longest}) == {
+        "id": longest,
+        "deleted": False,
+        "code": "schedule_not_found",
+    }
+    too_long = fuzz.call("schedule_delete", {"id": longest + "x"})
+    assert too_long["code"] == "invalid_rule"
+    assert str(MAX_SCHEDULE_ID_LENGTH) in too_long["message"]
+    assert "id" not in too_long  # never echoed
+
+
+def test_lying_values_are_judged_by_what_they_are_and_handed_on_as_plain_built_ins() -> None:
+    fuzz = ToolFuzz()
+    created = fuzz.call(
+        "schedule_create", {"prompt": LyingStr(" water the plants "), "after_seconds": LyingInt(90)}
+    )
+    assert created["prompt"] == "water the plants"
+    assert created["afterSeconds"] == 90  # not the 60 its __index__ and __int__ claim
+    stored = fuzz.agent.session.events[-1].data["schedule"]
+    assert type(stored["prompt"]) is str and type(stored["afterSeconds"]) is int
+    assert (
+        fuzz.call("schedule_create", {"prompt": "p", "after_seconds": LyingFloat(120.0)})[
+            "afterSeconds"
+        ]
+        == 120
+    )
+    for after in (
+        LyingFloat(1.5),
+        LyingInt(0),
+        LyingInt(MAX_SAFE_INTEGER + 1),
+        LyingFloat(math.nan),
+    ):
+        assert fuzz.call("schedule_create", {"prompt": "p", "after_seconds": after})["code"] == (
+            "invalid_rule"
+        )
+    assert fuzz.call("schedule_create", {"prompt": PosingAsStr(), "after_seconds": 60})["code"] == (
+        "invalid_prompt"
+    )
+    for arguments in (
+        PosingAsDict(),
+        BrokenMapping(),
+        LyingDict(prompt="ok", after_seconds=60, cron="* * * * *"),  # the hidden key is seen
+        {LyingStr("zzz"): "ok", "after_seconds": 60},  # a key equal to every name
+    ):
+        assert fuzz.call("schedule_create", arguments)["code"] == "invalid_selector"
+
+    shifty = ShiftyMapping(["prompt", "after_seconds"], ["first", 30, HUGE, 10**30])
+    created = fuzz.call("schedule_create", shifty)
+    assert (created["prompt"], created["afterSeconds"]) == ("first", 30)  # what was judged
+    assert shifty.reads == 2  # each value read once, at the boundary
+
+    deleted = fuzz.call("schedule_delete", {"id": LyingStr(created["id"])})
+    assert deleted == {"id": created["id"], "deleted": True}
+    assert type(fuzz.agent.session.events[-1].data["id"]) is str
+    missing = fuzz.call("schedule_delete", LyingDict(id="schedule-99"))
+    assert missing == {"id": "schedule-99", "deleted": False, "code": "schedule_not_found"}
 
 
 def test_the_longest_prompt_is_accepted_and_delivered_intact() -> None:
@@ -594,8 +895,8 @@ class ArgumentModel:
 
 @given(
     call=st.one_of(
-        st.tuples(st.just("schedule_create"), create_arguments),
-        st.tuples(st.just("schedule_delete"), delete_arguments),
+        st.tuples(st.just("schedule_create"), create_json_arguments),  # a model sends JSON
+        st.tuples(st.just("schedule_delete"), delete_json_arguments),
         st.tuples(st.just("schedule_list"), json_values),
     )
 )
@@ -633,6 +934,24 @@ def test_a_model_turn_with_arguments_nested_too_deep_to_store(rig: Rig) -> None:
         "role": "assistant",
         "toolCall": {"name": "schedule_create", "argumentsNotStored": True},
     }
+
+
+def test_a_model_turn_deleting_an_id_of_millions_of_characters_gets_a_short_answer(
+    rig: Rig,
+) -> None:
+    """Regression: the id came back whole (10 MB of content); at 17 M ``call_tool`` raised."""
+    model = ArgumentModel()
+    agent = rig.host.spawn_root(session_id="long-id", model=model)
+    for size in (10_000_000, 17_000_000):
+        model.call = ("schedule_delete", {"id": "x" * size})
+        agent.prompt("call")
+        rig.settle(agent)
+        assert agent.turns[-1].failed is False
+        value = Rig.value("schedule_delete", model.results[-1])
+        assert value["code"] == "invalid_rule"
+        assert len(model.results[-1].content) < 512
+        recorded = [e.data for e in agent.session.events if e.type == "message"][-1]
+        assert recorded["role"] == "tool" and len(recorded["content"]) < 512
 
 
 def _changes(agent: EmbeddedAgent) -> int:
