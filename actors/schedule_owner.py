@@ -41,7 +41,8 @@ import pykka
 from actors.base import MailboxActor
 from actors.status_box import OwnerStatusBox
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from messages.delivery import WaitFor, plan_delivery
+from messages.creation import create_after_schedule_record
+from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
 from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
 from messages.mailbox import (
@@ -67,7 +68,6 @@ from messages.records import (
     DeleteChange,
     DispatchChange,
     ScheduleRecord,
-    create_after_schedule_record,
 )
 from messages.status import OwnerState, OwnerStatus
 from messages.tool_values import (
@@ -462,6 +462,9 @@ class ScheduleOwner(MailboxActor):
         if isinstance(plan, WaitFor):
             self._arm(plan.delay_ms)
             return self._finish()
+        if not isinstance(plan, DeliverNow):
+            self._report_no_decision(plan)
+            return self._finish()
         self._cancel_timer()
         release = self._agent.reserve_turn_admission()
         if release is None:
@@ -471,6 +474,16 @@ class ScheduleOwner(MailboxActor):
             self._barrier(txn)
         else:
             self._finish()
+
+    def _report_no_decision(self, plan: DeliverBatch | Undecidable) -> None:
+        """Log a decision this owner does not act on; it is taken as no decision."""
+        if isinstance(plan, Undecidable):
+            self._log.warning("no delivery decision for agent %r: %s", self._agent.id, plan.reason)
+        else:
+            self._log.warning(
+                "agent %r has due every reminders; this owner does not deliver batches",
+                self._agent.id,
+            )
 
     def _dispatch_reserved(self, txn: _Txn, release: Callable[[], None]) -> bool:
         """Inside the reservation: re-check, decide, follow up, append the dispatch."""
@@ -492,6 +505,9 @@ class ScheduleOwner(MailboxActor):
                 return False
             if isinstance(plan, WaitFor):
                 self._arm(plan.delay_ms)
+                return False
+            if not isinstance(plan, DeliverNow):
+                self._report_no_decision(plan)
                 return False
             record = plan.record
             try:

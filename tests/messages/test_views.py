@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from messages import DELIVERY_MODE, ScheduleRecord, canonical_json, schedule_view
+from messages import DELIVERY_MODE, AfterRecord, canonical_json, schedule_view
 from tests.messages.helpers import AT, AT_MS
 
-RECORD = ScheduleRecord("schedule-1", "call mom", 60, AT)
+RECORD = AfterRecord("schedule-1", "call mom", 60, AT)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +43,6 @@ def test_view_keys_values_and_rendering() -> None:
 
 
 def test_view_works_before_1970() -> None:
-    record = ScheduleRecord("schedule-1", "p", 1, "1969-12-31T23:59:59.999Z")
+    record = AfterRecord("schedule-1", "p", 1, "1969-12-31T23:59:59.999Z")
     assert schedule_view(record, -2)["state"] == "scheduled"
     assert schedule_view(record, -1)["state"] == "overdue"
