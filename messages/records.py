@@ -59,7 +59,7 @@ ScheduleKind = Literal["after", "at", "every"]
 """The record kinds of protocol version 1."""
 
 
-def _target(record: AfterRecord | AtRecord | EveryRecord) -> None:
+def _derive_target(record: AfterRecord | AtRecord | EveryRecord) -> None:
     object.__setattr__(record, "target_ms", parse_instant(record.scheduled_at))
 
 
@@ -79,7 +79,7 @@ class AfterRecord:
     kind: ClassVar[Literal["after"]] = "after"
 
     def __post_init__(self) -> None:
-        _target(self)
+        _derive_target(self)
 
     def to_json(self) -> dict[str, object]:
         """The record's wire object: ``id, kind, prompt, afterSeconds, scheduledAt``."""
@@ -106,7 +106,7 @@ class AtRecord:
     kind: ClassVar[Literal["at"]] = "at"
 
     def __post_init__(self) -> None:
-        _target(self)
+        _derive_target(self)
 
     def to_json(self) -> dict[str, object]:
         """The record's wire object: ``id, kind, prompt, scheduledAt``."""
@@ -140,7 +140,7 @@ class EveryRecord:
             raise ValueError(
                 f"every_seconds must be an int in {MIN_EVERY_SECONDS}..{MAX_EVERY_SECONDS}"
             )
-        _target(self)
+        _derive_target(self)
 
     @property
     def interval_ms(self) -> int:

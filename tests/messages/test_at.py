@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -248,8 +249,6 @@ def test_local_object_checks_in_order(value: object, code: ErrorCode) -> None:
 
 
 def test_local_object_may_be_any_mapping() -> None:
-    from types import MappingProxyType
-
     value = MappingProxyType(local("2026-08-06", "09:00:00", "UTC"))
     assert resolve_at(value) == parse_instant("2026-08-06T09:00:00.000Z")
 
