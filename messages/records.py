@@ -14,9 +14,8 @@ A record is one of three kinds, each a frozen value holding exactly its wire fie
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import ClassVar, Literal, TypeAlias
 
 from messages.errors import ScheduleLogError
@@ -59,10 +58,6 @@ ScheduleKind = Literal["after", "at", "every"]
 """The record kinds of protocol version 1."""
 
 
-def _derive_target(record: AfterRecord | AtRecord | EveryRecord) -> None:
-    object.__setattr__(record, "target_ms", parse_instant(record.scheduled_at))
-
-
 @dataclass(frozen=True, slots=True)
 class AfterRecord:
     """A one-shot ``after`` reminder: "remind me ``after_seconds`` from now".
@@ -79,7 +74,7 @@ class AfterRecord:
     kind: ClassVar[Literal["after"]] = "after"
 
     def __post_init__(self) -> None:
-        _derive_target(self)
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
 
     def to_json(self) -> dict[str, object]:
         """The record's wire object: ``id, kind, prompt, afterSeconds, scheduledAt``."""
@@ -106,7 +101,7 @@ class AtRecord:
     kind: ClassVar[Literal["at"]] = "at"
 
     def __post_init__(self) -> None:
-        _derive_target(self)
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
 
     def to_json(self) -> dict[str, object]:
         """The record's wire object: ``id, kind, prompt, scheduledAt``."""
@@ -140,7 +135,7 @@ class EveryRecord:
             raise ValueError(
                 f"every_seconds must be an int in {MIN_EVERY_SECONDS}..{MAX_EVERY_SECONDS}"
             )
-        _derive_target(self)
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
 
     @property
     def interval_ms(self) -> int:
@@ -304,22 +299,22 @@ def _record(value: object) -> ScheduleRecord:
     if has_lone_surrogate(prompt):
         raise _fail("prompt must be valid Unicode (no lone surrogates)")
     prompt = str(prompt)
-    make: Callable[[str], ScheduleRecord]
+    count: int | None = None  # afterSeconds or everySeconds
     if kind == "after":
-        after = json_integer(schedule["afterSeconds"])
-        if after is None or not 1 <= after <= MAX_SAFE_INTEGER:
+        count = json_integer(schedule["afterSeconds"])
+        if count is None or not 1 <= count <= MAX_SAFE_INTEGER:
             raise _fail("afterSeconds must be an integer in 1..2**53-1")
-        make = partial(AfterRecord, record_id, prompt, after)
-    elif kind == "at":
-        make = partial(AtRecord, record_id, prompt)
-    else:
-        every = json_integer(schedule["everySeconds"])
-        if every is None or not MIN_EVERY_SECONDS <= every <= MAX_EVERY_SECONDS:
+    elif kind == "every":
+        count = json_integer(schedule["everySeconds"])
+        if count is None or not MIN_EVERY_SECONDS <= count <= MAX_EVERY_SECONDS:
             raise _fail("everySeconds must be an integer in 300..(2**53-1)//1000")
-        make = partial(EveryRecord, record_id, prompt, every)
     scheduled_at = _string(schedule["scheduledAt"], "scheduledAt")
     try:
-        return make(scheduled_at)
+        if count is None:
+            return AtRecord(record_id, prompt, scheduled_at)
+        if kind == "after":
+            return AfterRecord(record_id, prompt, count, scheduled_at)
+        return EveryRecord(record_id, prompt, count, scheduled_at)
     except ValueError as error:
         raise _non_canonical("scheduledAt", error) from None
 
