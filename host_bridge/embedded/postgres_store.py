@@ -14,17 +14,35 @@ Session ownership across processes: before a session can be created, resumed
 or appended to, the store must hold its *lease* (:meth:`acquire_session`):
 
 * a session-level advisory lock (``pg_try_advisory_lock(hashtextextended(id, 0))``)
-  on one connection the store keeps open for its leases. A second process
-  asking for the same session gets :class:`SessionLeaseError`; when the owner
-  process dies its connection closes and PostgreSQL releases the lock;
+  on one connection the store keeps open for its leases (its
+  ``application_name`` names the store's owner, ``host:pid:tag``). A second
+  process asking for the same session gets :class:`SessionLeaseError` naming
+  the holder of the lock; when the owner process dies its connection closes
+  and PostgreSQL releases the lock;
 * a fencing epoch in ``leases(session_id, epoch, owner)``, bumped on every
-  acquisition. Each write round locks the lease rows of its sessions
-  (``FOR SHARE``) and writes only the sessions whose epoch is still the one this
-  store acquired. A writer that lost its lock (its lease connection dropped and
-  another process took the session) is fenced out: its rows for that session
-  are discarded, its flushes fail with :class:`SessionLeaseError` and later
-  appends are refused. (Distinct ids with the same 64-bit hash share a lock:
-  the second one is refused while the first is live elsewhere.)
+  acquisition.
+
+Every write round, and every :meth:`flush` of a leased session even when
+nothing is queued for it, confirms the lease in the database before anything
+is written or acknowledged: in the writer's transaction, the lease rows of the
+round's sessions are locked (``FOR SHARE``, so nobody can take them over until
+``COMMIT``), their epochs must still be the ones this store acquired, and the
+advisory locks must still be held by this store's lease connection (looked up
+in ``pg_locks`` by its backend pid: a dead lease connection has none). Flushes
+that arrive together share one round, so the check costs one round trip for
+all of them. A session that fails the check is *lost* (a network cut, a
+failover or a server restart closed the lease connection, and another process
+may own it now): its queued rows are discarded and never written, the flush
+resolves ``False`` (not an exception), the loss is logged once at error level,
+:meth:`lease_lost` (and ``EmbeddedSession.lease_lost``) report it, and every
+later append is refused with :class:`SessionLeaseError`. The lease is not
+renewed behind the host's back: the session must be detached and resumed to
+be taken again. New sessions are leased on a new lease connection.
+
+Rows that can never be written (an integrity error) are isolated exactly as on
+SQLite: the other sessions of the round still commit. (Distinct ids with the
+same 64-bit hash share a lock: the second one is refused while the first is
+live elsewhere.)
 
 Schema (version :data:`SCHEMA_VERSION`)::
 
@@ -93,14 +111,17 @@ _ADVISORY_HERE = (
     " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
 
-_LEASE_CHECK = (
+_LEASE_READ = (
     "WITH mine AS MATERIALIZED ("
     f" SELECT {_KEY_OF_LOCK} AS key FROM pg_locks k WHERE {_ADVISORY_HERE} AND k.pid = %s)"
     " SELECT l.session_id, l.epoch, hashtextextended(l.session_id, 0) IN (SELECT key FROM mine)"
-    " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id FOR SHARE OF l"
+    " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id"
 )
-"""Per session: its epoch (row-locked until the round commits) and whether the advisory
-lock is held by the lease connection with the given backend pid."""
+"""Per session: its epoch and whether the advisory lock is held by the lease connection
+with the given backend pid (one statement: a preflight with nothing to write runs it alone)."""
+
+_LEASE_CHECK = _LEASE_READ + " FOR SHARE OF l"
+""":data:`_LEASE_READ` in a write transaction: the lease rows stay locked until it commits."""
 
 _LOCK_HOLDER = (
     "SELECT k.pid, a.application_name FROM pg_locks k"
@@ -155,7 +176,7 @@ class PostgresEventStore(SqliteEventStore):
     ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
     :meth:`acquire_session` waits for a lease held elsewhere before refusing
     (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
-    called inside every writer transaction just before ``COMMIT``.
+    called inside every writer transaction that writes rows, just before ``COMMIT``.
     """
 
     def __init__(
@@ -501,17 +522,17 @@ class PostgresEventStore(SqliteEventStore):
             conn = self._pg_writer
             if conn is None or conn.closed:
                 conn = self._pg_writer = self._pg_connect(migrate=False)
+            if not rows:  # only preflights: one statement, one round trip, nothing to lock
+                conn.autocommit = True
+                try:
+                    found = conn.execute(_LEASE_READ, (self._lease_pid, sessions)).fetchall()
+                finally:
+                    conn.autocommit = False
+                lost = self._confirm(sessions, found)
+                return None, lost
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(_LEASE_CHECK, (self._lease_pid, sessions))
-                current = {row[0]: (row[1], bool(row[2])) for row in cur.fetchall()}
-                with self._lock:
-                    held = {s: self._leases.get(s) for s in sessions}
-                    self._lease_checks += 1
-                for session_id in sessions:
-                    epoch, locked = current.get(session_id, (None, False))
-                    if held[session_id] is not None and epoch == held[session_id] and locked:
-                        continue
-                    lost[session_id] = _lease_loss(session_id, held[session_id], epoch, locked)
+                lost = self._confirm(sessions, cur.fetchall())
                 rows = [op for op in rows if op.session_id not in lost]
                 session_rows = [
                     (op.session_id, op.seed_length, op.parent_session, op.created_at)
@@ -535,7 +556,7 @@ class PostgresEventStore(SqliteEventStore):
                         " VALUES (%s, %s, %s, %s, %s)",
                         event_rows,
                     )
-                if self._fault_hook is not None:
+                if self._fault_hook is not None and rows:
                     self._fault_hook()
         except Exception as error:
             conn = self._pg_writer
@@ -544,6 +565,20 @@ class PostgresEventStore(SqliteEventStore):
                 self._pg_writer = None
             return error, lost
         return None, lost
+
+    def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, _Loss]:
+        """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
+        current = {row[0]: (row[1], bool(row[2])) for row in found}
+        lost: dict[str, _Loss] = {}
+        with self._lock:
+            held = {s: self._leases.get(s) for s in sessions}
+            self._lease_checks += 1
+        for session_id in sessions:
+            epoch, locked = current.get(session_id, (None, False))
+            if held[session_id] is not None and epoch == held[session_id] and locked:
+                continue
+            lost[session_id] = _lease_loss(session_id, held[session_id], epoch, locked)
+        return lost
 
     def _is_row_conflict(self, error: BaseException) -> bool:
         sqlstate = getattr(error, "sqlstate", None)

@@ -13,9 +13,19 @@ about one fsync (group commit). It writes when a flush is waiting, when the
 queue grows past :data:`AUTO_WRITE_ROWS` rows or :data:`AUTO_WRITE_BYTES`
 bytes, and when the store closes.
 
-A failed write is rolled back and its rows go back to the front of the queue,
-so nothing is half-written and nothing queued is dropped; the flush requests of
-that round fail with :class:`StoreWriteError` and the next flush retries.
+A failed write is rolled back, so nothing is half-written. What happens next
+depends on why it failed:
+
+* a whole-store failure (disk full, database locked, I/O error, the file
+  replaced): every row goes back to the front of the queue, nothing queued is
+  dropped, the flush requests of that round fail with :class:`StoreWriteError`
+  and the next flush retries;
+* rows that can never be written (a key another writer already stored, e.g. a
+  ``seq`` it took): the round is bisected by session, so every other session
+  still commits (one transaction per healthy half), and the session whose rows
+  conflict is *fenced*: its queued rows are discarded, its flushes fail with
+  :class:`SessionLeaseError`, its later appends are refused, and this is
+  logged once. A refused row never blocks the other sessions of the process.
 
 Before each ``COMMIT`` the writer checks that the database and WAL files at
 the path are still the ones it opened. If they were deleted under it, it
@@ -23,18 +33,35 @@ rebuilds the store at its path from its open connection before committing,
 so an acknowledgement never refers to an unlinked file; if another file took
 the path, it refuses to write (see :meth:`SqliteEventStore._write`).
 
+One owner per session. Many processes (and many store objects in one process)
+may open the same file, but a session is written by one store at a time:
+:meth:`~SqliteEventStore.acquire_session` takes the session's exclusive lock
+in ``<file>.locks`` beside the database, a byte-range lock on an *open file
+description* (``F_OFD_SETLK``, see :mod:`host_bridge.embedded.session_locks`),
+which the kernel drops when the process dies, so no heartbeat or expiry is
+needed and a SIGKILLed owner frees its sessions at once. Another store asking
+for a held session gets :class:`SessionLeaseError` naming the holder
+(``host:pid:tag``, recorded in ``leases`` by the writer soon after the lock
+is taken; a row left by a dead process of this host is not named). A write to a
+session not yet held takes it first. :meth:`~SqliteEventStore.release_session`
+lets go once the session's rows are durable; :meth:`~SqliteEventStore.close`
+lets every session go after the last write. Such a lock cannot be lost while
+the store is open, so a flush needs no extra check; only a lock file deleted
+under the store is noticed (before the next ``COMMIT``, the locks are taken
+again on a new file at the path, and a session someone else took meanwhile is
+lost: its flushes resolve ``False``, see :meth:`~SqliteEventStore.lease_lost`).
+
 Reads (:meth:`~SqliteEventStore.load`, :meth:`~SqliteEventStore.session_ids`...)
 see durable state only, use their own connection and are safe from any thread.
-A store file is meant to be written by one ``SqliteEventStore`` at a time
-(readers may be many); a session's rows are validated when queued (known
-session, next ``seq``), so a queued row can always be written.
+A session's rows are validated when queued (known session, next ``seq``).
 
-Schema (version :data:`SCHEMA_VERSION`)::
+Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)              -- schema_version
     sessions(id TEXT PRIMARY KEY, seed_length INTEGER, parent_session TEXT, created_at INTEGER)
     events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER, data BLOB,
            PRIMARY KEY(session_id, seq)) WITHOUT ROWID   -- data: msgpack (see codec)
+    leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
 
 Session ids are opaque non-empty strings bound as SQL parameters; an id with a
 NUL character or a lone surrogate cannot round-trip through SQLite text
@@ -200,6 +227,7 @@ class _Round:
     retry: list[_Op] = field(default_factory=list)  # rows back to the head of the queue
     error: StoreWriteError | None = None  # why ``retry`` failed (a whole-store failure)
     lost: dict[str, _Loss] = field(default_factory=dict)  # sessions lost in this round
+    unconfirmed: set[str] = field(default_factory=set)  # ownership checks that failed (``error``)
     conflict_category: str = ""  # the backend's name of the last row conflict
 
 
@@ -220,8 +248,8 @@ class SqliteEventStore:
     :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
 
     ``fault_hook`` is a test seam: when given, the writer thread calls it inside
-    every write transaction, after the rows are inserted and just before
-    ``COMMIT``. An exception it raises fails that attempt exactly like a failed
+    every write transaction of session rows, after the rows are inserted and
+    just before ``COMMIT``. An exception it raises fails that attempt exactly like a failed
     commit (rolled back, rows kept queued); blocking in it pauses the writer.
 
     Sessions are owned by one store at a time (see the module docstring):
@@ -491,10 +519,10 @@ class SqliteEventStore:
                     )
             if not self._lock_session(session_id):
                 holder = self._recorded_holder(session_id)
+                named = f"held by {holder}" if holder else "its holder is not recorded yet"
                 raise SessionLeaseError(
-                    f"session {_show(session_id)} is live in another process or store"
-                    f"{f' (held by {holder})' if holder else ''}; it cannot be taken here "
-                    "until its holder detaches it or exits",
+                    f"session {_show(session_id)} is live in another process or store "
+                    f"({named}); it cannot be taken here until its holder detaches it or exits",
                     session_id=session_id,
                     holder=holder,
                 )
@@ -850,6 +878,7 @@ class SqliteEventStore:
             return result
         outcome, groups = self._attempt(_by_session(batch), check, result)
         if outcome == "conflict":
+            # (a conflict comes from an INSERT, after the ownership check ran: its answers stand)
             self._isolate(groups, result)
         return result
 
@@ -872,8 +901,10 @@ class SqliteEventStore:
             result.conflict_category = self._error_category(error)
             return "conflict", groups
         rows = [op for group in groups for op in group]
-        if rows:
+        unconfirmed = check - result.lost.keys()
+        if rows or unconfirmed:
             result.retry.extend(rows)
+            result.unconfirmed |= unconfirmed
             result.error = commit_failed(error, len(rows), self._error_category(error))
         return "failed", groups
 
@@ -1174,7 +1205,7 @@ class SqliteEventStore:
         loss = self._lost.get(session_id)
         if loss is not None:
             return loss.flush_outcome()
-        if error is not None and session_id in failed:
+        if error is not None and (session_id in failed or session_id in result.unconfirmed):
             return StoreWriteError(str(error), category=error.category)
         return True
 
@@ -1469,6 +1500,14 @@ def commit_failed(error: BaseException, rows: int, category: str | None = None) 
     """
     if category is None:
         category = _category(error)
+    if rows == 0:  # only ownership checks were in that round
+        _log.error("session store lease check failed (%s)", category)
+        _log.debug("lease check failure detail", exc_info=error)
+        return StoreWriteError(
+            f"could not confirm the session's lease in the session store ({category}); "
+            "flush again to retry",
+            category=category,
+        )
     _log.error(
         "session store commit failed (%s); %d rows stay queued for the next attempt",
         category,

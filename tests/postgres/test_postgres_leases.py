@@ -15,7 +15,7 @@ psycopg = pytest.importorskip("psycopg")
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.postgres_store import PostgresEventStore  # noqa: E402
 from host_bridge.embedded.sessions import EmbeddedSessionStore  # noqa: E402
-from host_bridge.embedded.store_errors import SessionLeaseError  # noqa: E402
+from host_bridge.embedded.store_errors import SessionLeaseError, StoreWriteError  # noqa: E402
 from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
 
 TIMEOUT = 20.0
@@ -190,3 +190,63 @@ def test_a_refusal_names_the_process_that_holds_the_lock(
     with pytest.raises(SessionLeaseError) as refused:
         holder.acquire_session("s")
     assert refused.value.holder == other.owner  # ...but the lock names the real holder
+
+
+def test_a_preflight_that_cannot_reach_the_database_fails_and_the_next_one_asks_again(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    store = open_pg(pg_url, stores)
+    store.acquire_session("s")
+    assert store.flush("s").result(TIMEOUT) is True
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # cut the writer's connection
+        (cut,) = admin.execute(
+            "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'dsh-schedule'"
+        ).fetchone()
+    assert cut == 1
+    with pytest.raises(StoreWriteError, match="confirm the session's lease"):
+        store.flush("s").result(TIMEOUT)  # never True without an answer from the database
+    assert not store.lease_lost("s")
+    assert store.flush("s").result(TIMEOUT) is True  # a new writer connection
+
+
+def test_a_preflight_in_a_round_with_a_conflict_still_gets_its_answer(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    armed = threading.Event()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def hook() -> None:
+        if armed.is_set():
+            armed.clear()
+            entered.set()
+            assert release.wait(TIMEOUT)
+
+    store = open_pg(pg_url, stores, fault_hook=hook)
+    for session_id in ("healthy", "poisoned", "quiet", "busy"):
+        store.acquire_session(session_id)
+        store.create_session(SessionHeader(session_id))
+    assert store.flush_all().result(TIMEOUT) is True
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(  # another writer took the poisoned session's next seq
+            "INSERT INTO events VALUES ('poisoned', 0, 'note', 1, %s)", (encode_payload(0),)
+        )
+        admin.execute(  # and someone bumped the quiet session's epoch (a takeover)
+            "UPDATE leases SET epoch = epoch + 1 WHERE session_id = 'quiet'"
+        )
+    armed.set()
+    append(store, "busy", 0)
+    busy = store.flush("busy")
+    assert entered.wait(TIMEOUT)
+    append(store, "healthy", 0)
+    append(store, "poisoned", 0)
+    flushes = [store.flush(s) for s in ("healthy", "poisoned", "quiet")]
+    release.set()
+    assert busy.result(TIMEOUT) is True
+    assert flushes[0].result(TIMEOUT) is True
+    with pytest.raises(SessionLeaseError, match="fenced out"):
+        flushes[1].result(TIMEOUT)
+    assert flushes[2].result(TIMEOUT) is False  # its lease check stands: lost, not waved through
+    assert store.lease_lost("quiet") and store.lease_lost("poisoned")
+    assert not store.lease_lost("healthy")

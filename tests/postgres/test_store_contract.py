@@ -322,21 +322,39 @@ def test_the_session_store_refuses_a_session_held_elsewhere_naming_the_holder(
 def test_a_session_whose_rows_conflict_is_fenced_and_the_others_still_commit(
     make_store: StoreFactory, backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = make_store()
+    armed = threading.Event()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def hook() -> None:
+        if armed.is_set():
+            armed.clear()
+            entered.set()
+            assert release.wait(TIMEOUT)
+
+    store = make_store(fault_hook=hook)
     ids = [f"s-{n}" for n in range(7)]
-    for session_id in ids:
+    for session_id in [*ids, "quiet", "busy"]:
         new_session(store, session_id)
         record(store, session_id, 0)
     assert store.flush_all().result(TIMEOUT) is True
     poisoned = {"s-1", "s-4", "s-5"}
     for session_id in sorted(poisoned):
         backend.foreign_event(session_id, 1)  # another writer took the next seq
-    commits = store.commit_count
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="dsh_schedule"):
+        armed.set()
+        record(store, "busy", 1)
+        busy = store.flush("busy")
+        assert entered.wait(TIMEOUT)  # the writer waits inside a round: the next takes all below
         for session_id in ids:
             record(store, session_id, 1)
         flushes = {session_id: store.flush(session_id) for session_id in ids}
+        quiet = store.flush("quiet")  # a preflight with nothing queued, in the same round
+        commits = store.commit_count
+        release.set()
+        assert busy.result(TIMEOUT) is True
+        assert quiet.result(TIMEOUT) is True
         for session_id, future in flushes.items():
             if session_id in poisoned:
                 with pytest.raises(SessionLeaseError, match="fenced out"):
