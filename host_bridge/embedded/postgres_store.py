@@ -27,8 +27,11 @@ nothing is queued for it, confirms the lease in the database before anything
 is written or acknowledged: in the writer's transaction, the lease rows of the
 round's sessions are locked (``FOR SHARE``, so nobody can take them over until
 ``COMMIT``), their epochs must still be the ones this store acquired, and the
-advisory locks must still be held by this store's lease connection (looked up
-in ``pg_locks`` by its backend pid: a dead lease connection has none). Flushes
+lease connection that holds their advisory locks must still run (its backend pid
+and start time in ``pg_stat_get_activity``: such locks go only with their
+connection or by this store's own unlock, so a live lease connection still holds
+them, and a dead one means every lease is lost; the check costs the same
+whatever the number of leases, unlike a scan of ``pg_locks``). Flushes
 that arrive together share one round, so the check costs one round trip for
 all of them. A session that fails the check is *lost* (a network cut, a
 failover or a server restart closed the lease connection, and another process
@@ -112,13 +115,14 @@ _ADVISORY_HERE = (
 )
 
 _LEASE_READ = (
-    "WITH mine AS MATERIALIZED ("
-    f" SELECT {_KEY_OF_LOCK} AS key FROM pg_locks k WHERE {_ADVISORY_HERE} AND k.pid = %s)"
-    " SELECT l.session_id, l.epoch, hashtextextended(l.session_id, 0) IN (SELECT key FROM mine)"
+    "SELECT l.session_id, l.epoch,"
+    " EXISTS (SELECT 1 FROM pg_stat_get_activity(%s) a WHERE a.backend_start = %s)"
     " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id"
 )
-"""Per session: its epoch and whether the advisory lock is held by the lease connection
-with the given backend pid (one statement: a preflight with nothing to write runs it alone)."""
+"""Per session: its epoch, and whether the lease connection (backend pid and start time)
+still runs. The advisory locks of a session-level connection go only with it (or when
+this store unlocks them), so a live lease connection still holds every lease taken on it.
+One statement: a preflight with nothing to write runs it alone."""
 
 _LEASE_CHECK = _LEASE_READ + " FOR SHARE OF l"
 """:data:`_LEASE_READ` in a write transaction: the lease rows stay locked until it commits."""
@@ -200,6 +204,7 @@ class PostgresEventStore(SqliteEventStore):
         self._pg_writer: psycopg.Connection[Any] | None = self._pg_connect(migrate=True)
         self._lease_conn: psycopg.Connection[Any] | None = None
         self._lease_pid = 0  # backend pid of the lease connection (holds the advisory locks)
+        self._lease_backend: tuple[int, Any] = (0, None)  # its pid and backend start time
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         try:
             self._open_lease_connection()
@@ -329,14 +334,30 @@ class PostgresEventStore(SqliteEventStore):
         return int(row[0])
 
     def _open_lease_connection(self) -> None:
-        """(Re)open the connection that holds this store's advisory locks."""
+        """(Re)open the connection that holds this store's advisory locks (``_lease_lock`` held).
+
+        Replacing a dead one loses every lease taken on it, here and now: the
+        liveness check of later rounds looks at the new connection.
+        """
         old = self._lease_conn
         if old is not None:
             old.close()
+            dropped: list[tuple[_Loss, int]] = []
+            with self._lock:
+                for session_id in [s for s in self._leases if s not in self._lost]:
+                    loss = _lease_loss(session_id, None, None, False)
+                    dropped.append((loss, self._lose(loss) or 0))
+            for loss, rows in dropped:
+                _log.error("%s (%d rows dropped)", loss.message, rows)
         self._lease_conn = self._pg_connect(
             migrate=False, autocommit=True, application_name=(_LEASE_APP + self._owner)[:63]
         )
-        self._lease_pid = self._lease_conn.info.backend_pid
+        row = self._lease_conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
+        ).fetchone()
+        assert row is not None
+        self._lease_pid = int(row[0])
+        self._lease_backend = (int(row[0]), row[1])
 
     def _lease_holder(self, conn: psycopg.Connection[Any], session_id: str) -> str | None:
         """Who holds ``session_id``'s advisory lock now: the owner named by its connection."""
@@ -525,13 +546,13 @@ class PostgresEventStore(SqliteEventStore):
             if not rows:  # only preflights: one statement, one round trip, nothing to lock
                 conn.autocommit = True
                 try:
-                    found = conn.execute(_LEASE_READ, (self._lease_pid, sessions)).fetchall()
+                    found = conn.execute(_LEASE_READ, (*self._lease_backend, sessions)).fetchall()
                 finally:
                     conn.autocommit = False
                 lost = self._confirm(sessions, found)
                 return None, lost
             with conn.transaction(), conn.cursor() as cur:
-                cur.execute(_LEASE_CHECK, (self._lease_pid, sessions))
+                cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
                 lost = self._confirm(sessions, cur.fetchall())
                 rows = [op for op in rows if op.session_id not in lost]
                 session_rows = [
@@ -680,7 +701,7 @@ def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bo
     elif not locked:
         reason = "its lease connection was closed (a network cut, failover or restart)"
     else:
-        reason = "its lease row is gone"
+        reason = "its lease row is gone"  # (``held`` None: released meanwhile, see release_session)
     return _Loss(
         session_id,
         "lease",

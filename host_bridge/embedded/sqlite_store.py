@@ -249,8 +249,9 @@ class SqliteEventStore:
 
     ``fault_hook`` is a test seam: when given, the writer thread calls it inside
     every write transaction of session rows, after the rows are inserted and
-    just before ``COMMIT``. An exception it raises fails that attempt exactly like a failed
-    commit (rolled back, rows kept queued); blocking in it pauses the writer.
+    just before ``COMMIT``. An exception it raises fails that attempt exactly
+    like a failed commit (rolled back, rows kept queued); blocking in it pauses
+    the writer.
 
     Sessions are owned by one store at a time (see the module docstring):
     :meth:`acquire_session` takes a session's lock, :meth:`release_session`

@@ -151,10 +151,11 @@ def test_concurrent_preflights_share_one_lease_check(
     assert store.lease_checks - before <= 2  # the blocked round, then one for all thirty
 
 
-def test_lease_checks_see_every_key_and_a_new_lease_connection_serves_new_sessions(
+def test_every_lease_is_confirmed_and_every_holder_named_and_a_new_connection_serves_new_ones(
     pg_url: str, stores: list[PostgresEventStore]
 ) -> None:
     store = open_pg(pg_url, stores)
+    other = open_pg(pg_url, stores)
     ids = [f"key-{n}" for n in range(40)]
     with psycopg.connect(pg_url) as conn:
         signs = {
@@ -167,6 +168,9 @@ def test_lease_checks_see_every_key_and_a_new_lease_connection_serves_new_sessio
     for session_id in ids:
         store.acquire_session(session_id)
         assert store.flush(session_id).result(TIMEOUT) is True
+        with pytest.raises(SessionLeaseError) as refused:
+            other.acquire_session(session_id)
+        assert refused.value.holder == store.owner  # found from the lock's connection
     terminate_lease_connection(pg_url, store)
     assert store.flush("key-0").result(TIMEOUT) is False
     # Every lease of the dead connection is lost; a new session is leased on a new one.
