@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit
+from bench import (
+    _aps,
+    create_throughput,
+    delivery_precision,
+    fold_cost,
+    group_commit,
+    session_race,
+)
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
 
@@ -88,3 +95,12 @@ def test_delivery_precision(tmp_path: Path) -> None:
     assert ours["targets_outside_second"] == 0
     assert {"p50_ms", "p99_ms", "max_ms"} <= ours["delay"].keys()
     assert out["apscheduler"] == []
+
+
+def test_session_race(tmp_path: Path) -> None:
+    out = run(session_race.main, "session_race", tmp_path)
+    [summary] = out["summary"]
+    assert (summary["store"], summary["variant"], summary["trials"]) == ("sqlite", "race", 2)
+    assert summary["double_deliveries"] == summary["losses"] == summary["errors"] == 0
+    assert summary["refusals"] == 2  # one loser per trial
+    assert out["targets"] == {"no_double_delivery": True, "every_trial_clean": True}
