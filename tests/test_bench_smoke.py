@@ -20,6 +20,7 @@ from bench import (
     delivery_precision,
     fold_cost,
     group_commit,
+    session_race,
 )
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
@@ -107,3 +108,12 @@ def test_clock_faults(tmp_path: Path) -> None:
     assert results["clock_jumps_noticed"] == 2
     assert results["owners_faulted_at_end"] == 0
     assert out["load_average_at_end"] is not None
+
+
+def test_session_race(tmp_path: Path) -> None:
+    out = run(session_race.main, "session_race", tmp_path)
+    [summary] = out["summary"]
+    assert (summary["store"], summary["variant"], summary["trials"]) == ("sqlite", "race", 2)
+    assert summary["double_deliveries"] == summary["losses"] == summary["errors"] == 0
+    assert summary["refusals"] == 2  # one loser per trial
+    assert out["targets"] == {"no_double_delivery": True, "every_trial_clean": True}

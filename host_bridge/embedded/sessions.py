@@ -1,7 +1,11 @@
 """Live sessions of the embedded host: one SessionActor each, backed by the session store.
 
-The store is SQLite by default or PostgreSQL (leased sessions, see
-:mod:`host_bridge.embedded.postgres_store`).
+The store is SQLite by default or PostgreSQL. Either way a session is owned by
+one store at a time: creating, resuming, opening or forking a session takes it
+in the store first (:meth:`SqliteEventStore.acquire_session`), and a session
+held elsewhere is refused with :class:`SessionLeaseRefusedError` naming the
+holder. A live session whose ownership the store lost reports it through
+:attr:`EmbeddedSession.lease_lost`; its appends are refused from then on.
 """
 
 from __future__ import annotations
@@ -19,19 +23,28 @@ from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking, wait
 from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
 from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.futures import failed
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
 
-__all__ = ["EmbeddedSession", "EmbeddedSessionStore", "SessionError"]
+__all__ = ["EmbeddedSession", "EmbeddedSessionStore", "SessionError", "SessionLeaseRefusedError"]
 
 _log = logging.getLogger("dsh_schedule.sessions")
 
 
 class SessionError(RuntimeError):
     """A session cannot be created, resumed or forked as asked."""
+
+
+class SessionLeaseRefusedError(SessionLeaseError, SessionError):
+    """The session is live in another process or store, so it cannot go live here.
+
+    Both a :class:`SessionError` and the store's :class:`SessionLeaseError`
+    (so a :class:`StoreError`); ``holder`` names the owner when it is known.
+    """
 
 
 class EmbeddedSession(LogBackedSession):
@@ -52,6 +65,7 @@ class EmbeddedSession(LogBackedSession):
         *,
         core: SessionCore | None = None,
         runtime: Runtime | None = None,
+        store: SqliteEventStore | None = None,
     ) -> None:
         self._header = header
         self._log = log
@@ -59,11 +73,23 @@ class EmbeddedSession(LogBackedSession):
         self._core = core
         self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
+        self._store = store
 
     @property
     def actor_ref(self) -> pykka.ActorRef[SessionActor]:
         """The session's actor (for tests and diagnostics)."""
         return self._actor
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the store lost this session since it went live.
+
+        Then another process may own it: flushes resolve ``False`` (or fail),
+        every append is refused with :class:`SessionLeaseError`, and the
+        session must be detached and resumed to be taken again.
+        """
+        store = self._store
+        return store is not None and store.lease_lost(self.id)
 
     def append(self, type: str, data: Any) -> SessionEvent:
         """Append one event through the session's mailbox and return it once committed.
@@ -261,11 +287,15 @@ class EmbeddedSessionStore:
             ) from None
 
     def _acquire(self, session_id: str) -> None:
-        """Take the session's lease in the persistence store (a no-op on SQLite)."""
+        """Take the session in the persistence store; refused when it is held elsewhere."""
         if self._persistence is None:
             return
         try:
             run_blocking(self._persistence.acquire_session, session_id)
+        except SessionLeaseError as error:
+            raise SessionLeaseRefusedError(
+                str(error), session_id=session_id, holder=error.holder
+            ) from None
         except StoreError as error:
             raise SessionError(f"cannot take session {session_id!r}: {error}") from None
 
@@ -319,7 +349,9 @@ class EmbeddedSessionStore:
                 guards=self._current_guards,
             )
             actor = self._session_actor.start(core)
-            session = EmbeddedSession(header, log, actor, core=core, runtime=self._runtime)
+            session = EmbeddedSession(
+                header, log, actor, core=core, runtime=self._runtime, store=self._persistence
+            )
             with self._lock:
                 self._live[header.id] = session
         except BaseException:
