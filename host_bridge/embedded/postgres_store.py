@@ -321,6 +321,11 @@ class PostgresEventStore(SqliteEventStore):
         self._check_lease(session_id)
         super().record_append(session_id, event, payload)
 
+    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        """Like SQLite's (one unit, one commit); refused without the session's lease."""
+        self._check_lease(session_id)
+        super().record_appends(session_id, rows)
+
     def flush(self, session_id: str) -> Future[bool]:
         """Like SQLite's; fails with :class:`SessionLeaseError` for a fenced-out session."""
         with self._lock:
