@@ -350,16 +350,12 @@ class EmbeddedAgent:
         with self._lock:
             state = self._state
             started = self._start_next_locked()
-            request = (
-                not started
-                and not state.flushing
-                and not state.disposed
-                and (flush or self._needs_flush_locked())
-            )
+            needed = flush or self._needs_flush_locked()
+            request = needed and not state.flushing and not state.disposed
             retry = None
-            if request:
-                state.flushing = True
-                retry, state.retry = state.retry, None  # retrying now
+            if request or not needed:
+                state.flushing = state.flushing or request
+                retry, state.retry = state.retry, None  # retrying now, or nothing to retry
             waiters: list[Future[None]] = []
             if not started and state.settled():
                 waiters, state.idle_waiters = state.idle_waiters, []

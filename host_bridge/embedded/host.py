@@ -116,17 +116,24 @@ class EmbeddedHost:
         return self.agents.spawn(child_session, model=model, parent=parent)
 
     def close(self) -> None:
-        """Dispose every agent, detach every session, close the store and the timers."""
+        """Dispose every agent, detach every session, close the store and the timers.
+
+        Raises the store's :class:`~host_bridge.embedded.sqlite_store.StoreWriteError`
+        when its last write failed (e.g. the disk is full): those events were never
+        acknowledged and are not durable. Everything is closed all the same.
+        """
         if self._closed:
             return
         self._closed = True
-        self.agents.dispose_all()
-        self.sessions.close()
-        if self.persistence is not None:
-            run_blocking(self.persistence.close)
-        close_timers = getattr(self.timers, "close", None)
-        if self._own_timers and callable(close_timers):
-            close_timers()
+        try:
+            self.agents.dispose_all()
+            self.sessions.close()
+            if self.persistence is not None:
+                run_blocking(self.persistence.close)
+        finally:
+            close_timers = getattr(self.timers, "close", None)
+            if self._own_timers and callable(close_timers):
+                close_timers()
 
     def __enter__(self) -> EmbeddedHost:
         return self
