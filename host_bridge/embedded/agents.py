@@ -78,11 +78,15 @@ class AgentDisposedError(RuntimeError):
 
 @dataclass
 class Turn:
-    """What a model callable sees during one turn."""
+    """What a model callable sees during one turn.
+
+    ``inbox_seq`` is the seq of the ``inbox/queued`` event that queued ``message``.
+    """
 
     agent: EmbeddedAgent
     message: UserMessage
     tools: ScopedToolRegistry | None
+    inbox_seq: int | None = None
 
     def call_tool(self, name: str, arguments: Any) -> ToolResult:
         """Run a tool for this agent, record the call and result in the log, return the result."""
@@ -447,7 +451,7 @@ class EmbeddedAgent:
                 },
             )
             started = True
-            reply = self.model(Turn(self, message, self._registry.tools))
+            reply = self.model(Turn(self, message, self._registry.tools, entry.seq))
             if reply is not None:
                 self._session.append(MESSAGE_EVENT, {"role": "assistant", "content": reply})
         except Exception:
