@@ -24,8 +24,10 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.futures import resolved
+from host_bridge.plugin import install_schedule
 from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
+from messages import SCHEDULE_CHANGE_TYPE
 
 TIMEOUT = 5.0
 
@@ -276,6 +278,52 @@ def test_release_commits_a_stage_that_no_append_followed(rig: Rig) -> None:
     wait_idle(rig.agent)
     assert rig.model.texts == ["reminder"]
     assert rig.agent.session.durable_length >= 1  # the stage was handed over and flushed
+
+
+@pytest.mark.parametrize(
+    ("host_runtime", "owner_runtime"),
+    [("threading", "threading"), ("gevent", "gevent"), ("threading", "gevent")],
+)
+def test_a_reminder_and_its_inbox_entry_reach_the_store_as_one_unit(
+    tmp_path: Path, host_runtime: str, owner_runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=host_runtime)
+    assert host.persistence is not None
+    units: list[list[str]] = []
+    real = host.persistence.record_appends
+
+    def record_appends(session_id: str, rows: Any) -> None:
+        units.append([event.type for event, _ in rows])
+        real(session_id, rows)
+
+    monkeypatch.setattr(host.persistence, "record_appends", record_appends)
+    plugin = install_schedule(host.context(), runtime=owner_runtime)
+    model = Recorder()
+    agent = host.spawn_root(session_id="s", model=model)
+    created = host.tools.execute(
+        "schedule_create", {"prompt": "p", "after_seconds": 5}, agent=agent, timeout=5
+    )
+    assert created.value["id"] == "schedule-1"
+    plugin.wait_quiet(agent)
+    units.clear()
+    timers.advance(5_000)
+    plugin.wait_quiet(agent)
+    agent.when_idle().result(timeout=TIMEOUT)
+    plugin.wait_quiet(agent)
+    assert len(model.texts) == 1 and model.texts[0].startswith("[SCHEDULE REMINDER]")
+    assert units[0] == [INBOX_EVENT, SCHEDULE_CHANGE_TYPE]  # staged entry + dispatch together
+    types = [e.type for e in agent.session.events]
+    entry = types.index(INBOX_EVENT)
+    assert types[entry : entry + 4] == [
+        INBOX_EVENT,
+        SCHEDULE_CHANGE_TYPE,
+        "message",
+        TURN_COMPLETED_EVENT,
+    ]
+    plugin.dispose().result(timeout=TIMEOUT)
+    host.close()
 
 
 # --- resume --------------------------------------------------------------------------------
