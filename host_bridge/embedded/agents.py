@@ -326,7 +326,7 @@ class EmbeddedAgent:
     # --- internals: admission -----------------------------------------------------------
 
     def _needs_flush_locked(self) -> bool:
-        """Unreserved, with a queued entry not known durable (a reservation's stage stays staged)."""
+        """Unreserved, with a queued entry not known durable (a reservation keeps its stage)."""
         state = self._state
         return (
             self._gated
