@@ -409,7 +409,12 @@ def _child_main(argv: Sequence[str]) -> None:
 
 
 def _settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
-    """Wait until the agent and its owner are quiet (forever, if the child is paused)."""
+    """Wait until the agent and its owner are quiet (forever, if the child is paused).
+
+    An owner still *waiting for idle* while the agent is idle has an idle
+    notification on its way (it will drive again): not quiet yet. This matters
+    on resume, where the agent first runs its re-queued inbox entries.
+    """
     for _ in range(1000):
         try:
             plugin.wait_quiet(agent, timeout=30)
@@ -417,7 +422,7 @@ def _settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
             status = plugin.wait_quiet(agent, timeout=30)
         except TimeoutError:
             continue
-        if agent.status == "idle" and not status.busy:
+        if agent.status == "idle" and not status.busy and not status.waiting_for_idle:
             return
 
 
