@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit
+from bench import _aps, create_throughput, delivery_precision, fold_cost, group_commit, outage
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
 
@@ -88,3 +88,14 @@ def test_delivery_precision(tmp_path: Path) -> None:
     assert ours["targets_outside_second"] == 0
     assert {"p50_ms", "p99_ms", "max_ms"} <= ours["delay"].keys()
     assert out["apscheduler"] == []
+
+
+def test_outage(tmp_path: Path) -> None:
+    out = run(outage.main, "outage", tmp_path)
+    totals = out["totals"]
+    assert out["targets"]["exactly_once"]["met"] is True
+    assert totals["reminders"] == 12
+    assert totals["dispatched"] == totals["inbox_entries"] == totals["completed_turns"] == 12
+    assert totals["model_runs"] == 12
+    assert totals["lost"] == totals["duplicates"] == totals["early"] == 0
+    assert totals["commits_refused"] > 0  # the outage really refused commits
