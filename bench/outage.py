@@ -160,8 +160,9 @@ def run_round(data_dir: Path, rng: random.Random, *, agents: int, reminders: int
     runs: list[tuple[str, str, int, int, int]] = []
     start = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z
     fail_at = rng.randrange(0, 300_000, STEP_MS)
-    stop_at = rng.randrange(fail_at + STEP_MS, 600_000, STEP_MS)
-    clear_at = rng.randrange(stop_at, 800_000, STEP_MS)
+    stop_at = rng.randrange(fail_at + STEP_MS, 600_000, STEP_MS)  # shutdown during the outage
+    restart_at = stop_at + rng.randrange(0, 300_000, STEP_MS)  # the host is down meanwhile
+    clear_at = rng.randrange(stop_at + STEP_MS, 800_000, STEP_MS)  # maybe while it is down
 
     first = _Incarnation(data_dir, start, sessions, disk, runs)
     for agent in first.agents:
@@ -185,6 +186,8 @@ def run_round(data_dir: Path, rng: random.Random, *, agents: int, reminders: int
         first.quiet()
     close_error = first.close()
 
+    elapsed = restart_at
+    disk.full = fail_at <= elapsed < clear_at
     second = _Incarnation(data_dir, created_at + elapsed, sessions, disk, runs)
     restarted_full = disk.full
     while elapsed < HORIZON_MS:
@@ -205,6 +208,7 @@ def run_round(data_dir: Path, rng: random.Random, *, agents: int, reminders: int
     return _count(data_dir, runs, runs_before_last, sessions) | {
         "fail_at_s": fail_at // 1000,
         "shutdown_at_s": stop_at // 1000,
+        "restart_at_s": restart_at // 1000,
         "clear_at_s": clear_at // 1000,
         "restarted_while_full": restarted_full,
         "shutdown_could_not_write": close_error,
@@ -296,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(
                 f"round {index:3d}: full {outcome['fail_at_s']}-{outcome['clear_at_s']} s, "
                 f"shutdown at {outcome['shutdown_at_s']} s"
-                f"{' (restarted while full)' if outcome['restarted_while_full'] else ''}; "
+                f", restart at {outcome['restart_at_s']} s"
+                f"{' (still full)' if outcome['restarted_while_full'] else ''}; "
                 f"{outcome['reminders']} reminders, {outcome['model_runs']} turns, "
                 f"lost {outcome['lost']}, duplicates {outcome['duplicates']}, "
                 f"early {outcome['early']}",
