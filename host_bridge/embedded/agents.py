@@ -565,7 +565,10 @@ class EmbeddedAgentRegistry:
     """The embedded host's agents (implements ``AgentRegistry``).
 
     ``runtime`` is where the agents' turn actors run (see
-    :func:`actors.runtime.get_runtime`).
+    :func:`actors.runtime.get_runtime`). ``timers`` (the host's) arm the
+    back-off retries of messages whose inbox entries could not be made durable
+    yet; without timers such a message is retried only when the session's
+    durable progress advances.
     """
 
     def __init__(
