@@ -20,6 +20,7 @@ from bench import (
     delivery_precision,
     fold_cost,
     group_commit,
+    outage,
     session_race,
 )
 
@@ -117,3 +118,14 @@ def test_session_race(tmp_path: Path) -> None:
     assert summary["double_deliveries"] == summary["losses"] == summary["errors"] == 0
     assert summary["refusals"] == 2  # one loser per trial
     assert out["targets"] == {"no_double_delivery": True, "every_trial_clean": True}
+
+
+def test_outage(tmp_path: Path) -> None:
+    out = run(outage.main, "outage", tmp_path)
+    totals = out["totals"]
+    assert out["targets"]["exactly_once"]["met"] is True
+    assert totals["reminders"] == 12
+    assert totals["dispatched"] == totals["inbox_entries"] == totals["completed_turns"] == 12
+    assert totals["model_runs"] == 12
+    assert totals["lost"] == totals["duplicates"] == totals["early"] == 0
+    assert totals["commits_refused"] > 0  # the outage really refused commits

@@ -82,7 +82,7 @@ class EmbeddedHost:
         )
         self.sessions = EmbeddedSessionStore(self.persistence, clock=clock, runtime=self.runtime)
         self.tools = ScopedToolRegistry()
-        self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime)
+        self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime, timers=self.timers)
         self._closed = False
 
     def context(self) -> HostContext:

@@ -23,6 +23,7 @@ from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking, wait
 from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.embedded.inbox import InboxEntry, pending_entries
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
 from host_bridge.eventlog import EventLog, LogBackedSession
@@ -74,6 +75,8 @@ class EmbeddedSession(LogBackedSession):
         self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
         self._store = store
+        self._inbox_claimed = False
+        self._claim_lock = threading.Lock()
 
     @property
     def actor_ref(self) -> pykka.ActorRef[SessionActor]:
@@ -91,6 +94,11 @@ class EmbeddedSession(LogBackedSession):
         store = self._store
         return store is not None and store.lease_lost(self.id)
 
+    @property
+    def persistent(self) -> bool:
+        """Whether appends can become durable (False on a host without persistence)."""
+        return self._core is not None and self._core.persistent
+
     def append(self, type: str, data: Any) -> SessionEvent:
         """Append one event through the session's mailbox and return it once committed.
 
@@ -98,16 +106,52 @@ class EmbeddedSession(LogBackedSession):
         greenlet on the gevent runtime is suspended while the session actor (on
         the same hub or elsewhere) commits, instead of blocking the hub.
         """
+        return self._append(type, data, staged=False)
+
+    def append_staged(self, type: str, data: Any) -> SessionEvent:
+        """Append one event that reaches the store only with the next append or flush.
+
+        The event is in the live log at once; the session's next unstaged
+        append (or a flush) hands both to the store as one unit, so they
+        become durable in the same commit (see :class:`SessionCore`).
+        """
+        return self._append(type, data, staged=True)
+
+    def _append(self, type_: str, data: Any, *, staged: bool) -> SessionEvent:
         inline = self._inline
         if inline is not None and inline.on_hub_thread():
             assert self._core is not None
-            return self._core.append(type, data)
+            return self._core.append(type_, data, staged=staged)
         reply: Future[SessionEvent] = Future()
         try:
-            self._actor.tell(AppendEvent(type, data, reply))
+            self._actor.tell(AppendEvent(type_, data, reply, staged))
         except pykka.ActorDeadError:
             raise SessionDetachedError(f"session {self.id!r} is detached") from None
         return wait_for(reply)
+
+    @property
+    def durable_length(self) -> int:
+        """How many leading events are known durable (read from the store or covered by a flush)."""
+        return 0 if self._core is None else self._core.durable_length
+
+    def on_durable(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Hear of each flush that makes more of the log durable (``SessionCore.on_durable``)."""
+        if self._core is None:
+            return lambda: None
+        return self._core.on_durable(listener)
+
+    def claim_inbox(self) -> list[InboxEntry]:
+        """The first call: inbox entries of the log whose turns never completed; later: ``[]``.
+
+        The first agent that takes over the session re-queues them (see
+        :mod:`host_bridge.embedded.inbox`); a fork's inherited events are not
+        its own queue.
+        """
+        with self._claim_lock:
+            if self._inbox_claimed:
+                return []
+            self._inbox_claimed = True
+        return pending_entries(self.events, self._header.seed_length or 0)
 
     def request_flush(self) -> Future[bool]:
         """Queue a flush barrier behind every append made so far."""
@@ -347,6 +391,7 @@ class EmbeddedSessionStore:
                 decode=decode_payload,
                 clock=self._clock,
                 guards=self._current_guards,
+                durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable
             )
             actor = self._session_actor.start(core)
             session = EmbeddedSession(

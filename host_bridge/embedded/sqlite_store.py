@@ -431,7 +431,20 @@ class SqliteEventStore:
         was lost by this one; nothing is queued then. The first append to a
         stored session that was not :meth:`load`-ed by this store reads its length once.
         """
-        row = _event_row(session_id, event, payload)
+        self.record_appends(session_id, ((event, payload),))
+
+    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        """Queue consecutive committed events of one session as a unit; never waits for disk.
+
+        Like :meth:`record_append` for each ``(event, payload)`` pair, with the
+        seqs following each other from the session's next seq. The rows are
+        validated first and queued under one lock hold, so the writer takes
+        all of them into the same write round: they become durable in one
+        commit or not at all. Nothing is queued when any row is refused.
+        """
+        checked = [_event_row(session_id, event, payload) for event, payload in rows]
+        if not checked:
+            return
         with self._lock:
             self._check_open()
             self._check_not_lost(session_id)
@@ -451,12 +464,14 @@ class SqliteEventStore:
             self._check_not_lost(session_id)
             # (a concurrent forget() only drops an entry that equals the stored length)
             expected = self._next_seq.setdefault(session_id, expected)
-            if row.seq != expected:
-                raise StoreError(
-                    f"event for session {_show(session_id)} has seq {row.seq}, expected {expected}"
-                )
-            self._next_seq[session_id] = expected + 1
-            self._enqueue([row])
+            for offset, row in enumerate(checked):
+                if row.seq != expected + offset:
+                    raise StoreError(
+                        f"event for session {_show(session_id)} has seq {row.seq}, "
+                        f"expected {expected + offset}"
+                    )
+            self._next_seq[session_id] = expected + len(checked)
+            self._enqueue(list(checked))
 
     def flush(self, session_id: str) -> Future[bool]:
         """Resolve ``True`` once the rows of ``session_id`` queued before the call are durable.

@@ -403,3 +403,40 @@ def test_a_whole_store_failure_keeps_every_session_queued_and_fences_nobody(
     assert store.pending_rows == 4
     assert store.flush("a").result(TIMEOUT) is True
     assert store.flush("b").result(TIMEOUT) is True
+
+
+def test_record_appends_queues_a_unit_that_commits_together_or_not_at_all(
+    make_store: StoreFactory,
+) -> None:
+    failures = [1]
+
+    def hook() -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError("injected failure before COMMIT")
+
+    store = make_store(fault_hook=hook)
+    new_session(store, "s")
+    assert store.flush("s").exception(TIMEOUT) is not None  # the session row waits for a retry
+    rows = [event(0), event(1)]
+    with pytest.raises(StoreError, match="seq"):  # a gap inside the unit refuses all of it
+        store.record_appends("s", [(rows[0], encode_payload(rows[0].data)), (event(2), b"\x00")])
+    assert store.pending_rows == 1
+    store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
+    assert store.pending_rows == 3
+    assert store.flush("s").result(TIMEOUT) is True
+    stored = make_store().load("s")
+    assert stored is not None and stored.events == tuple(rows)
+    store.record_appends("s", [])  # an empty unit queues nothing
+    assert store.pending_rows == 0
+    record(store, "s", 2)  # the next seq follows the unit
+
+
+def test_record_appends_takes_the_queue_lock_once(make_store: StoreFactory, mocker: Any) -> None:
+    store = make_store()
+    new_session(store, "s")
+    enqueue = mocker.spy(store, "_enqueue")
+    rows = [event(0), event(1), event(2)]
+    store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
+    assert enqueue.call_count == 1  # one lock hold: the writer cannot split the unit
+    assert [op.seq for op in enqueue.call_args.args[0]] == [0, 1, 2]
