@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from types import TracebackType
@@ -35,6 +36,14 @@ class PersistenceListener(Protocol):
         """Queue one committed event for the next durable commit (never blocks on disk)."""
         ...
 
+    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        """Queue consecutive committed events as one unit: durable in the same commit or not at all.
+
+        Used for a staged append and the append that follows it (see
+        :meth:`SessionCore.append`). Raising queues none of them.
+        """
+        ...
+
     def flush(self, session_id: str) -> Future[bool]:
         """Resolve True once everything queued for the session before this call is durable."""
         ...
@@ -62,6 +71,20 @@ class SessionCore:
     *inline* from a greenlet of the session actor's own hub (see
     :class:`host_bridge.embedded.sessions.EmbeddedSession`): such a call is
     atomic with respect to the actor, and saves the mailbox round trip.
+
+    **Staged appends.** ``append(..., staged=True)`` puts an event in the live
+    log at once (its seq is assigned, snapshots show it) but keeps it from the
+    persistence listener until the next non-staged append of the session, a
+    flush, or :meth:`commit_staged`; it is then handed over together with what
+    triggered the hand-over, in one :meth:`PersistenceListener.record_appends`
+    call, so both reach the store in the same commit. A host uses this to make
+    an agent's queued follow-up and the plugin append that follows it
+    (Schedule's ``dispatch``) durable together. A stage still open when the
+    session detaches is never handed over.
+
+    **Durable progress.** Every flush that resolves ``True`` covers the first
+    :attr:`durable_length` events; :meth:`on_durable` listeners hear of each
+    advance (on the thread that settled the flush: keep them short).
     """
 
     def __init__(
@@ -74,6 +97,7 @@ class SessionCore:
         decode: Callable[[bytes], object],
         clock: Callable[[], int],
         guards: Callable[[], Sequence[AppendGuard]] = tuple,
+        durable_length: int = 0,
     ) -> None:
         self.header = header
         self._log = log
@@ -83,9 +107,36 @@ class SessionCore:
         self._clock = clock
         self._guards = guards
         self.detached = False
+        self._staged: list[tuple[SessionEvent, bytes]] = []
+        self._progress_lock = threading.Lock()  # durable progress settles on the store's thread
+        self._durable_length = durable_length  # e.g. the events a resume read from the store
+        self._durable_listeners: list[Callable[[int], None]] = []
 
-    def append(self, type_: str, data: Any) -> SessionEvent:
-        """Judge, encode, write behind and commit one event to the live log."""
+    @property
+    def persistent(self) -> bool:
+        """Whether a persistence listener can make appends durable (else every flush is False)."""
+        return self._listener is not None
+
+    @property
+    def staged(self) -> int:
+        """How many staged appends wait to be handed to the persistence listener."""
+        return len(self._staged)
+
+    @property
+    def durable_length(self) -> int:
+        """How many leading events a successful flush of this core has covered so far."""
+        with self._progress_lock:
+            return self._durable_length
+
+    def append(self, type_: str, data: Any, *, staged: bool = False) -> SessionEvent:
+        """Judge, encode, write behind and commit one event to the live log.
+
+        ``staged``: keep it from the persistence listener until the next
+        non-staged append, flush or :meth:`commit_staged` (see the class
+        docstring). A non-staged append hands every staged event over with
+        itself; when the listener refuses them, nothing is appended and the
+        staged events stay staged.
+        """
         if self.detached:
             raise self.detached_error()
         if not isinstance(type_, str) or not type_:
@@ -96,27 +147,85 @@ class SessionCore:
         stored = self._decode(payload)  # the live log holds exactly what a resume would read
         time_ms = self._clock()
         seq = len(self._log)
-        if self._listener is not None:
-            self._listener.record_append(
-                self.header.id, SessionEvent(type_, seq, time_ms, stored), payload
-            )
+        listener = self._listener
+        if listener is None:
+            return self._log.append(type_, time_ms, stored)
+        event = SessionEvent(type_, seq, time_ms, stored)
+        if staged:
+            appended = self._log.append(type_, time_ms, stored)
+            self._staged.append((appended, payload))
+            return appended
+        if self._staged:
+            listener.record_appends(self.header.id, [*self._staged, (event, payload)])
+            self._staged.clear()
+        else:
+            listener.record_append(self.header.id, event, payload)
         return self._log.append(type_, time_ms, stored)
 
+    def commit_staged(self) -> None:
+        """Hand every staged event to the persistence listener now, as one unit.
+
+        Raises what the listener raises (the events then stay staged), or
+        :class:`SessionDetachedError` after detaching.
+        """
+        if not self._staged:
+            return
+        if self.detached:
+            raise self.detached_error()
+        assert self._listener is not None  # nothing is staged without a listener
+        self._listener.record_appends(self.header.id, list(self._staged))
+        self._staged.clear()
+
     def flush(self) -> Future[bool]:
-        """A barrier covering every append made so far (failed when detached)."""
+        """A barrier covering every append so far, staged ones included (failed when detached)."""
         if self.detached:
             return _failed(self.detached_error())
         if self._listener is None:
             return _resolved(False)
         try:
-            return self._listener.flush(self.header.id)
+            self.commit_staged()
+            covered = len(self._log)
+            future = self._listener.flush(self.header.id)
         except Exception as error:
             _log.warning("persistence listener refused a flush of session %r", self.header.id)
             return _failed(error)
+        future.add_done_callback(lambda done: self._settled(done, covered))
+        return future
+
+    def on_durable(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``listener(durable_length)`` whenever a flush makes more events durable.
+
+        Returns ``unsubscribe``. A listener runs where the flush settles (the
+        store's writer thread, or inline when the flush was already settled)
+        and must not wait for a flush; exceptions it raises are logged.
+        """
+        with self._progress_lock:
+            self._durable_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._progress_lock:
+                if listener in self._durable_listeners:
+                    self._durable_listeners.remove(listener)
+
+        return unsubscribe
 
     def detached_error(self) -> SessionDetachedError:
         """The error of every append or flush after detaching."""
         return SessionDetachedError(f"session {self.header.id!r} is detached")
+
+    def _settled(self, done: Future[bool], covered: int) -> None:
+        if done.cancelled() or done.exception() is not None or done.result() is not True:
+            return
+        with self._progress_lock:
+            if covered <= self._durable_length:
+                return
+            self._durable_length = covered
+            listeners = tuple(self._durable_listeners)
+        for listener in listeners:
+            try:
+                listener(covered)
+            except Exception:
+                _log.exception("durable-progress listener of session %r failed", self.header.id)
 
 
 class SessionActor(MailboxActor):
@@ -141,7 +250,7 @@ class SessionActor(MailboxActor):
     def handle_AppendEvent(self, message: AppendEvent) -> None:
         """Judge, encode, write behind and commit one event to the live log."""
         try:
-            event = self._core.append(message.type, message.data)
+            event = self._core.append(message.type, message.data, staged=message.staged)
         except BaseException as error:
             _fail(message.reply, error)
         else:

@@ -1,37 +1,46 @@
-"""Crash campaign: SIGKILL an embedded host at random moments, then check what survived.
+"""Crash campaign: SIGKILL an embedded host at random moments, then count deliveries from the store.
 
 A *trial* is one data directory and a few *incarnations* of a child process.
 Each child runs the embedded host (real SQLite store, real actors, a fake clock
 it moves itself) with a scripted model on several sessions: the model creates,
-deletes and lists reminders through the real tools and receives the due ones.
-The parent kills the child with SIGKILL, either at a random point of its work
-or at a point the child announces after pausing there on purpose:
+deletes and lists reminders through the real tools and receives the due ones
+as turns. The parent kills the child with SIGKILL, either at a random point of
+its work or at a point the child announces after pausing there on purpose:
 
-* ``followup``: inside a reminder's follow-up, after the message was queued and
-  before the ``dispatch`` record is appended (the documented duplicate window);
+* ``followup``: inside a reminder's follow-up, after its inbox entry was
+  appended (staged) and before the ``dispatch`` record is appended;
+* ``dispatch-append``: inside the session, while the ``dispatch`` append is
+  being judged (the inbox entry is in the live log, staged, not in the store);
 * ``dispatch-commit``: in the store's writer, before the ``COMMIT`` of the write
-  round that carries a ``dispatch`` (still inside the window);
+  round that carries a ``dispatch`` and its inbox entry;
 * ``create-commit``: likewise for a ``create`` whose tool call is waiting for
   its barrier (the create is unconfirmed);
+* ``in-turn``: inside the model's turn for a reminder, after a flush made the
+  turn's start durable (its completion is not);
 * ``random``: after a random number of journal lines (and, in the benchmark, a
   random extra delay).
 
 The child writes a journal to a pipe, one JSON object per line, each with a
-single ``write``: attempts and confirmed tool results, every follow-up it
-queued, every ``schedule/change`` its flush barriers saw become durable, and
-pause markers. A SIGKILL loses nothing already written to the pipe.
+single ``write``: attempts and confirmed tool results, every reminder
+follow-up and every reminder turn the model saw (with the clock and the inbox
+entry), every turn completion that became durable, and pause markers. A
+SIGKILL loses nothing already written to the pipe. The child also checks that
+every reminder's inbox entry reaches the store in the same hand-over as its
+``dispatch`` (a ``split`` line otherwise).
 
 After every kill the parent reopens the store and checks it: it opens, every
 session loads and passes the stream check, every create or delete a tool
-confirmed is present, and every stored create was attempted (nothing appears
-that nobody asked for). After the last incarnation the parent resumes every
-session in a fresh in-process host whose clock is days later, delivers
-everything due, and counts deliveries per reminder over the whole trial (the
-follow-ups the children queued plus the ones after resume). A reminder must be
-delivered at least once unless it was deleted, never before it is due, and
-more than once only as often as a kill fell inside its window (its follow-up
-was queued but the child never saw its dispatch become durable). A second
-resume must deliver nothing.
+confirmed is present, every stored create was attempted (nothing appears that
+nobody asked for), and every durable ``dispatch`` has its inbox entry and every
+reminder inbox entry its ``dispatch`` (they are committed together). After the
+last incarnation the parent resumes every session in a fresh in-process host
+whose clock is days later: unfinished inbox entries run again, everything due
+is delivered. Deliveries are then counted **from the store**: a reminder that
+was not deleted must have exactly one ``dispatch``, exactly one inbox entry
+and exactly one completed turn (none: lost; more: a duplicate). The model may
+have *run* a reminder's turn more than once only when a kill fell inside that
+turn (it started and its completion was not yet durable); those re-runs are
+counted apart from every other duplicate. A second resume must run nothing.
 
 Run ``python bench/crash_campaign.py --trials 50`` (see ``--help``); the test
 suite runs a small version (``tests/reliability/test_crash_campaign.py``).
@@ -63,10 +72,17 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.inbox import (
+    INBOX_EVENT,
+    TURN_COMPLETED_EVENT,
+    completed_entry,
+    message_of,
+)
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import Session, UserMessage
+from host_bridge.protocols import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, parse_instant, validate_schedule_stream
 
@@ -79,7 +95,7 @@ __all__ = [
     "run_trial",
 ]
 
-MODES = ("random", "followup", "dispatch-commit", "create-commit")
+MODES = ("random", "followup", "dispatch-append", "dispatch-commit", "create-commit", "in-turn")
 """How an incarnation is killed (see the module docstring)."""
 
 DAY_MS = 86_400_000
@@ -113,8 +129,12 @@ def _block_forever() -> None:
 
 def _reminder_fields(message: UserMessage) -> tuple[str, str]:
     """(schedule id, occurrence_at) of a ``[SCHEDULE REMINDER]`` framing."""
+    return _framing_fields(message.text)
+
+
+def _framing_fields(text: str) -> tuple[str, str]:
     schedule_id = occurrence = ""
-    for line in message.text.split("\n"):
+    for line in text.split("\n"):
         if line.startswith("schedule_id_json: "):
             schedule_id = str(json.loads(line[len("schedule_id_json: ") :]))
         elif line.startswith("occurrence_at: "):
@@ -122,17 +142,16 @@ def _reminder_fields(message: UserMessage) -> tuple[str, str]:
     return schedule_id, occurrence
 
 
-class _ObservedSessions:
-    """A ``SessionStore`` wrapper that journals every schedule change a flush made durable."""
+def _is_reminder(text: str) -> bool:
+    return text.startswith("[SCHEDULE REMINDER]")
 
-    def __init__(
-        self, inner: Any, journal: _Journal, on_barrier: Callable[[Session], None]
-    ) -> None:
+
+class _ObservedSessions:
+    """A ``SessionStore`` wrapper that lets the child arm its commit pauses at barriers."""
+
+    def __init__(self, inner: Any, on_barrier: Callable[[Session], None]) -> None:
         self._inner = inner
-        self._journal = journal
         self._on_barrier = on_barrier
-        self._durable: dict[str, int] = {}
-        self._lock = threading.Lock()
 
     def get(self, session_id: str) -> Any:
         return self._inner.get(session_id)
@@ -141,29 +160,8 @@ class _ObservedSessions:
         return self._inner.list()
 
     def flush(self, session: Session) -> Future[bool]:
-        events = session.events
-        end = len(events)
         self._on_barrier(session)
         future: Future[bool] = self._inner.flush(session)
-
-        def done(outcome: Future[bool]) -> None:
-            if (
-                outcome.cancelled()
-                or outcome.exception() is not None
-                or outcome.result() is not True
-            ):
-                return
-            with self._lock:
-                start = self._durable.get(session.id, 0)
-                if end <= start:
-                    return
-                self._durable[session.id] = end
-            for event in events[start:end]:
-                if event.type == SCHEDULE_CHANGE_TYPE and isinstance(event.data, dict):
-                    op, schedule_id = _change_of(event.data)
-                    self._journal("durable", session=session.id, op=op, id=schedule_id)
-
-        future.add_done_callback(done)
         return future
 
 
@@ -173,6 +171,34 @@ def _change_of(data: Mapping[str, Any]) -> tuple[str, str]:
         schedule = data.get("schedule")
         return op, str(schedule.get("id")) if isinstance(schedule, dict) else ""
     return op, str(data.get("id"))
+
+
+class _HandOverCheck:
+    """Wraps ``record_appends``: a reminder's inbox entry must travel with its dispatch."""
+
+    def __init__(self, store: SqliteEventStore, journal: _Journal) -> None:
+        self._real = store.record_appends
+        self._journal = journal
+
+    def __call__(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        reminders = [
+            event.seq
+            for event, _ in rows
+            if event.type == INBOX_EVENT and _is_reminder(_entry_text(event.data))
+        ]
+        dispatches = sum(
+            1
+            for event, _ in rows
+            if event.type == SCHEDULE_CHANGE_TYPE and _change_of(event.data)[0] == "dispatch"
+        )
+        if reminders and dispatches < len(reminders):
+            self._journal("split", session=session_id, entries=reminders)
+        self._real(session_id, rows)
+
+
+def _entry_text(data: Any) -> str:
+    message = message_of(data)
+    return "" if message is None else message.text
 
 
 def _child_main(argv: Sequence[str]) -> None:
@@ -200,6 +226,7 @@ def _child_main(argv: Sequence[str]) -> None:
     commit_pause = threading.Event()
     barriers_seen: set[tuple[str, str, str]] = set()
     confirmed_ids: dict[str, list[str]] = collections.defaultdict(list)
+    reminder_entries: set[tuple[str, int]] = set()
 
     def count(kind: str) -> int:
         with counter_lock:
@@ -230,6 +257,20 @@ def _child_main(argv: Sequence[str]) -> None:
 
     assert host.persistence is not None
     host.persistence._fault_hook = fault_hook  # the store's test seam, set before any write
+    host.persistence.record_appends = _HandOverCheck(host.persistence, journal)  # type: ignore[method-assign]
+
+    def dispatch_guard(
+        header: SessionHeader, events: Sequence[SessionEvent], type_: str, data: Any
+    ) -> None:
+        """Pause inside the session while a dispatch append is judged (its entry is staged)."""
+        if args.mode != "dispatch-append" or type_ != SCHEDULE_CHANGE_TYPE:
+            return
+        if _change_of(data)[0] == "dispatch" and count("dispatch-append") == args.pause_at:
+            staged = bool(events) and events[-1].type == INBOX_EVENT
+            journal("paused", phase="dispatch-append", session=header.id, staged=staged)
+            _block_forever()
+
+    host.sessions.add_append_guard(dispatch_guard)
 
     def wrap_followup(agent: Any) -> None:
         real = agent.followup
@@ -252,18 +293,53 @@ def _child_main(argv: Sequence[str]) -> None:
 
         agent.followup = followup
 
+    def watch_completions(agent: Any) -> None:
+        session: EmbeddedSession = agent.session
+        seen = [session.durable_length]  # what a resume read is durable already
+        lock = threading.Lock()
+
+        def on_durable(length: int) -> None:
+            events = session.events
+            with lock:
+                start, seen[0] = seen[0], max(seen[0], length)
+            for event in events[start:length]:
+                if event.type != TURN_COMPLETED_EVENT:
+                    continue
+                entry = completed_entry(event.data)
+                with counter_lock:
+                    known = (session.id, entry) in reminder_entries
+                if entry is not None and known:
+                    journal("completed", session=session.id, entry=entry)
+
+        session.on_durable(on_durable)
+
     host.agents.on_created(wrap_followup)  # before install: runs before the owner starts
+    host.agents.on_created(watch_completions)
     context = dataclasses.replace(
-        host.context(), sessions=_ObservedSessions(host.sessions, journal, on_barrier)
+        host.context(), sessions=_ObservedSessions(host.sessions, on_barrier)
     )
     plugin = install_schedule(context)
 
     def model_for(session_id: str) -> Callable[[Turn], str | None]:
         def model(turn: Turn) -> str | None:
             text = turn.message.text
-            if text.startswith("[SCHEDULE REMINDER]"):
-                schedule_id, _ = _reminder_fields(turn.message)
-                journal("seen", session=session_id, id=schedule_id)
+            if _is_reminder(text):
+                schedule_id, occurrence = _reminder_fields(turn.message)
+                assert turn.inbox_seq is not None
+                with counter_lock:
+                    reminder_entries.add((session_id, turn.inbox_seq))
+                journal(
+                    "seen",
+                    session=session_id,
+                    id=schedule_id,
+                    entry=turn.inbox_seq,
+                    now=clock(),
+                    at=occurrence,
+                )
+                if args.mode == "in-turn" and count("turn") == args.pause_at:
+                    host.sessions.flush(turn.agent.session).result(timeout=30)  # started, durably
+                    journal("paused", phase="in-turn", session=session_id, entry=turn.inbox_seq)
+                    _block_forever()
                 return None
             parts = text.split(" ")
             if parts[0] == "create":
@@ -333,7 +409,12 @@ def _child_main(argv: Sequence[str]) -> None:
 
 
 def _settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
-    """Wait until the agent and its owner are quiet (forever, if the child is paused)."""
+    """Wait until the agent and its owner are quiet (forever, if the child is paused).
+
+    An owner still *waiting for idle* while the agent is idle has an idle
+    notification on its way (it will drive again): not quiet yet. This matters
+    on resume, where the agent first runs its re-queued inbox entries.
+    """
     for _ in range(1000):
         try:
             plugin.wait_quiet(agent, timeout=30)
@@ -341,7 +422,7 @@ def _settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
             status = plugin.wait_quiet(agent, timeout=30)
         except TimeoutError:
             continue
-        if agent.status == "idle" and not status.busy:
+        if agent.status == "idle" and not status.busy and not status.waiting_for_idle:
             return
 
 
@@ -360,7 +441,7 @@ class Incarnation:
     journal: list[dict[str, Any]] = field(default_factory=list)
     paused: str | None = None  # the phase the child announced, if it paused
     phase: str = "?"  # where the kill fell, classified from the journal
-    in_window: set[tuple[str, str]] = field(default_factory=set)
+    in_turn: set[tuple[str, int]] = field(default_factory=set)  # reminder turns it cut
     seconds: float = 0.0
 
 
@@ -373,12 +454,14 @@ class TrialReport:
     incarnations: list[Incarnation]
     violations: list[str] = field(default_factory=list)
     corrupt_stores: int = 0
-    losses: int = 0
-    deliveries: int = 0
+    lost_changes: int = 0  # confirmed creates/deletes missing from the store
+    reminders_lost: int = 0  # dispatched (or due) but never completed a turn
+    deliveries: int = 0  # completed reminder turns in the store
     reminders: int = 0
     deleted: int = 0
-    duplicates_in_window: int = 0
-    duplicates_outside_window: int = 0
+    reruns_after_kill: int = 0  # a reminder turn run again because a kill fell inside it
+    duplicates_other: int = 0  # any other repeat: queued, dispatched, completed or run too often
+    split_hand_overs: int = 0  # an inbox entry handed to the store without its dispatch
     unconfirmed_present: int = 0
     unconfirmed_absent: int = 0
     seconds: float = 0.0
@@ -405,21 +488,27 @@ class CampaignReport:
         by_mode = collections.Counter(inc.mode for inc in kills)
         by_phase = collections.Counter(inc.phase for inc in kills)
         paused = collections.Counter(inc.paused for inc in kills if inc.paused is not None)
+
+        def total(name: str) -> int:
+            return sum(int(getattr(t, name)) for t in self.trials)
+
         return {
             "trials": len(self.trials),
             "kills": len(kills),
             "kills_by_mode": dict(sorted(by_mode.items())),
             "kills_by_phase": dict(sorted(by_phase.items())),
             "paused_kills": dict(sorted(paused.items())),
-            "reminders": sum(t.reminders for t in self.trials),
-            "deleted": sum(t.deleted for t in self.trials),
-            "deliveries": sum(t.deliveries for t in self.trials),
-            "losses": sum(t.losses for t in self.trials),
-            "corrupt_stores": sum(t.corrupt_stores for t in self.trials),
-            "duplicates_in_window": sum(t.duplicates_in_window for t in self.trials),
-            "duplicates_outside_window": sum(t.duplicates_outside_window for t in self.trials),
-            "unconfirmed_creates_present": sum(t.unconfirmed_present for t in self.trials),
-            "unconfirmed_creates_absent": sum(t.unconfirmed_absent for t in self.trials),
+            "reminders": total("reminders"),
+            "deleted": total("deleted"),
+            "deliveries": total("deliveries"),
+            "lost_changes": total("lost_changes"),
+            "reminders_lost": total("reminders_lost"),
+            "corrupt_stores": total("corrupt_stores"),
+            "reruns_after_kill": total("reruns_after_kill"),
+            "duplicates_other": total("duplicates_other"),
+            "split_hand_overs": total("split_hand_overs"),
+            "unconfirmed_creates_present": total("unconfirmed_present"),
+            "unconfirmed_creates_absent": total("unconfirmed_absent"),
             "violations": self.violations,
             "seconds": round(self.seconds, 1),
         }
@@ -533,9 +622,8 @@ def _has(lines: list[dict[str, Any]], event: str) -> bool:
 
 
 def _classify(incarnation: Incarnation) -> None:
-    """Where did the kill fall? Also the reminders whose duplicate window it cut."""
-    followed: dict[tuple[str, str], int] = {}
-    durable: set[tuple[str, str]] = set()
+    """Where did the kill fall? Also the reminder turns it cut (started, completion not durable)."""
+    running: set[tuple[str, int]] = set()
     pending_tools: collections.Counter[str] = collections.Counter()
     ready = done = False
     for entry in incarnation.journal:
@@ -544,25 +632,21 @@ def _classify(incarnation: Incarnation) -> None:
             ready = True
         elif kind == "done":
             done = True
-        elif kind == "followup":
-            key = (entry["session"], entry["id"])
-            followed[key] = followed.get(key, 0) + 1
-        elif kind == "followup-failed":
-            key = (entry["session"], entry["id"])
-            followed[key] -= 1
-        elif kind == "durable" and entry["op"] == "dispatch":
-            durable.add((entry["session"], entry["id"]))
+        elif kind == "seen":
+            running.add((entry["session"], entry["entry"]))
+        elif kind == "completed":
+            running.discard((entry["session"], entry["entry"]))
         elif kind == "attempt":
             pending_tools[entry["session"]] += 1
         elif kind in ("confirmed", "answer") and entry["op"] in ("create", "delete"):
             pending_tools[entry["session"]] -= 1
-    incarnation.in_window = {key for key, n in followed.items() if n > 0 and key not in durable}
+    incarnation.in_turn = running
     if incarnation.paused is not None:
         incarnation.phase = f"paused:{incarnation.paused}"
     elif not ready:
         incarnation.phase = "startup"
-    elif incarnation.in_window:
-        incarnation.phase = "in-window"
+    elif running:
+        incarnation.phase = "in-turn"
     elif any(n > 0 for n in pending_tools.values()):
         incarnation.phase = "tool-call"
     elif done:
@@ -573,14 +657,18 @@ def _classify(incarnation: Incarnation) -> None:
 
 @dataclass
 class _Stored:
-    creates: dict[tuple[str, str], str]  # (session, id) -> prompt
-    deletes: set[tuple[str, str]]
-    dispatches: set[tuple[str, str]]
+    creates: dict[tuple[str, str], str] = field(default_factory=dict)  # (session, id) -> prompt
+    due: dict[tuple[str, str], int] = field(default_factory=dict)  # (session, id) -> ms
+    deletes: set[tuple[str, str]] = field(default_factory=set)
+    dispatches: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    entries: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # reminder inbox seqs
+    started: collections.Counter[tuple[str, int]] = field(default_factory=collections.Counter)
+    completed: collections.Counter[tuple[str, int]] = field(default_factory=collections.Counter)
 
 
 def _check_store(path: Path, report: TrialReport, when: str) -> _Stored | None:
-    """Open the store as a recovering host would and apply the stream check to every session."""
-    stored = _Stored({}, set(), set())
+    """Open the store as a recovering host would; stream-check every session; read its ledger."""
+    stored = _Stored()
     if not path.exists():
         return stored
     try:
@@ -595,24 +683,51 @@ def _check_store(path: Path, report: TrialReport, when: str) -> _Stored | None:
             if loaded is None:
                 continue
             validate_schedule_stream(loaded.events, loaded.header.seed_length)
-            for event in loaded.events:
-                if event.type != SCHEDULE_CHANGE_TYPE:
-                    continue
-                op, schedule_id = _change_of(event.data)
-                key = (session_id, schedule_id)
-                if op == "create":
-                    stored.creates[key] = str(event.data["schedule"]["prompt"])
-                elif op == "delete":
-                    stored.deletes.add(key)
-                else:
-                    stored.dispatches.add(key)
+            _read_ledger(session_id, loaded.events, stored)
     except (StoreError, ScheduleLogError) as error:
         report.corrupt_stores += 1
         report.violations.append(f"{when}: {type(error).__name__}: {error}")
         return None
     finally:
         store.close()
+    for key in sorted(stored.dispatches):
+        if not stored.entries.get(key):
+            report.split_hand_overs += 1
+            report.violations.append(f"{when}: {key} is dispatched but has no inbox entry")
+    for key, seqs in sorted(stored.entries.items()):
+        if stored.dispatches[key] < len(seqs):
+            report.split_hand_overs += 1
+            report.violations.append(f"{when}: {key} has an inbox entry without its dispatch")
     return stored
+
+
+def _read_ledger(session_id: str, events: Sequence[SessionEvent], stored: _Stored) -> None:
+    reminder_of: dict[int, str] = {}
+    for event in events:
+        if event.type == SCHEDULE_CHANGE_TYPE:
+            op, schedule_id = _change_of(event.data)
+            key = (session_id, schedule_id)
+            if op == "create":
+                stored.creates[key] = str(event.data["schedule"]["prompt"])
+                stored.due[key] = parse_instant(event.data["schedule"]["scheduledAt"])
+            elif op == "delete":
+                stored.deletes.add(key)
+            else:
+                stored.dispatches[key] += 1
+        elif event.type == INBOX_EVENT:
+            text = _entry_text(event.data)
+            if _is_reminder(text):
+                schedule_id, _ = _framing_fields(text)
+                reminder_of[event.seq] = schedule_id
+                stored.entries.setdefault((session_id, schedule_id), []).append(event.seq)
+        elif event.type == "message" and isinstance(event.data, dict):
+            seq = event.data.get("inbox")
+            if event.data.get("role") == "user" and seq in reminder_of:
+                stored.started[(session_id, seq)] += 1
+        elif event.type == TURN_COMPLETED_EVENT:
+            seq = completed_entry(event.data)
+            if seq in reminder_of:
+                stored.completed[(session_id, seq)] += 1
 
 
 def _check_confirmed(
@@ -627,10 +742,10 @@ def _check_confirmed(
                 continue
             key = (entry["session"], entry["id"])
             if entry["op"] == "create" and stored.creates.get(key) != entry["prompt"]:
-                report.losses += 1
+                report.lost_changes += 1
                 report.violations.append(f"{when}: confirmed create {key} is not stored")
             if entry["op"] == "delete" and entry["deleted"] and key not in stored.deletes:
-                report.losses += 1
+                report.lost_changes += 1
                 report.violations.append(f"{when}: confirmed delete {key} is not stored")
     for (session_id, schedule_id), prompt in stored.creates.items():
         if (session_id, prompt) not in attempted:
@@ -640,32 +755,44 @@ def _check_confirmed(
 
 
 class _Counter:
-    """A model that counts the reminders it is shown."""
+    """A model that counts the reminder turns it runs, per inbox entry, and when it ran them."""
 
-    def __init__(self, session_id: str, seen: collections.Counter[tuple[str, str]]) -> None:
+    def __init__(
+        self, session_id: str, runs: list[dict[str, Any]], clock: Callable[[], int]
+    ) -> None:
         self._session_id = session_id
-        self._seen = seen
+        self._runs = runs
+        self._clock = clock
 
     def __call__(self, turn: Turn) -> str | None:
-        if turn.message.text.startswith("[SCHEDULE REMINDER]"):
-            schedule_id, _ = _reminder_fields(turn.message)
-            self._seen[(self._session_id, schedule_id)] += 1
+        if _is_reminder(turn.message.text):
+            schedule_id, occurrence = _reminder_fields(turn.message)
+            self._runs.append(
+                {
+                    "ev": "seen",
+                    "session": self._session_id,
+                    "id": schedule_id,
+                    "entry": turn.inbox_seq,
+                    "now": self._clock(),
+                    "at": occurrence,
+                }
+            )
         return None
 
 
-def _resume_and_deliver(data_dir: Path, now_ms: int) -> collections.Counter[tuple[str, str]]:
-    """Resume every stored session in a fresh host at ``now_ms``; count what it delivers."""
-    seen: collections.Counter[tuple[str, str]] = collections.Counter()
+def _resume_and_deliver(data_dir: Path, now_ms: int) -> list[dict[str, Any]]:
+    """Resume every stored session in a fresh host at ``now_ms``; the reminder turns it runs."""
+    runs: list[dict[str, Any]] = []
     path = store_path(data_dir)
     if not path.exists():
-        return seen
+        return runs
     clock = FakeClock(now_ms)
     host = EmbeddedHost(data_dir, clock=clock, timers=FakeTimers(clock))
     try:
         plugin = install_schedule(host.context())
         assert host.persistence is not None
         agents = [
-            host.spawn_root(session_id=sid, model=_Counter(sid, seen))
+            host.spawn_root(session_id=sid, model=_Counter(sid, runs, clock))
             for sid in host.persistence.session_ids()
         ]
         for agent in agents:
@@ -673,7 +800,7 @@ def _resume_and_deliver(data_dir: Path, now_ms: int) -> collections.Counter[tupl
         plugin.dispose().result(timeout=30)
     finally:
         host.close()
-    return seen
+    return runs
 
 
 def run_trial(
@@ -722,7 +849,8 @@ def run_trial(
     after = _check_store(path, report, "after resume")
     again = _resume_and_deliver(data_dir, final_now + DAY_MS)
     if again:
-        report.violations.append(f"a second resume delivered again: {sorted(again)}")
+        repeated = sorted((run["session"], run["id"]) for run in again)
+        report.violations.append(f"a second resume ran reminder turns again: {repeated}")
     if before is None or after is None:
         report.seconds = time.monotonic() - started
         return report
@@ -736,24 +864,33 @@ def _account(
     journals: Sequence[list[dict[str, Any]]],
     before: _Stored,
     after: _Stored,
-    resumed: Mapping[tuple[str, str], int],
+    resumed: Sequence[dict[str, Any]],
 ) -> None:
-    deliveries: collections.Counter[tuple[str, str]] = collections.Counter(resumed)
-    windows: collections.Counter[tuple[str, str]] = collections.Counter()
+    """Count deliveries from the store after recovery; explain every extra run by a kill."""
+    runs: collections.Counter[tuple[str, int]] = collections.Counter()
+    run_ids: dict[tuple[str, int], str] = {}
+    allowed: collections.Counter[tuple[str, int]] = collections.Counter()
     confirmed_prompts: set[tuple[str, str]] = set()
-    for incarnation, journal in zip(report.incarnations, journals, strict=True):
-        for key in incarnation.in_window:
-            windows[key] += 1
-        for entry in journal:
-            if entry["ev"] == "followup":
-                key = (entry["session"], entry["id"])
-                deliveries[key] += 1
-                if entry["now"] < parse_instant(entry["at"]):
-                    report.violations.append(f"{key} was delivered before it was due")
-            elif entry["ev"] == "followup-failed":
-                deliveries[(entry["session"], entry["id"])] -= 1
-            elif entry["ev"] == "confirmed" and entry["op"] == "create":
-                confirmed_prompts.add((entry["session"], entry["prompt"]))
+    for incarnation in report.incarnations:
+        for cut in incarnation.in_turn:
+            allowed[cut] += 1  # a kill inside this turn may make it run once more
+    for entry in [line for journal in journals for line in journal] + list(resumed):
+        if entry["ev"] in ("followup", "seen") and entry["now"] < parse_instant(entry["at"]):
+            report.violations.append(
+                f"{(entry['session'], entry['id'])} was delivered before it was due"
+            )
+        if entry["ev"] == "seen":
+            ran_key = (entry["session"], int(entry["entry"]))
+            runs[ran_key] += 1
+            run_ids[ran_key] = entry["id"]
+        elif entry["ev"] == "split":
+            report.split_hand_overs += 1
+            report.violations.append(
+                f"inbox entries {entry['entries']} of {entry['session']} were handed to the store "
+                "without their dispatch"
+            )
+        elif entry["ev"] == "confirmed" and entry["op"] == "create":
+            confirmed_prompts.add((entry["session"], entry["prompt"]))
     for key, prompt in before.creates.items():
         if (key[0], prompt) in confirmed_prompts:
             continue
@@ -767,30 +904,53 @@ def _account(
     report.unconfirmed_absent = max(0, attempted - confirmed - report.unconfirmed_present)
     report.reminders = len(after.creates)
     report.deleted = len(after.deletes)
-    report.deliveries = sum(deliveries.values())
-    for key in after.creates:
-        count = deliveries.get(key, 0)
+    entry_owner: dict[tuple[str, int], tuple[str, str]] = {}
+    for key in sorted(after.creates):
+        session_id = key[0]
         deleted = key in after.deletes
-        if key not in after.dispatches and not deleted:
-            report.losses += 1
+        seqs = after.entries.get(key, [])
+        dispatched = after.dispatches[key]
+        for seq in seqs:
+            entry_owner[(session_id, seq)] = key
+        if deleted:
+            if seqs or dispatched:
+                report.violations.append(f"{key} was deleted yet queued or dispatched")
+            continue
+        if dispatched == 0:
+            report.reminders_lost += 1
             report.violations.append(f"{key} is still active after recovery")
-        if count == 0 and not deleted:
-            report.losses += 1
-            report.violations.append(f"{key} was never delivered")
-        allowed = windows.get(key, 0) + (0 if deleted else 1)
-        if count >= 2:
-            if count <= allowed:
-                report.duplicates_in_window += count - 1
-            else:
-                report.duplicates_outside_window += count - 1
-        if count > allowed:
+            continue
+        if not seqs:
+            report.reminders_lost += 1
+            report.violations.append(f"{key} was dispatched but never queued to the model")
+            continue
+        if len(seqs) > 1:
+            report.duplicates_other += len(seqs) - 1
+            report.violations.append(f"{key} was queued {len(seqs)} times")
+        completed = sum(after.completed[(session_id, seq)] for seq in seqs)
+        report.deliveries += completed
+        if completed == 0:
+            report.reminders_lost += 1
+            report.violations.append(f"{key} never completed a turn")
+        elif completed > len(seqs):
+            report.duplicates_other += completed - len(seqs)
+            report.violations.append(f"{key} completed {completed} turns")
+        for seq in seqs:
+            ran, limit = runs[(session_id, seq)], 1 + allowed[(session_id, seq)]
+            if ran == 0:
+                report.violations.append(f"{key} (entry {seq}) completed but no model ran it")
+            report.reruns_after_kill += max(0, min(ran, limit) - 1)
+            if ran > limit:
+                report.duplicates_other += ran - limit
+                report.violations.append(
+                    f"{key} (entry {seq}) ran {ran} times; kills inside its turn: {limit - 1}"
+                )
+    for entry_key in runs:
+        if entry_key not in entry_owner:
             report.violations.append(
-                f"{key} was delivered {count} times; kills inside its window: {windows.get(key, 0)}"
-                + (" (deleted)" if deleted else "")
+                f"{run_ids[entry_key]} of {entry_key[0]} ran from entry {entry_key[1]}, "
+                "which the store does not hold"
             )
-    for key in deliveries:
-        if key not in after.creates and deliveries[key] > 0:
-            report.violations.append(f"{key} was delivered but never created")
 
 
 def run_campaign(
@@ -847,8 +1007,8 @@ def _print_trial(report: TrialReport) -> None:
     status = "ok" if not report.violations else f"{len(report.violations)} VIOLATION(S)"
     print(
         f"trial {report.trial:3d}: {status:14s} kills: {phases}; reminders {report.reminders}, "
-        f"deliveries {report.deliveries}, duplicates in window {report.duplicates_in_window} "
-        f"({report.seconds:.1f} s)",
+        f"deliveries {report.deliveries}, re-runs after a kill in the turn "
+        f"{report.reruns_after_kill} ({report.seconds:.1f} s)",
         flush=True,
     )
     for violation in report.violations:

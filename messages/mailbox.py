@@ -47,11 +47,16 @@ class Ping:
 
 @dataclass(frozen=True, slots=True)
 class AppendEvent:
-    """Append one event to the session log; the reply is the committed event."""
+    """Append one event to the session log; the reply is the committed event.
+
+    ``staged``: the event joins the live log now but reaches the persistence
+    listener only with the session's next unstaged append or flush.
+    """
 
     type: str
     data: Any
     reply: Future[Any]
+    staged: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ from bench import (
     delivery_precision,
     fold_cost,
     group_commit,
+    outage,
+    session_race,
 )
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
@@ -107,3 +109,23 @@ def test_clock_faults(tmp_path: Path) -> None:
     assert results["clock_jumps_noticed"] == 2
     assert results["owners_faulted_at_end"] == 0
     assert out["load_average_at_end"] is not None
+
+
+def test_session_race(tmp_path: Path) -> None:
+    out = run(session_race.main, "session_race", tmp_path)
+    [summary] = out["summary"]
+    assert (summary["store"], summary["variant"], summary["trials"]) == ("sqlite", "race", 2)
+    assert summary["double_deliveries"] == summary["losses"] == summary["errors"] == 0
+    assert summary["refusals"] == 2  # one loser per trial
+    assert out["targets"] == {"no_double_delivery": True, "every_trial_clean": True}
+
+
+def test_outage(tmp_path: Path) -> None:
+    out = run(outage.main, "outage", tmp_path)
+    totals = out["totals"]
+    assert out["targets"]["exactly_once"]["met"] is True
+    assert totals["reminders"] == 12
+    assert totals["dispatched"] == totals["inbox_entries"] == totals["completed_turns"] == 12
+    assert totals["model_runs"] == 12
+    assert totals["lost"] == totals["duplicates"] == totals["early"] == 0
+    assert totals["commits_refused"] > 0  # the outage really refused commits

@@ -1,9 +1,24 @@
-"""Agents of the embedded host: follow-up queues, turn admission, idle futures, a model callable.
+"""Agents of the embedded host: a durable inbox, turn admission, idle futures, a model callable.
 
 Each agent runs its turns on its own :class:`TurnActor`. A turn records the
 user message, every tool call and the model's reply in the session log as
 ordinary ``message`` events, so logs look like a real host's: mostly
 non-schedule events.
+
+**The inbox.** Every message an agent accepts (a plugin's follow-up, a
+person's prompt) is first appended to the session log as an ``inbox/queued``
+event (see :mod:`host_bridge.embedded.inbox`); ``followup`` raises, and queues
+nothing, when that append fails. A follow-up made while a turn-admission
+reservation holds the agent is *staged*: it reaches the store only together
+with the session's next append (Schedule's ``dispatch``), in the same commit,
+or with the flush the agent requests when the reservation is released. A turn
+starts only once a flush covering its inbox entry succeeded; until then the
+message waits (the agent is not idle), retried whenever the session's durable
+progress advances and on a back-off timer (0.5 s doubling to 30 s). The turn's
+``message`` event names the inbox entry, and a ``turn/completed`` event is
+appended when the model returns. The first agent spawned on a session resumed
+from the store queues the entries whose turns never completed again, in log
+order, before anything else.
 """
 
 from __future__ import annotations
@@ -22,9 +37,18 @@ import pykka
 
 from actors.base import MailboxActor
 from actors.runtime import RuntimeSpec, get_runtime
+from actors.session_actor import SessionDetachedError
 from host_bridge.embedded.codec import PayloadError
+from host_bridge.embedded.inbox import (
+    INBOX_EVENT,
+    TURN_COMPLETED_EVENT,
+    InboxEntry,
+    completed_data,
+    queued_data,
+)
+from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.embedded.tools import ScopedToolRegistry
-from host_bridge.protocols import Agent, Session, TextBlock, ToolResult, UserMessage
+from host_bridge.protocols import Agent, Cancellable, TextBlock, Timers, ToolResult, UserMessage
 from messages.mailbox import RunTurn
 
 __all__ = [
@@ -41,6 +65,12 @@ _log = logging.getLogger("dsh_schedule.agents")
 
 MESSAGE_EVENT = "message"
 
+RETRY_FIRST_MS = 500
+"""First back-off before a failed flush of a waiting message is tried again."""
+
+RETRY_MAX_MS = 30_000
+"""The back-off doubles up to this."""
+
 
 class AgentDisposedError(RuntimeError):
     """The agent was disposed and accepts no more work."""
@@ -48,11 +78,15 @@ class AgentDisposedError(RuntimeError):
 
 @dataclass
 class Turn:
-    """What a model callable sees during one turn."""
+    """What a model callable sees during one turn.
+
+    ``inbox_seq`` is the seq of the ``inbox/queued`` event that queued ``message``.
+    """
 
     agent: EmbeddedAgent
     message: UserMessage
     tools: ScopedToolRegistry | None
+    inbox_seq: int | None = None
 
     def call_tool(self, name: str, arguments: Any) -> ToolResult:
         """Run a tool for this agent, record the call and result in the log, return the result."""
@@ -109,7 +143,7 @@ class TurnActor(MailboxActor):
         self._agent = agent
 
     def handle_RunTurn(self, message: RunTurn) -> None:
-        """Run the model for one queued message, then let the agent pick its next state."""
+        """Run the model for one queued inbox entry, then let the agent pick its next state."""
         self._agent._run_turn(message.message)
 
 
@@ -118,10 +152,15 @@ class _State:
     status: str = "idle"
     reserved: bool = False
     disposed: bool = False
-    queue: deque[UserMessage] = field(default_factory=deque)
+    queue: deque[InboxEntry] = field(default_factory=deque)  # in log order
     idle_waiters: list[Future[None]] = field(default_factory=list)
     reservation: int = 0
     announced_running: bool = False  # touched only on the turn thread
+    staged: bool = False  # a follow-up was staged during the current reservation
+    durable_length: int = 0  # leading session events known durable
+    flushing: bool = False  # a flush requested by the agent is in flight
+    retry: Cancellable | None = None  # the back-off timer, while armed
+    backoff_ms: int = RETRY_FIRST_MS
 
     def settled(self) -> bool:
         """Idle, unreserved and with nothing queued: ``when_idle`` may resolve."""
@@ -132,27 +171,31 @@ class EmbeddedAgent:
     """A live agent of the embedded host (implements the ``Agent`` protocol).
 
     Status notifications are delivered from the agent's turn thread only, so a
-    listener always sees ``"running"`` before the matching ``"idle"``.
+    listener always sees ``"running"`` before the matching ``"idle"``. Queued
+    messages live in the session log (see the module docstring).
     """
 
     def __init__(
         self,
         agent_id: str,
-        session: Session,
+        session: EmbeddedSession,
         *,
         registry: EmbeddedAgentRegistry,
         model: Model | None = None,
         parent: EmbeddedAgent | None = None,
+        pending: Sequence[InboxEntry] = (),
     ) -> None:
         self._id = agent_id
         self._session = session
         self._registry = registry
         self._parent = parent
         self.model: Model = model if model is not None else _silent_model
-        self._state = _State()
+        self._gated = session.persistent  # without persistence nothing can wait for durability
+        self._state = _State(queue=deque(pending), durable_length=session.durable_length)
         self._lock = threading.Lock()
         self._turns: list[TurnRecord] = []
         self._actor: pykka.ActorRef[TurnActor] = registry._turn_actor.start(self)
+        self._unsubscribe_durable = session.on_durable(self._on_durable)
 
     # --- Agent protocol -------------------------------------------------------------
 
@@ -162,19 +205,44 @@ class EmbeddedAgent:
         return self._id
 
     @property
-    def session(self) -> Session:
+    def session(self) -> EmbeddedSession:
         """The agent's session."""
         return self._session
 
     def followup(self, message: UserMessage) -> None:
-        """Queue ``message`` as a later turn; it starts when the agent is idle and unreserved."""
+        """Record ``message`` in the session's inbox and queue it as a later turn.
+
+        Returns once the ``inbox/queued`` event is in the session log; raises
+        (queuing nothing) when that append fails. While a reservation holds
+        the agent the event is staged, so it becomes durable with the
+        reserver's next append. The turn starts when the agent is idle and
+        unreserved and a flush covering the entry succeeded.
+        """
         if not isinstance(message, UserMessage):
             raise TypeError("followup expects a UserMessage")
         with self._lock:
             if self._state.disposed:
                 raise AgentDisposedError(f"agent {self._id!r} is disposed")
-            self._state.queue.append(message)
-            self._start_next_locked()
+            staged = self._state.reserved and self._gated
+        data = queued_data(message)
+        if staged:
+            event = self._session.append_staged(INBOX_EVENT, data)
+        else:
+            event = self._session.append(INBOX_EVENT, data)
+        entry = InboxEntry(event.seq, message)
+        with self._lock:
+            state = self._state
+            if staged:
+                state.staged = True
+            if state.disposed:
+                # In the log already: the next resume of the session queues it again.
+                _log.debug("agent %r was disposed while queuing entry %d", self._id, entry.seq)
+                return
+            if state.queue and state.queue[-1].seq > entry.seq:
+                state.queue = deque(sorted((*state.queue, entry), key=lambda e: e.seq))
+            else:
+                state.queue.append(entry)
+        self._advance()
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
         """Hold the agent idle; ``None`` when running, reserved, or about to wake."""
@@ -183,6 +251,7 @@ class EmbeddedAgent:
             if state.disposed or state.status != "idle" or state.reserved or state.queue:
                 return None
             state.reserved = True
+            state.staged = False
             state.reservation += 1
             token = state.reservation
 
@@ -191,11 +260,9 @@ class EmbeddedAgent:
                 if self._state.reservation != token or not self._state.reserved:
                     return  # released already (idempotent), or superseded
                 self._state.reserved = False
-                if self._start_next_locked() or not self._state.settled():
-                    return
-                waiters = self._state.idle_waiters
-                self._state.idle_waiters = []
-            _resolve(waiters)
+                staged, self._state.staged = self._state.staged, False
+            # A stage left open (the reserver's append failed) is committed by the flush.
+            self._advance(flush=staged)
 
         return release
 
@@ -204,7 +271,8 @@ class EmbeddedAgent:
 
         A reservation holds the agent idle for someone else's durable work, so a
         waiter (typically one whose own reservation was refused) resolves only
-        once it is released.
+        once it is released. A message waiting for its inbox entry to become
+        durable counts as queued.
         """
         future: Future[None] = Future()
         with self._lock:
@@ -240,25 +308,127 @@ class EmbeddedAgent:
         return self._state.reserved
 
     @property
+    def queued(self) -> tuple[InboxEntry, ...]:
+        """The inbox entries waiting for their turns, oldest first."""
+        with self._lock:
+            return tuple(self._state.queue)
+
+    @property
     def turns(self) -> Sequence[TurnRecord]:
         """Every finished turn, oldest first."""
         with self._lock:
             return tuple(self._turns)
 
     def prompt(self, text: str) -> None:
-        """Queue a user prompt (a turn started by the person, not a plugin)."""
+        """Queue a user prompt (a turn started by the person, not a plugin) through the inbox."""
         self.followup(UserMessage((TextBlock(text),), {"kind": "user"}))
+
+    # --- internals: admission -----------------------------------------------------------
+
+    def _needs_flush_locked(self) -> bool:
+        """Unreserved, with a queued entry not known durable (a reservation keeps its stage)."""
+        state = self._state
+        return (
+            self._gated
+            and not state.disposed
+            and not state.reserved
+            and bool(state.queue)
+            and state.queue[-1].seq >= state.durable_length
+        )
 
     def _start_next_locked(self) -> bool:
         state = self._state
         if state.disposed or state.status != "idle" or state.reserved or not state.queue:
             return False
+        if self._gated and state.queue[0].seq >= state.durable_length:
+            return False  # not known durable yet: a flush must cover it first
         state.status = "running"
-        message = state.queue.popleft()
-        self._actor.tell(RunTurn(message))
+        self._actor.tell(RunTurn(state.queue.popleft()))
         return True
 
-    def _run_turn(self, message: UserMessage) -> None:
+    def _advance(self, *, flush: bool = False) -> None:
+        """Start the next turn if allowed; else request the flush its message waits for.
+
+        Never called with the lock held: the flush may settle (and call back) inline.
+        """
+        with self._lock:
+            state = self._state
+            started = self._start_next_locked()
+            needed = flush or self._needs_flush_locked()
+            request = needed and not state.flushing and not state.disposed
+            retry = None
+            if request or not needed:
+                state.flushing = state.flushing or request
+                retry, state.retry = state.retry, None  # retrying now, or nothing to retry
+            waiters: list[Future[None]] = []
+            if not started and state.settled():
+                waiters, state.idle_waiters = state.idle_waiters, []
+        if retry is not None:
+            retry.cancel()
+        if request:
+            self._request_flush()
+        _resolve(waiters)
+
+    def _request_flush(self) -> None:
+        try:
+            future = self._session.request_flush()
+        except Exception as error:  # a session never raises here; stay safe if one does
+            future = Future()
+            future.set_exception(error)
+        future.add_done_callback(self._flush_settled)
+
+    def _flush_settled(self, done: Future[bool]) -> None:
+        error = None if done.cancelled() else done.exception()
+        ok = not done.cancelled() and error is None and done.result() is True
+        with self._lock:
+            state = self._state
+            state.flushing = False
+            if state.disposed:
+                return
+            if not ok and self._needs_flush_locked():
+                if isinstance(error, SessionDetachedError):
+                    _log.warning(
+                        "session of agent %r is detached; %d queued messages wait for a resume",
+                        self._id,
+                        len(state.queue),
+                    )
+                    return
+                self._arm_retry_locked()
+                return
+        if ok:
+            self._advance()  # e.g. a message queued while this flush was in flight
+
+    def _arm_retry_locked(self) -> None:
+        state = self._state
+        timers = self._registry.timers
+        if timers is None or state.retry is not None:
+            return
+        delay = state.backoff_ms
+        state.backoff_ms = min(delay * 2, RETRY_MAX_MS)
+        _log.info("inbox of agent %r is not durable yet; trying again in %d ms", self._id, delay)
+        try:
+            state.retry = timers.call_later(delay, self._retry_due)
+        except Exception:
+            _log.warning("the inbox retry timer of agent %r could not be armed", self._id)
+
+    def _retry_due(self) -> None:
+        with self._lock:
+            self._state.retry = None
+        self._advance()
+
+    def _on_durable(self, length: int) -> None:
+        """The session's durable progress advanced (any flush, by anyone)."""
+        with self._lock:
+            state = self._state
+            if length <= state.durable_length:
+                return
+            state.durable_length = length
+            state.backoff_ms = RETRY_FIRST_MS  # the store works again
+        self._advance()
+
+    # --- internals: turns ---------------------------------------------------------------
+
+    def _run_turn(self, entry: InboxEntry) -> None:
         with self._lock:
             if self._state.disposed:
                 return  # queued before the agent was disposed: no work after dispose
@@ -266,40 +436,70 @@ class EmbeddedAgent:
             self._state.announced_running = True
         if announce:
             self._registry._notify_status(self, "running")
+        message = entry.message
         reply: str | None = None
         failed = False
+        started = False
         try:
             self._session.append(
                 MESSAGE_EVENT,
-                {"role": "user", "content": message.text, "source": dict(message.source)},
+                {
+                    "role": "user",
+                    "content": message.text,
+                    "source": dict(message.source),
+                    "inbox": entry.seq,
+                },
             )
-            reply = self.model(Turn(self, message, self._registry.tools))
+            started = True
+            reply = self.model(Turn(self, message, self._registry.tools, entry.seq))
             if reply is not None:
                 self._session.append(MESSAGE_EVENT, {"role": "assistant", "content": reply})
         except Exception:
             failed = True
             _log.exception("turn of agent %r failed", self._id)
+        if started:
+            self._complete(entry, failed)
         with self._lock:
             self._turns.append(TurnRecord(message, reply, failed))
             self._state.status = "idle"
             if self._start_next_locked():
                 return  # the next queued turn follows at once: still "running"
-            self._state.announced_running = False
             if self._state.disposed:
                 return  # disposal failed the waiters; a disposed agent reports nothing
-            waiters = self._state.idle_waiters  # no reservation can be taken while running
-            self._state.idle_waiters = []
-        self._registry._notify_status(self, "idle")
-        _resolve(waiters)
+            busy = bool(self._state.queue)  # the next message waits for durability: not idle
+            if not busy:
+                self._state.announced_running = False
+        if not busy:
+            self._registry._notify_status(self, "idle")
+        self._advance()  # resolves idle waiters, or asks for the flush the next message needs
+
+    def _complete(self, entry: InboxEntry, failed: bool) -> None:
+        """Record that the turn of ``entry`` returned; ask (without waiting) for a flush."""
+        try:
+            self._session.append(TURN_COMPLETED_EVENT, completed_data(entry.seq, failed=failed))
+        except Exception:
+            _log.warning(
+                "completion of inbox entry %d of agent %r was not recorded; "
+                "a resume of the session runs its turn again",
+                entry.seq,
+                self._id,
+            )
+            return
+        if self._gated:
+            self._session.request_flush()
 
     def _dispose(self) -> None:
         with self._lock:
             if self._state.disposed:
                 return
             self._state.disposed = True
-            self._state.queue.clear()
+            self._state.queue.clear()  # the entries stay in the log for the next resume
             waiters = self._state.idle_waiters
             self._state.idle_waiters = []
+            retry, self._state.retry = self._state.retry, None
+        if retry is not None:
+            retry.cancel()
+        self._unsubscribe_durable()
         for waiter in waiters:
             with contextlib.suppress(InvalidStateError):  # cancelled by its waiter
                 waiter.set_exception(AgentDisposedError(f"agent {self._id!r} is disposed"))
@@ -365,13 +565,21 @@ class EmbeddedAgentRegistry:
     """The embedded host's agents (implements ``AgentRegistry``).
 
     ``runtime`` is where the agents' turn actors run (see
-    :func:`actors.runtime.get_runtime`).
+    :func:`actors.runtime.get_runtime`). ``timers`` (the host's) arm the
+    back-off retries of messages whose inbox entries could not be made durable
+    yet; without timers such a message is retried only when the session's
+    durable progress advances.
     """
 
     def __init__(
-        self, tools: ScopedToolRegistry | None = None, *, runtime: RuntimeSpec = "threading"
+        self,
+        tools: ScopedToolRegistry | None = None,
+        *,
+        runtime: RuntimeSpec = "threading",
+        timers: Timers | None = None,
     ) -> None:
         self.tools = tools
+        self.timers = timers
         self._turn_actor = get_runtime(runtime).bind(TurnActor)
         self._agents: dict[str, EmbeddedAgent] = {}
         self._roots: dict[str, EmbeddedAgent] = {}
@@ -384,18 +592,35 @@ class EmbeddedAgentRegistry:
 
     def spawn(
         self,
-        session: Session,
+        session: EmbeddedSession,
         *,
         model: Model | None = None,
         agent_id: str | None = None,
         parent: EmbeddedAgent | None = None,
     ) -> EmbeddedAgent:
-        """Create a live agent (a root unless ``parent`` is given) and announce it."""
+        """Create a live agent (a root unless ``parent`` is given) and announce it.
+
+        The first agent spawned on a session takes over its unfinished inbox
+        entries (:meth:`EmbeddedSession.claim_inbox`): their turns run first,
+        once the creation listeners have run.
+        """
+        if not isinstance(session, EmbeddedSession):
+            raise TypeError("an embedded agent needs an EmbeddedSession")
         with self._lock:
             new_id = agent_id if agent_id is not None else f"agent-{next(self._ids)}"
             if new_id in self._agents:
                 raise ValueError(f"agent {new_id!r} already exists")
-            agent = EmbeddedAgent(new_id, session, registry=self, model=model, parent=parent)
+            pending = session.claim_inbox()
+            if pending:
+                _log.info(
+                    "agent %r takes over %d unfinished inbox entries of session %r",
+                    new_id,
+                    len(pending),
+                    session.id,
+                )
+            agent = EmbeddedAgent(
+                new_id, session, registry=self, model=model, parent=parent, pending=pending
+            )
             self._agents[new_id] = agent
             if parent is None:
                 self._roots[new_id] = agent
@@ -403,6 +628,7 @@ class EmbeddedAgentRegistry:
             listeners = tuple(self._created)
         for listener in listeners:
             _call_listener(listener, agent)
+        agent._advance()  # taken-over entries: their turns start now (tools are registered)
         return agent
 
     def dispose(self, agent: EmbeddedAgent) -> None:

@@ -29,10 +29,12 @@ class EmbeddedHost:
     ``durable=False`` runs without a persistence listener (every flush resolves
     ``False``). ``store`` overrides where sessions are kept: the path of an
     SQLite file, or a ``postgresql://`` URL for a database shared by many host
-    processes (see :mod:`host_bridge.embedded.postgres_store`: a session is then
-    leased by one process at a time; ``lease_wait`` is how many seconds to wait
-    for a lease held elsewhere before refusing). Close it with :meth:`close` or
-    use it as a context manager.
+    processes (see :mod:`host_bridge.embedded.postgres_store`). On either, a
+    session is owned by one host at a time: opening one that is live elsewhere
+    raises :class:`~host_bridge.embedded.sessions.SessionLeaseRefusedError`
+    naming the holder (``lease_wait``: how many seconds a PostgreSQL store waits
+    for such a lease before refusing). Close it with :meth:`close` or use it as
+    a context manager.
 
     ``runtime`` chooses where the host's actors (one SessionActor per session,
     one TurnActor per agent) run: ``"threading"`` (the default: OS threads),
@@ -80,7 +82,7 @@ class EmbeddedHost:
         )
         self.sessions = EmbeddedSessionStore(self.persistence, clock=clock, runtime=self.runtime)
         self.tools = ScopedToolRegistry()
-        self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime)
+        self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime, timers=self.timers)
         self._closed = False
 
     def context(self) -> HostContext:

@@ -14,17 +14,38 @@ Session ownership across processes: before a session can be created, resumed
 or appended to, the store must hold its *lease* (:meth:`acquire_session`):
 
 * a session-level advisory lock (``pg_try_advisory_lock(hashtextextended(id, 0))``)
-  on one connection the store keeps open for its leases. A second process
-  asking for the same session gets :class:`SessionLeaseError`; when the owner
-  process dies its connection closes and PostgreSQL releases the lock;
+  on one connection the store keeps open for its leases (its
+  ``application_name`` names the store's owner, ``host:pid:tag``). A second
+  process asking for the same session gets :class:`SessionLeaseError` naming
+  the holder of the lock; when the owner process dies its connection closes
+  and PostgreSQL releases the lock;
 * a fencing epoch in ``leases(session_id, epoch, owner)``, bumped on every
-  acquisition. Each write round locks the lease rows of its sessions
-  (``FOR SHARE``) and writes only the sessions whose epoch is still the one this
-  store acquired. A writer that lost its lock (its lease connection dropped and
-  another process took the session) is fenced out: its rows for that session
-  are discarded, its flushes fail with :class:`SessionLeaseError` and later
-  appends are refused. (Distinct ids with the same 64-bit hash share a lock:
-  the second one is refused while the first is live elsewhere.)
+  acquisition.
+
+Every write round, and every :meth:`flush` of a leased session even when
+nothing is queued for it, confirms the lease in the database before anything
+is written or acknowledged: in the writer's transaction, the lease rows of the
+round's sessions are locked (``FOR SHARE``, so nobody can take them over until
+``COMMIT``), their epochs must still be the ones this store acquired, and the
+lease connection that holds their advisory locks must still run (its backend pid
+and start time in ``pg_stat_get_activity``: such locks go only with their
+connection or by this store's own unlock, so a live lease connection still holds
+them, and a dead one means every lease is lost; the check costs the same
+whatever the number of leases, unlike a scan of ``pg_locks``). Flushes
+that arrive together share one round, so the check costs one round trip for
+all of them. A session that fails the check is *lost* (a network cut, a
+failover or a server restart closed the lease connection, and another process
+may own it now): its queued rows are discarded and never written, the flush
+resolves ``False`` (not an exception), the loss is logged once at error level,
+:meth:`lease_lost` (and ``EmbeddedSession.lease_lost``) report it, and every
+later append is refused with :class:`SessionLeaseError`. The lease is not
+renewed behind the host's back: the session must be detached and resumed to
+be taken again. New sessions are leased on a new lease connection.
+
+Rows that can never be written (an integrity error) are isolated exactly as on
+SQLite: the other sessions of the round still commit. (Distinct ids with the
+same 64-bit hash share a lock: the second one is refused while the first is
+live elsewhere.)
 
 Schema (version :data:`SCHEMA_VERSION`)::
 
@@ -38,12 +59,8 @@ Schema (version :data:`SCHEMA_VERSION`)::
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -53,25 +70,26 @@ import psycopg_pool
 
 from host_bridge.embedded.sqlite_store import (
     SqliteEventStore,
-    StoreClosedError,
-    StoreCorruptError,
     StoredSession,
-    StoreError,
-    StoreVersionError,
-    StoreWriteError,
+    _Commit,
     _EventRow,
-    _failed,
     _header,
     _is_storable_id,
+    _Loss,
     _Op,
-    _Outcome,
     _SessionRow,
     _show,
     _Waiter,
-    commit_failed,
+)
+from host_bridge.embedded.store_errors import (
+    SessionLeaseError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreVersionError,
 )
 from host_bridge.embedded.stores import is_postgres_url
-from host_bridge.protocols import SessionEvent, SessionHeader
+from host_bridge.protocols import SessionHeader
 
 __all__ = ["SCHEMA_VERSION", "PostgresEventStore", "SessionLeaseError", "is_postgres_url"]
 
@@ -81,6 +99,39 @@ SCHEMA_VERSION = 1
 """The PostgreSQL schema version this code reads and writes."""
 
 _MIGRATION_LOCK = 0x64736873  # advisory lock key serialising migrations ("dshs")
+
+_LEASE_APP = "dsh-lease "
+"""``application_name`` prefix of a store's lease connection; the rest names its owner."""
+
+_ROW_ERROR_CLASSES = ("22", "23", "54")
+"""SQLSTATE classes of rows that can never be written: data exception, integrity, limits."""
+
+_KEY_OF_LOCK = "((k.classid::bigint << 32) | k.objid::bigint)"
+"""The bigint key of an advisory lock row ``k`` of ``pg_locks`` (``objsubid = 1``)."""
+
+_ADVISORY_HERE = (
+    "k.locktype = 'advisory' AND k.granted AND k.objsubid = 1"
+    " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+_LEASE_READ = (
+    "SELECT l.session_id, l.epoch,"
+    " EXISTS (SELECT 1 FROM pg_stat_get_activity(%s) a WHERE a.backend_start = %s)"
+    " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id"
+)
+"""Per session: its epoch, and whether the lease connection (backend pid and start time)
+still runs. The advisory locks of a session-level connection go only with it (or when
+this store unlocks them), so a live lease connection still holds every lease taken on it.
+One statement: a preflight with nothing to write runs it alone."""
+
+_LEASE_CHECK = _LEASE_READ + " FOR SHARE OF l"
+""":data:`_LEASE_READ` in a write transaction: the lease rows stay locked until it commits."""
+
+_LOCK_HOLDER = (
+    "SELECT k.pid, a.application_name FROM pg_locks k"
+    " LEFT JOIN pg_stat_activity a ON a.pid = k.pid"
+    f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
+)
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     0: (
@@ -109,10 +160,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 _T = TypeVar("_T")
 
 
-class SessionLeaseError(StoreError):
-    """This process does not own the session: another process holds its lease, or it was fenced."""
-
-
 def redact_url(url: str) -> str:
     """``url`` without its password, for messages and logs."""
     try:
@@ -126,12 +173,6 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-class _FencedError(Exception):
-    def __init__(self, sessions: set[str]) -> None:
-        super().__init__(sorted(sessions))
-        self.sessions = sessions
-
-
 class PostgresEventStore(SqliteEventStore):
     """Durable, leased session logs in a PostgreSQL database shared by many host processes.
 
@@ -139,7 +180,7 @@ class PostgresEventStore(SqliteEventStore):
     ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
     :meth:`acquire_session` waits for a lease held elsewhere before refusing
     (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
-    called inside every write transaction just before ``COMMIT``.
+    called inside every writer transaction that writes rows, just before ``COMMIT``.
     """
 
     def __init__(
@@ -158,18 +199,15 @@ class PostgresEventStore(SqliteEventStore):
         self._writer_conn = None
         self._read_conn = None
         self._lease_wait = lease_wait
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._epochs: dict[str, int] = {}
-        self._fenced: set[str] = set()
-        self._rejected_waiters: list[_Waiter] = []
-        self._fenced_round: set[str] = set()
-        self._lease_lock = threading.Lock()
+        self._lease_checks = 0
 
         self._pg_writer: psycopg.Connection[Any] | None = self._pg_connect(migrate=True)
         self._lease_conn: psycopg.Connection[Any] | None = None
+        self._lease_pid = 0  # backend pid of the lease connection (holds the advisory locks)
+        self._lease_backend: tuple[int, Any] = (0, None)  # its pid and backend start time
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         try:
-            self._lease_conn = self._pg_connect(migrate=False, autocommit=True)
+            self._open_lease_connection()
             self._pool = psycopg_pool.ConnectionPool(
                 url,
                 min_size=1,
@@ -199,151 +237,182 @@ class PostgresEventStore(SqliteEventStore):
         return self._label
 
     @property
-    def owner(self) -> str:
-        """How this store names itself in lease rows (``host:pid:random``)."""
-        return self._owner
+    def lease_checks(self) -> int:
+        """How many writer transactions confirmed leases in the database so far."""
+        with self._lock:
+            return self._lease_checks
+
+    @property
+    def lease_backend_pid(self) -> int:
+        """The server process id of the connection holding this store's advisory locks."""
+        return self._lease_pid
 
     # --- leases ----------------------------------------------------------------
 
     def acquire_session(self, session_id: str) -> int:
         """Take the lease of ``session_id`` for this store; returns the new fencing epoch.
 
-        Raises :class:`SessionLeaseError` when another process holds it (after
-        waiting ``lease_wait`` seconds) and :class:`StoreError` when the
-        database cannot be reached.
+        Raises :class:`SessionLeaseError` naming the holder when another process
+        holds it (after waiting ``lease_wait`` seconds) and :class:`StoreError`
+        when the database cannot be reached. A lease connection that the server
+        closed is opened again first (every lease it held is lost already).
         """
         if not _is_storable_id(session_id):
             raise StoreError(f"session id {_show(str(session_id))} cannot be stored")
         with self._lease_lock:
-            self._check_open()
-            conn = self._lease_conn
-            if conn is None or conn.closed:
-                raise StoreClosedError(f"the session store {self._label} is closed")
-            if session_id in self._epochs:
-                raise SessionLeaseError(f"session {_show(session_id)} is already leased here")
-            try:
-                if self._lease_wait > 0:
-                    conn.execute(f"SET lock_timeout = {int(self._lease_wait * 1000):d}")
-                    try:
-                        conn.execute(
-                            "SELECT pg_advisory_lock(hashtextextended(%s, 0))", (session_id,)
-                        )
-                        got = True
-                    except psycopg.errors.LockNotAvailable:
-                        got = False
-                    finally:
-                        conn.execute("SET lock_timeout = 0")
-                else:
-                    row = conn.execute(
-                        "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (session_id,)
-                    ).fetchone()
-                    got = bool(row and row[0])
-                if not got:
-                    holder = self._lease_holder(conn, session_id)
+            with self._lock:
+                self._check_open()
+                if session_id in self._leases:
                     raise SessionLeaseError(
-                        f"session {_show(session_id)} is live in another process"
-                        f"{f' ({holder})' if holder else ''}; it cannot be resumed here "
-                        "until that process detaches it or exits"
+                        f"session {_show(session_id)} is already leased here",
+                        session_id=session_id,
+                        holder=self._owner,
                     )
-                row = conn.execute(
-                    "INSERT INTO leases(session_id, epoch, owner, acquired_at)"
-                    " VALUES (%s, 1, %s, now())"
-                    " ON CONFLICT (session_id) DO UPDATE"
-                    " SET epoch = leases.epoch + 1, owner = EXCLUDED.owner, acquired_at = now()"
-                    " RETURNING epoch",
-                    (session_id, self._owner),
-                ).fetchone()
+            try:
+                epoch = self._take_lease(session_id)
+            except psycopg.OperationalError:
+                conn = self._lease_conn
+                if conn is not None and not (conn.closed or conn.broken):
+                    raise StoreError(
+                        f"cannot take the lease of session {_show(session_id)}"
+                    ) from None
+                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
+                try:
+                    self._open_lease_connection()
+                    epoch = self._take_lease(session_id)
+                except psycopg.Error as error:
+                    raise StoreError(
+                        f"cannot take the lease of session {_show(session_id)} ({_category(error)})"
+                    ) from None
             except psycopg.Error as error:
                 raise StoreError(
                     f"cannot take the lease of session {_show(session_id)} ({_category(error)})"
                 ) from None
-            assert row is not None
-            epoch = int(row[0])
-        with self._lock:
-            self._epochs[session_id] = epoch
-            self._fenced.discard(session_id)
+            with self._lock:
+                self._leases[session_id] = epoch
+                self._lost.pop(session_id, None)
         _log.debug("leased session %r (epoch %d)", session_id, epoch)
         return epoch
 
-    def release_session(self, session_id: str) -> None:
-        """Give up the lease of ``session_id`` after its queued rows are written.
-
-        When those rows cannot be written the lease is kept (the next flush
-        retries them) and the error is logged.
-        """
-        with self._lock:
-            if session_id not in self._epochs:
-                return
-        try:
-            self.flush(session_id).result()
-        except StoreError as error:
-            _log.error(
-                "keeping the lease of session %r: its rows are not durable (%s)", session_id, error
-            )
-            return
-        with self._lease_lock:
-            with self._lock:
-                if self._epochs.pop(session_id, None) is None:
-                    return
-            conn = self._lease_conn
-            if conn is None or conn.closed:
-                return
+    def _take_lease(self, session_id: str) -> int:
+        """Lock ``session_id`` on the lease connection and bump its epoch (``_lease_lock`` held)."""
+        conn = self._lease_conn
+        if conn is None or conn.closed:
+            raise StoreClosedError(f"the session store {self._label} is closed")
+        if self._lease_wait > 0:
+            conn.execute(f"SET lock_timeout = {int(self._lease_wait * 1000):d}")
             try:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (session_id,))
-            except psycopg.Error as error:
-                _log.warning(
-                    "releasing the lease of session %r failed (%s)", session_id, _category(error)
-                )
+                conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (session_id,))
+                got = True
+            except psycopg.errors.LockNotAvailable:
+                got = False
+            finally:
+                conn.execute("SET lock_timeout = 0")
+        else:
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (session_id,)
+            ).fetchone()
+            got = bool(row and row[0])
+        if not got:
+            holder = self._lease_holder(conn, session_id)
+            raise SessionLeaseError(
+                f"session {_show(session_id)} is live in another process"
+                f"{f' (held by {holder})' if holder else ''}; it cannot be resumed here "
+                "until that process detaches it or exits",
+                session_id=session_id,
+                holder=holder,
+            )
+        row = conn.execute(
+            "INSERT INTO leases(session_id, epoch, owner, acquired_at)"
+            " VALUES (%s, 1, %s, now())"
+            " ON CONFLICT (session_id) DO UPDATE"
+            " SET epoch = leases.epoch + 1, owner = EXCLUDED.owner, acquired_at = now()"
+            " RETURNING epoch",
+            (session_id, self._owner),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
 
-    def holds_lease(self, session_id: str) -> bool:
-        """Whether this store holds the lease of ``session_id`` (and was not fenced out)."""
-        with self._lock:
-            return session_id in self._epochs
+    def _open_lease_connection(self) -> None:
+        """(Re)open the connection that holds this store's advisory locks (``_lease_lock`` held).
+
+        Replacing a dead one loses every lease taken on it, here and now: the
+        liveness check of later rounds looks at the new connection.
+        """
+        old = self._lease_conn
+        if old is not None:
+            old.close()
+            dropped: list[tuple[_Loss, int]] = []
+            with self._lock:
+                for session_id in [s for s in self._leases if s not in self._lost]:
+                    loss = _lease_loss(session_id, None, None, False)
+                    dropped.append((loss, self._lose(loss) or 0))
+            for loss, rows in dropped:
+                _log.error("%s (%d rows dropped)", loss.message, rows)
+        self._lease_conn = self._pg_connect(
+            migrate=False, autocommit=True, application_name=(_LEASE_APP + self._owner)[:63]
+        )
+        row = self._lease_conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
+        ).fetchone()
+        assert row is not None
+        self._lease_pid = int(row[0])
+        self._lease_backend = (int(row[0]), row[1])
 
     def _lease_holder(self, conn: psycopg.Connection[Any], session_id: str) -> str | None:
-        row = conn.execute(
-            "SELECT owner FROM leases WHERE session_id = %s", (session_id,)
-        ).fetchone()
-        return None if row is None or row[0] is None else f"owner {row[0]}"
+        """Who holds ``session_id``'s advisory lock now: the owner named by its connection."""
+        row = conn.execute(_LOCK_HOLDER, (session_id,)).fetchone()
+        if row is None:
+            return None
+        name = row[1]
+        if isinstance(name, str) and name.startswith(_LEASE_APP):
+            return name[len(_LEASE_APP) :]
+        return f"PostgreSQL backend {row[0]}"
 
-    # --- writes: lease checks ---------------------------------------------------
-
-    def create_session(
-        self, header: SessionHeader, seed: Sequence[tuple[SessionEvent, bytes]] = ()
-    ) -> None:
-        """Like SQLite's; the store must hold the session's lease."""
-        if isinstance(header, SessionHeader):
-            self._check_lease(header.id)
-        super().create_session(header, seed)
-
-    def record_append(self, session_id: str, event: SessionEvent, payload: bytes) -> None:
-        """Like SQLite's; refused with :class:`SessionLeaseError` without the session's lease."""
-        self._check_lease(session_id)
-        super().record_append(session_id, event, payload)
-
-    def flush(self, session_id: str) -> Future[bool]:
-        """Like SQLite's; fails with :class:`SessionLeaseError` for a fenced-out session."""
+    def _unlock_session(self, session_id: str) -> None:
+        """Drop the advisory lock (``_lease_lock`` held) unless the lease was lost with it."""
         with self._lock:
-            fenced = isinstance(session_id, str) and session_id in self._fenced
-        if fenced:
-            return _failed(self._fenced_error(session_id))
-        return super().flush(session_id)
+            loss = self._lost.get(session_id)
+        conn = self._lease_conn
+        if (loss is not None and loss.kind == "lease") or conn is None or conn.closed:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (session_id,))
+        except psycopg.Error as error:
+            _log.warning(
+                "releasing the lease of session %r failed (%s)", session_id, _category(error)
+            )
 
-    def _check_lease(self, session_id: str) -> None:
+    def _ensure_lease(self, session_id: str) -> None:
+        """Raise :class:`SessionLeaseError` unless this store holds ``session_id``'s lease."""
         with self._lock:
-            if session_id in self._fenced:
-                raise self._fenced_error(session_id)
-            if session_id not in self._epochs:
-                raise SessionLeaseError(
-                    f"this process does not hold the lease of session {_show(str(session_id))}; "
-                    "acquire it before writing"
-                )
-
-    def _fenced_error(self, session_id: str) -> SessionLeaseError:
-        return SessionLeaseError(
-            f"session {_show(session_id)} was taken over by another process; "
-            "this process was fenced out and its unwritten events were discarded"
+            self._check_not_lost(session_id)
+            if session_id in self._leases:
+                return
+        raise SessionLeaseError(
+            f"this process does not hold the lease of session {_show(str(session_id))}; "
+            "acquire it before writing",
+            session_id=session_id,
         )
+
+    def _needs_round(self, session_id: str | None) -> bool:
+        """Lock held: a flush of a leased session confirms the lease in the database."""
+        return session_id is not None and session_id in self._leases
+
+    def _round_checks(self, waiters: list[_Waiter]) -> set[str]:
+        with self._lock:
+            return {
+                w.session_id
+                for w in waiters
+                if w.session_id is not None
+                and w.session_id in self._leases
+                and w.session_id not in self._lost
+            }
+
+    def _give_back_all(self) -> None:
+        """The writer stopped: the leases go with the lease connection (see :meth:`close`)."""
+        with self._lock:
+            self._leases.clear()
 
     # --- close -----------------------------------------------------------------
 
@@ -458,28 +527,37 @@ class PostgresEventStore(SqliteEventStore):
 
     # --- writer thread ---------------------------------------------------------
 
-    def _write(self, batch: list[_Op], *, restored: bool = False) -> StoreWriteError | None:
-        """Write ``batch`` in one transaction (after the fencing check); on failure roll back."""
+    def _commit(self, rows: list[_Op], check: set[str]) -> _Commit:
+        """One writer transaction: confirm the leases, then write the rows of sessions still held.
+
+        The leases of every session in ``rows`` and in ``check`` are confirmed
+        first: the epoch in ``leases`` must still be the one this store took
+        (the rows stay share-locked until ``COMMIT``, so nobody can take the
+        session over meanwhile) and the advisory lock must still be held by
+        this store's lease connection. Sessions that fail either are lost
+        (``"lease"``) and their rows are not written.
+        """
+        sessions = sorted({op.session_id for op in rows} | check)
+        lost: dict[str, _Loss] = {}
         try:
             conn = self._pg_writer
             if conn is None or conn.closed:
                 conn = self._pg_writer = self._pg_connect(migrate=False)
+            if not rows:  # only preflights: one statement, one round trip, nothing to lock
+                conn.autocommit = True
+                try:
+                    found = conn.execute(_LEASE_READ, (*self._lease_backend, sessions)).fetchall()
+                finally:
+                    conn.autocommit = False
+                lost = self._confirm(sessions, found)
+                return None, lost
             with conn.transaction(), conn.cursor() as cur:
-                sessions = sorted({op.session_id for op in batch})
-                cur.execute(
-                    "SELECT session_id, epoch FROM leases WHERE session_id = ANY(%s)"
-                    " ORDER BY session_id FOR SHARE",
-                    (sessions,),
-                )
-                current = {row[0]: row[1] for row in cur.fetchall()}
-                with self._lock:
-                    held = {s: self._epochs.get(s) for s in sessions}
-                fenced = {s for s in sessions if held[s] is None or current.get(s) != held[s]}
-                if fenced:
-                    raise _FencedError(fenced)
+                cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
+                lost = self._confirm(sessions, cur.fetchall())
+                rows = [op for op in rows if op.session_id not in lost]
                 session_rows = [
                     (op.session_id, op.seed_length, op.parent_session, op.created_at)
-                    for op in batch
+                    for op in rows
                     if isinstance(op, _SessionRow)
                 ]
                 if session_rows:
@@ -490,7 +568,7 @@ class PostgresEventStore(SqliteEventStore):
                     )
                 event_rows = [
                     (op.session_id, op.seq, op.type, op.time, op.payload)
-                    for op in batch
+                    for op in rows
                     if isinstance(op, _EventRow)
                 ]
                 if event_rows:
@@ -499,70 +577,49 @@ class PostgresEventStore(SqliteEventStore):
                         " VALUES (%s, %s, %s, %s, %s)",
                         event_rows,
                     )
-                if self._fault_hook is not None:
+                if self._fault_hook is not None and rows:
                     self._fault_hook()
-        except _FencedError as fenced:
-            self._drop_fenced(batch, fenced.sessions)
-            return self._write(batch) if batch else None
         except Exception as error:
             conn = self._pg_writer
             if conn is not None and (conn.closed or conn.broken):
                 conn.close()
                 self._pg_writer = None
-            return commit_failed(error, len(batch))
-        return None
+            return error, lost
+        return None, lost
 
-    def _drop_fenced(self, batch: list[_Op], sessions: set[str]) -> None:
-        """Discard every queued row of fenced-out sessions and fail their flushes."""
+    def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, _Loss]:
+        """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
+        current = {row[0]: (row[1], bool(row[2])) for row in found}
+        lost: dict[str, _Loss] = {}
         with self._lock:
-            dropped = [op for op in batch if op.session_id in sessions]
-            batch[:] = [op for op in batch if op.session_id not in sessions]
-            queued = [op for op in self._queue if op.session_id in sessions]
-            self._queue = [op for op in self._queue if op.session_id not in sessions]
-            self._queued_bytes -= sum(len(op.payload) for op in queued if isinstance(op, _EventRow))
-            for session_id in sessions:
-                self._unsynced.pop(session_id, None)
-                self._next_seq.pop(session_id, None)
-                self._forget_when_synced.discard(session_id)
-                self._epochs.pop(session_id, None)
-                self._fenced.add(session_id)
-            keep: list[_Waiter] = []
-            for waiter in self._waiters:
-                if waiter.session_id is None or waiter.session_id in sessions:
-                    self._rejected_waiters.append(waiter)
-                else:
-                    keep.append(waiter)
-            self._waiters = keep
-        _log.error(
-            "fenced out of sessions %s: another process took them over; "
-            "%d unwritten rows discarded",
-            ", ".join(repr(s) for s in sorted(sessions)),
-            len(dropped) + len(queued),
-        )
-        self._fenced_round |= sessions
+            held = {s: self._leases.get(s) for s in sessions}
+            self._lease_checks += 1
+        for session_id in sessions:
+            epoch, locked = current.get(session_id, (None, False))
+            if held[session_id] is not None and epoch == held[session_id] and locked:
+                continue
+            lost[session_id] = _lease_loss(session_id, held[session_id], epoch, locked)
+        return lost
 
-    def _settle(
-        self, batch: list[_Op], waiters: list[_Waiter], error: StoreWriteError | None
-    ) -> list[_Outcome]:
-        fenced, self._fenced_round = self._fenced_round, set()
-        outcomes: list[_Outcome] = []
-        if fenced:
-            rejected = [w for w in waiters if w.session_id is None or w.session_id in fenced]
-            waiters = [w for w in waiters if w not in rejected]
-            with self._lock:
-                rejected += self._rejected_waiters
-                self._rejected_waiters = []
-            for waiter in rejected:
-                outcomes.append(
-                    (waiter.future, self._fenced_error(waiter.session_id or ", ".join(fenced)))
-                )
-        return outcomes + super()._settle(batch, waiters, error)
+    def _is_row_conflict(self, error: BaseException) -> bool:
+        sqlstate = getattr(error, "sqlstate", None)
+        return isinstance(sqlstate, str) and sqlstate[:2] in _ROW_ERROR_CLASSES
+
+    def _error_category(self, error: BaseException) -> str:
+        return _category(error)
 
     # --- connections and schema ------------------------------------------------
 
-    def _pg_connect(self, *, migrate: bool, autocommit: bool = False) -> psycopg.Connection[Any]:
+    def _pg_connect(
+        self, *, migrate: bool, autocommit: bool = False, application_name: str = "dsh-schedule"
+    ) -> psycopg.Connection[Any]:
         try:
-            conn = psycopg.connect(self._url, autocommit=autocommit, connect_timeout=30)
+            conn = psycopg.connect(
+                self._url,
+                autocommit=autocommit,
+                connect_timeout=30,
+                application_name=application_name,
+            )
         except psycopg.Error as error:
             raise StoreError(
                 f"cannot connect to the session store {self._label} ({_category(error)})"
@@ -635,6 +692,22 @@ class PostgresEventStore(SqliteEventStore):
         if version == SCHEMA_VERSION and not {"sessions", "events", "leases"} <= tables:
             raise StoreCorruptError(f"{self._label} is missing session tables")
         return version
+
+
+def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> _Loss:
+    """The loss of a lease the writer could not confirm, with the reason for operators."""
+    if held is not None and epoch is not None and epoch != held:
+        reason = f"another process took it over (epoch {held} became {epoch})"
+    elif not locked:
+        reason = "its lease connection was closed (a network cut, failover or restart)"
+    else:
+        reason = "its lease row is gone"  # (``held`` None: released meanwhile, see release_session)
+    return _Loss(
+        session_id,
+        "lease",
+        f"lost the lease of session {_show(session_id)}: {reason}; its unwritten events "
+        "were discarded and it accepts no more writes here until it is taken again",
+    )
 
 
 def _category(error: BaseException) -> str:

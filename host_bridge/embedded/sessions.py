@@ -1,7 +1,11 @@
 """Live sessions of the embedded host: one SessionActor each, backed by the session store.
 
-The store is SQLite by default or PostgreSQL (leased sessions, see
-:mod:`host_bridge.embedded.postgres_store`).
+The store is SQLite by default or PostgreSQL. Either way a session is owned by
+one store at a time: creating, resuming, opening or forking a session takes it
+in the store first (:meth:`SqliteEventStore.acquire_session`), and a session
+held elsewhere is refused with :class:`SessionLeaseRefusedError` naming the
+holder. A live session whose ownership the store lost reports it through
+:attr:`EmbeddedSession.lease_lost`; its appends are refused from then on.
 """
 
 from __future__ import annotations
@@ -19,13 +23,21 @@ from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking, wait
 from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.inbox import InboxEntry, pending_entries
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
 from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.futures import failed
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
 
-__all__ = ["CreationGuard", "EmbeddedSession", "EmbeddedSessionStore", "SessionError"]
+__all__ = [
+    "CreationGuard",
+    "EmbeddedSession",
+    "EmbeddedSessionStore",
+    "SessionError",
+    "SessionLeaseRefusedError",
+]
 
 _log = logging.getLogger("dsh_schedule.sessions")
 
@@ -36,6 +48,14 @@ CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], Non
 
 class SessionError(RuntimeError):
     """A session cannot be created, resumed or forked as asked."""
+
+
+class SessionLeaseRefusedError(SessionLeaseError, SessionError):
+    """The session is live in another process or store, so it cannot go live here.
+
+    Both a :class:`SessionError` and the store's :class:`SessionLeaseError`
+    (so a :class:`StoreError`); ``holder`` names the owner when it is known.
+    """
 
 
 class EmbeddedSession(LogBackedSession):
@@ -56,6 +76,7 @@ class EmbeddedSession(LogBackedSession):
         *,
         core: SessionCore | None = None,
         runtime: Runtime | None = None,
+        store: SqliteEventStore | None = None,
     ) -> None:
         self._header = header
         self._log = log
@@ -63,11 +84,30 @@ class EmbeddedSession(LogBackedSession):
         self._core = core
         self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
+        self._store = store
+        self._inbox_claimed = False
+        self._claim_lock = threading.Lock()
 
     @property
     def actor_ref(self) -> pykka.ActorRef[SessionActor]:
         """The session's actor (for tests and diagnostics)."""
         return self._actor
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the store lost this session since it went live.
+
+        Then another process may own it: flushes resolve ``False`` (or fail),
+        every append is refused with :class:`SessionLeaseError`, and the
+        session must be detached and resumed to be taken again.
+        """
+        store = self._store
+        return store is not None and store.lease_lost(self.id)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether appends can become durable (False on a host without persistence)."""
+        return self._core is not None and self._core.persistent
 
     def append(self, type: str, data: Any) -> SessionEvent:
         """Append one event through the session's mailbox and return it once committed.
@@ -76,16 +116,52 @@ class EmbeddedSession(LogBackedSession):
         greenlet on the gevent runtime is suspended while the session actor (on
         the same hub or elsewhere) commits, instead of blocking the hub.
         """
+        return self._append(type, data, staged=False)
+
+    def append_staged(self, type: str, data: Any) -> SessionEvent:
+        """Append one event that reaches the store only with the next append or flush.
+
+        The event is in the live log at once; the session's next unstaged
+        append (or a flush) hands both to the store as one unit, so they
+        become durable in the same commit (see :class:`SessionCore`).
+        """
+        return self._append(type, data, staged=True)
+
+    def _append(self, type_: str, data: Any, *, staged: bool) -> SessionEvent:
         inline = self._inline
         if inline is not None and inline.on_hub_thread():
             assert self._core is not None
-            return self._core.append(type, data)
+            return self._core.append(type_, data, staged=staged)
         reply: Future[SessionEvent] = Future()
         try:
-            self._actor.tell(AppendEvent(type, data, reply))
+            self._actor.tell(AppendEvent(type_, data, reply, staged))
         except pykka.ActorDeadError:
             raise SessionDetachedError(f"session {self.id!r} is detached") from None
         return wait_for(reply)
+
+    @property
+    def durable_length(self) -> int:
+        """How many leading events are known durable (read from the store or covered by a flush)."""
+        return 0 if self._core is None else self._core.durable_length
+
+    def on_durable(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Hear of each flush that makes more of the log durable (``SessionCore.on_durable``)."""
+        if self._core is None:
+            return lambda: None
+        return self._core.on_durable(listener)
+
+    def claim_inbox(self) -> list[InboxEntry]:
+        """The first call: inbox entries of the log whose turns never completed; later: ``[]``.
+
+        The first agent that takes over the session re-queues them (see
+        :mod:`host_bridge.embedded.inbox`); a fork's inherited events are not
+        its own queue.
+        """
+        with self._claim_lock:
+            if self._inbox_claimed:
+                return []
+            self._inbox_claimed = True
+        return pending_entries(self.events, self._header.seed_length or 0)
 
     def request_flush(self) -> Future[bool]:
         """Queue a flush barrier behind every append made so far."""
@@ -283,11 +359,15 @@ class EmbeddedSessionStore:
             ) from None
 
     def _acquire(self, session_id: str) -> None:
-        """Take the session's lease in the persistence store (a no-op on SQLite)."""
+        """Take the session in the persistence store; refused when it is held elsewhere."""
         if self._persistence is None:
             return
         try:
             run_blocking(self._persistence.acquire_session, session_id)
+        except SessionLeaseError as error:
+            raise SessionLeaseRefusedError(
+                str(error), session_id=session_id, holder=error.holder
+            ) from None
         except StoreError as error:
             raise SessionError(f"cannot take session {session_id!r}: {error}") from None
 
@@ -344,9 +424,12 @@ class EmbeddedSessionStore:
                 decode=decode_payload,
                 clock=self._clock,
                 guards=self._current_guards,
+                durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable
             )
             actor = self._session_actor.start(core)
-            session = EmbeddedSession(header, log, actor, core=core, runtime=self._runtime)
+            session = EmbeddedSession(
+                header, log, actor, core=core, runtime=self._runtime, store=self._persistence
+            )
             with self._lock:
                 self._live[header.id] = session
         except BaseException:

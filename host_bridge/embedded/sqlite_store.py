@@ -13,9 +13,19 @@ about one fsync (group commit). It writes when a flush is waiting, when the
 queue grows past :data:`AUTO_WRITE_ROWS` rows or :data:`AUTO_WRITE_BYTES`
 bytes, and when the store closes.
 
-A failed write is rolled back and its rows go back to the front of the queue,
-so nothing is half-written and nothing queued is dropped; the flush requests of
-that round fail with :class:`StoreWriteError` and the next flush retries.
+A failed write is rolled back, so nothing is half-written. What happens next
+depends on why it failed:
+
+* a whole-store failure (disk full, database locked, I/O error, the file
+  replaced): every row goes back to the front of the queue, nothing queued is
+  dropped, the flush requests of that round fail with :class:`StoreWriteError`
+  and the next flush retries;
+* rows that can never be written (a key another writer already stored, e.g. a
+  ``seq`` it took): the round is bisected by session, so every other session
+  still commits (one transaction per healthy half), and the session whose rows
+  conflict is *fenced*: its queued rows are discarded, its flushes fail with
+  :class:`SessionLeaseError`, its later appends are refused, and this is
+  logged once. A refused row never blocks the other sessions of the process.
 
 Before each ``COMMIT`` the writer checks that the database and WAL files at
 the path are still the ones it opened. If they were deleted under it, it
@@ -23,18 +33,35 @@ rebuilds the store at its path from its open connection before committing,
 so an acknowledgement never refers to an unlinked file; if another file took
 the path, it refuses to write (see :meth:`SqliteEventStore._write`).
 
+One owner per session. Many processes (and many store objects in one process)
+may open the same file, but a session is written by one store at a time:
+:meth:`~SqliteEventStore.acquire_session` takes the session's exclusive lock
+in ``<file>.locks`` beside the database, a byte-range lock on an *open file
+description* (``F_OFD_SETLK``, see :mod:`host_bridge.embedded.session_locks`),
+which the kernel drops when the process dies, so no heartbeat or expiry is
+needed and a SIGKILLed owner frees its sessions at once. Another store asking
+for a held session gets :class:`SessionLeaseError` naming the holder
+(``host:pid:tag``, recorded in ``leases`` by the writer soon after the lock
+is taken; a row left by a dead process of this host is not named). A write to a
+session not yet held takes it first. :meth:`~SqliteEventStore.release_session`
+lets go once the session's rows are durable; :meth:`~SqliteEventStore.close`
+lets every session go after the last write. Such a lock cannot be lost while
+the store is open, so a flush needs no extra check; only a lock file deleted
+under the store is noticed (before the next ``COMMIT``, the locks are taken
+again on a new file at the path, and a session someone else took meanwhile is
+lost: its flushes resolve ``False``, see :meth:`~SqliteEventStore.lease_lost`).
+
 Reads (:meth:`~SqliteEventStore.load`, :meth:`~SqliteEventStore.session_ids`...)
 see durable state only, use their own connection and are safe from any thread.
-A store file is meant to be written by one ``SqliteEventStore`` at a time
-(readers may be many); a session's rows are validated when queued (known
-session, next ``seq``), so a queued row can always be written.
+A session's rows are validated when queued (known session, next ``seq``).
 
-Schema (version :data:`SCHEMA_VERSION`)::
+Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)              -- schema_version
     sessions(id TEXT PRIMARY KEY, seed_length INTEGER, parent_session TEXT, created_at INTEGER)
     events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER, data BLOB,
            PRIMARY KEY(session_id, seq)) WITHOUT ROWID   -- data: msgpack (see codec)
+    leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
 
 Session ids are opaque non-empty strings bound as SQL parameters; an id with a
 NUL character or a lone surrogate cannot round-trip through SQLite text
@@ -45,17 +72,28 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
+from host_bridge.embedded.session_locks import SessionLockFile
+from host_bridge.embedded.store_errors import (
+    SessionLeaseError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreVersionError,
+    StoreWriteError,
+)
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 __all__ = [
@@ -63,6 +101,7 @@ __all__ = [
     "AUTO_WRITE_ROWS",
     "BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
+    "SessionLeaseError",
     "SqliteEventStore",
     "StoreClosedError",
     "StoreCorruptError",
@@ -75,7 +114,7 @@ __all__ = [
 
 _log = logging.getLogger("dsh_schedule.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code reads and writes."""
 
 BUSY_TIMEOUT_MS = 5000
@@ -106,35 +145,20 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " data BLOB,"
         " PRIMARY KEY(session_id, seq)) WITHOUT ROWID",
     ),
+    1: (
+        "CREATE TABLE leases("
+        " session_id TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " acquired_at INTEGER NOT NULL)",
+    ),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty file)."""
 
+_ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
+"""SQLite error names of rows that can never be written, whatever the retry."""
 
-class StoreError(Exception):
-    """The session store cannot do what was asked; the message is meant for operators."""
-
-
-class StoreCorruptError(StoreError):
-    """The store file, or a session's rows in it, are unreadable or inconsistent."""
-
-
-class StoreVersionError(StoreError):
-    """The store was written by a newer schema version than this code understands."""
-
-
-class StoreClosedError(StoreError):
-    """The store was closed (or its writer stopped); it accepts no more work."""
-
-
-class StoreWriteError(StoreError):
-    """A write transaction failed and was rolled back; its rows stay queued for the next attempt.
-
-    ``category`` is a short backend error name such as ``"SQLITE_FULL"``.
-    """
-
-    def __init__(self, message: str, *, category: str) -> None:
-        super().__init__(message)
-        self.category = category
+_TABLES = frozenset({"sessions", "events", "leases"})
+"""The tables besides ``meta`` that a store of :data:`SCHEMA_VERSION` has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +195,47 @@ class _Waiter:
     future: Future[bool]
 
 
+@dataclass(frozen=True, slots=True)
+class _Loss:
+    """Why this store lost a session; every later write of the session is refused.
+
+    ``kind`` ``"lease"``: the session's lock or lease is no longer held here
+    (another store may own it now); its flushes resolve ``False``.
+    ``"conflict"``: its queued rows can never be written (another writer stored
+    rows with the same keys); its flushes fail with a :class:`SessionLeaseError`.
+    """
+
+    session_id: str
+    kind: Literal["lease", "conflict"]
+    message: str
+
+    def error(self) -> SessionLeaseError:
+        """A fresh exception for one refused call."""
+        return SessionLeaseError(self.message, session_id=self.session_id)
+
+    def flush_outcome(self) -> bool | BaseException:
+        """What a flush of the lost session resolves to."""
+        return False if self.kind == "lease" else self.error()
+
+
+@dataclass(slots=True)
+class _Round:
+    """What one write round of the writer thread did."""
+
+    committed: list[_Op] = field(default_factory=list)  # rows now durable
+    commits: int = 0  # transactions committed
+    retry: list[_Op] = field(default_factory=list)  # rows back to the head of the queue
+    error: StoreWriteError | None = None  # why ``retry`` failed (a whole-store failure)
+    lost: dict[str, _Loss] = field(default_factory=dict)  # sessions lost in this round
+    unconfirmed: set[str] = field(default_factory=set)  # ownership checks that failed (``error``)
+    conflict_category: str = ""  # the backend's name of the last row conflict
+
+
 _T = TypeVar("_T")
+_Statement = tuple[str, tuple[object, ...]]
 _Outcome = tuple[Future[bool], bool | BaseException]
+_Commit = tuple[BaseException | None, dict[str, _Loss]]
+"""What one write transaction returns: its failure (rolled back) and the sessions found lost."""
 
 
 class SqliteEventStore:
@@ -185,9 +248,15 @@ class SqliteEventStore:
     :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
 
     ``fault_hook`` is a test seam: when given, the writer thread calls it inside
-    every write transaction, after the rows are inserted and just before
-    ``COMMIT``. An exception it raises fails that attempt exactly like a failed
-    commit (rolled back, rows kept queued); blocking in it pauses the writer.
+    every write transaction of session rows, after the rows are inserted and
+    just before ``COMMIT``. An exception it raises fails that attempt exactly
+    like a failed commit (rolled back, rows kept queued); blocking in it pauses
+    the writer.
+
+    Sessions are owned by one store at a time (see the module docstring):
+    :meth:`acquire_session` takes a session's lock, :meth:`release_session`
+    and :meth:`close` give it back, and the operating system drops the locks of
+    a process that dies.
 
     Done-callbacks of the futures returned by :meth:`flush` run on the writer
     thread and should be short. They may call back into the store (append,
@@ -240,6 +309,14 @@ class SqliteEventStore:
         self._commit_count = 0
         self._flush_requests = 0
         self._read_lock = threading.Lock()
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._lease_lock = threading.Lock()  # serialises taking and giving back leases
+        self._leases: dict[str, int] = {}  # session -> fencing epoch (0 on SQLite)
+        self._lost: dict[str, _Loss] = {}
+        self._session_locks: SessionLockFile | None = None  # SQLite: opened with the first lease
+        self._holder_ops: list[_Statement] = []  # SQLite: ``leases`` rows, written by the writer
+        self._holder_blocked = False  # their last write failed: wait for the next round
+        self._holder_unsynced = 0  # of those queued or being written
 
     # --- properties ----------------------------------------------------------------
 
@@ -252,6 +329,17 @@ class SqliteEventStore:
     def label(self) -> str:
         """How messages name the store: the file path (a URL without password on PostgreSQL)."""
         return self._label
+
+    @property
+    def owner(self) -> str:
+        """How this store names itself as a session's holder (``host:pid:random``)."""
+        return self._owner
+
+    @property
+    def lock_mechanism(self) -> str | None:
+        """How sessions are locked (``"ofd"`` or ``"flock"``), None before the first lease."""
+        locks = self._session_locks
+        return None if locks is None else locks.mechanism
 
     @property
     def commit_count(self) -> int:
@@ -293,7 +381,9 @@ class SqliteEventStore:
         ``seed`` pairs each event with its payload encoded by
         :func:`host_bridge.embedded.codec.encode_payload`. Raises
         :class:`StoreError` at once when the id is invalid (empty, NUL, lone
-        surrogate), already stored or already queued, or when a seed row is invalid.
+        surrogate), already stored or already queued, or when a seed row is invalid,
+        and :class:`SessionLeaseError` when another store holds the session (a
+        session not yet held here is taken on the way, see :meth:`acquire_session`).
         Durable only after a :meth:`flush` of the session resolves ``True``.
         """
         if not isinstance(header, SessionHeader):
@@ -317,6 +407,7 @@ class SqliteEventStore:
                 raise StoreError(
                     f"seed event {index} of session {_show(session_id)} has seq {row.seq}"
                 )
+        self._ensure_lease(session_id)
         if self._stored_length(session_id) is not None:
             raise StoreError(f"session {_show(session_id)} already exists in the store")
         session_row = _SessionRow(
@@ -335,14 +426,30 @@ class SqliteEventStore:
         ``payload`` is ``encode_payload(event.data)``.
 
         ``event.seq`` must be the session's next seq. Raises :class:`StoreError`
-        for an unknown session, a wrong seq or an invalid row; nothing is queued then.
-        The first append to a stored session that was not :meth:`load`-ed by this
-        store reads its length once.
+        for an unknown session, a wrong seq or an invalid row, and
+        :class:`SessionLeaseError` when the session is held by another store or
+        was lost by this one; nothing is queued then. The first append to a
+        stored session that was not :meth:`load`-ed by this store reads its length once.
         """
-        row = _event_row(session_id, event, payload)
+        self.record_appends(session_id, ((event, payload),))
+
+    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        """Queue consecutive committed events of one session as a unit; never waits for disk.
+
+        Like :meth:`record_append` for each ``(event, payload)`` pair, with the
+        seqs following each other from the session's next seq. The rows are
+        validated first and queued under one lock hold, so the writer takes
+        all of them into the same write round: they become durable in one
+        commit or not at all. Nothing is queued when any row is refused.
+        """
+        checked = [_event_row(session_id, event, payload) for event, payload in rows]
+        if not checked:
+            return
         with self._lock:
             self._check_open()
+            self._check_not_lost(session_id)
             expected = self._next_seq.get(session_id)
+            held = session_id in self._leases
         if expected is None:
             stored = self._stored_length(session_id)
             if stored is None:
@@ -350,24 +457,33 @@ class SqliteEventStore:
                     f"session {_show(session_id)} is unknown to the store; create it first"
                 )
             expected = stored
+        if not held:
+            self._ensure_lease(session_id)
         with self._lock:
             self._check_open()
+            self._check_not_lost(session_id)
             # (a concurrent forget() only drops an entry that equals the stored length)
             expected = self._next_seq.setdefault(session_id, expected)
-            if row.seq != expected:
-                raise StoreError(
-                    f"event for session {_show(session_id)} has seq {row.seq}, expected {expected}"
-                )
-            self._next_seq[session_id] = expected + 1
-            self._enqueue([row])
+            for offset, row in enumerate(checked):
+                if row.seq != expected + offset:
+                    raise StoreError(
+                        f"event for session {_show(session_id)} has seq {row.seq}, "
+                        f"expected {expected + offset}"
+                    )
+            self._next_seq[session_id] = expected + len(checked)
+            self._enqueue(list(checked))
 
     def flush(self, session_id: str) -> Future[bool]:
         """Resolve ``True`` once the rows of ``session_id`` queued before the call are durable.
 
         It resolves at once when nothing of that session is uncommitted (this
-        includes unknown sessions). It fails with :class:`StoreWriteError` when
-        the write attempt made for it failed (the rows stay queued; flush again
-        to retry) and with :class:`StoreClosedError` after :meth:`close`.
+        includes unknown sessions): on SQLite the session's lock, held through
+        an open file, cannot be lost while the store is open. It fails with
+        :class:`StoreWriteError` when the write attempt made for it failed (the
+        rows stay queued; flush again to retry) and with :class:`StoreClosedError`
+        after :meth:`close`. When the session was lost (see :meth:`lease_lost`)
+        it resolves ``False`` if its lease went elsewhere and fails with
+        :class:`SessionLeaseError` if its rows could never be written.
         The future cannot be cancelled.
         """
         if not isinstance(session_id, str):
@@ -377,7 +493,7 @@ class SqliteEventStore:
         return self._request_flush(session_id)
 
     def flush_all(self) -> Future[bool]:
-        """Like :meth:`flush`, for every row of every session queued before this call."""
+        """Like :meth:`flush`, for every row of every session (and holder record) queued before."""
         return self._request_flush(None)
 
     def forget(self, session_id: str) -> None:
@@ -394,20 +510,168 @@ class SqliteEventStore:
             else:
                 self._next_seq.pop(session_id, None)
 
-    def acquire_session(self, session_id: str) -> int:
-        """Take the lease of a session before it goes live; returns its fencing epoch.
+    # --- ownership -------------------------------------------------------------------
 
-        An SQLite store is written by one process, which owns every session in
-        it: there is nothing to lease (always ``0``). The PostgreSQL store
-        overrides this (see :mod:`host_bridge.embedded.postgres_store`).
+    def acquire_session(self, session_id: str) -> int:
+        """Take ``session_id`` for this store before it goes live; returns its fencing epoch.
+
+        On SQLite this takes the session's exclusive lock in the lock file
+        beside the database (no waiting; see :mod:`host_bridge.embedded.session_locks`)
+        and records this store as its holder in ``leases``; the epoch is always
+        ``0`` (the lock cannot be lost while the store is open). Raises
+        :class:`SessionLeaseError`, naming the holder when it is known, when
+        another process or another store object holds the session or this
+        store already does, and :class:`StoreError` for an unstorable id.
         """
+        _check_id(session_id, "session id")
+        with self._lease_lock:
+            with self._lock:
+                self._check_open()
+                if session_id in self._leases:
+                    raise SessionLeaseError(
+                        f"session {_show(session_id)} is already held by this store",
+                        session_id=session_id,
+                        holder=self._owner,
+                    )
+            if not self._lock_session(session_id):
+                holder = self._recorded_holder(session_id)
+                named = f"held by {holder}" if holder else "its holder is not recorded yet"
+                raise SessionLeaseError(
+                    f"session {_show(session_id)} is live in another process or store "
+                    f"({named}); it cannot be taken here until its holder detaches it or exits",
+                    session_id=session_id,
+                    holder=holder,
+                )
+            with self._lock:
+                self._leases[session_id] = 0
+                self._lost.pop(session_id, None)
+            self._record_holder(session_id)
+        _log.debug("took session %r", session_id)
         return 0
 
     def release_session(self, session_id: str) -> None:
-        """Give up the lease taken by :meth:`acquire_session` (nothing to do on SQLite)."""
+        """Give up ``session_id`` after its queued rows are written; nothing if not held here.
+
+        When those rows cannot be written the session stays held (the next
+        flush retries them) and the error is logged.
+        """
+        with self._lock:
+            if session_id not in self._leases:
+                return
+        try:
+            self._request_flush(session_id).result()
+        except SessionLeaseError:
+            pass  # lost: nothing of it will be written any more
+        except StoreError as error:
+            _log.error("keeping session %r: its rows are not durable (%s)", session_id, error)
+            return
+        with self._lease_lock:
+            with self._lock:
+                if self._leases.pop(session_id, None) is None:
+                    return
+            self._unlock_session(session_id)
+
+    def holds_lease(self, session_id: str) -> bool:
+        """Whether this store holds ``session_id`` and has not lost it."""
+        with self._lock:
+            return session_id in self._leases and session_id not in self._lost
+
+    def lease_lost(self, session_id: str) -> bool:
+        """Whether this store lost ``session_id`` since it took it.
+
+        A lost session's queued rows were discarded and every later write of it
+        is refused with :class:`SessionLeaseError` until it is taken again.
+        """
+        with self._lock:
+            return session_id in self._lost
+
+    def _check_not_lost(self, session_id: str) -> None:
+        """Lock held: raise the refusal of a session this store lost."""
+        loss = self._lost.get(session_id)
+        if loss is not None:
+            raise loss.error()
+
+    def _ensure_lease(self, session_id: str) -> None:
+        """Raise unless this store may write ``session_id``; SQLite takes a free one here."""
+        with self._lock:
+            self._check_not_lost(session_id)
+            if session_id in self._leases:
+                return
+        try:
+            self.acquire_session(session_id)
+        except SessionLeaseError:
+            if not self.holds_lease(session_id):  # (another thread took it for us meanwhile)
+                raise
+
+    def _lock_session(self, session_id: str) -> bool:
+        """Take the session's lock (``_lease_lock`` held); False when another holder has it."""
+        locks = self._session_locks
+        if locks is None:
+            try:
+                locks = self._session_locks = SessionLockFile(_sidecar(self._path, ".locks"))
+            except OSError as error:
+                raise StoreError(
+                    f"cannot open the session lock file of {self._path}"
+                    f" ({error.strerror or type(error).__name__})"
+                ) from None
+            _log.debug("session locks of %s use %s locks", self._path, locks.mechanism)
+        try:
+            return locks.try_lock(session_id)
+        except OSError as error:
+            raise StoreError(
+                f"cannot lock session {_show(session_id)} in {locks.path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
+
+    def _unlock_session(self, session_id: str) -> None:
+        """Forget the recorded holder, then drop the lock (``_lease_lock`` held)."""
+        self._queue_holder_write(
+            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, self._owner)
+        )
+        locks = self._session_locks
+        if locks is not None:
+            try:
+                locks.unlock(session_id)
+            except OSError as error:
+                _log.warning(
+                    "unlocking session %r failed (%s)", session_id, error.strerror or error
+                )
+
+    def _record_holder(self, session_id: str) -> None:
+        """Note in ``leases`` that this store holds the session (for refusal messages only)."""
+        self._queue_holder_write(
+            "INSERT OR REPLACE INTO leases(session_id, owner, acquired_at) VALUES (?, ?, ?)",
+            (session_id, self._owner, time.time_ns() // 1_000_000),
+        )
+
+    def _queue_holder_write(self, statement: str, params: tuple[object, ...]) -> None:
+        """Hand one ``leases`` statement to the writer; it commits it soon, without waiting.
+
+        The lock, not the row, is the ownership: the row only lets a refused
+        store name the holder, so it never delays taking or giving back a session.
+        """
+        with self._wake:
+            self._holder_ops.append((statement, params))
+            self._holder_unsynced += 1
+            self._wake.notify()
+
+    def _recorded_holder(self, session_id: str) -> str | None:
+        """The holder recorded for ``session_id``, unless it is evidently stale."""
+        try:
+            row = self._read(
+                lambda conn: conn.execute(
+                    "SELECT owner FROM leases WHERE session_id = ?", (session_id,)
+                ).fetchone()
+            )
+        except StoreError:
+            return None
+        owner = None if row is None else row[0]
+        if not isinstance(owner, str) or owner == self._owner:
+            return None
+        return None if _is_dead_local_owner(owner) else owner
 
     def close(self) -> None:
-        """Write what is queued, stop the writer and close the connections; idempotent.
+        """Write what is queued, stop the writer, give back every session, close; idempotent.
 
         Raises :class:`StoreWriteError` when that last write failed (those rows
         were never acknowledged and are not durable). Every later call fails
@@ -415,6 +679,9 @@ class SqliteEventStore:
         """
         with self._wake:
             first = not self._closed
+            if first and self._leases and self._session_locks is not None:
+                self._holder_ops.append(("DELETE FROM leases WHERE owner = ?", (self._owner,)))
+                self._holder_unsynced += 1
             self._closed = True
             self._wake.notify_all()
         if threading.current_thread() is not self._thread:
@@ -425,6 +692,15 @@ class SqliteEventStore:
                 self._read_conn = None
         if first and self._final_error is not None:
             raise self._final_error
+
+    def _give_back_all(self) -> None:
+        """Once the writer stopped (on its thread): drop every session lock."""
+        with self._lease_lock:
+            with self._lock:
+                self._leases.clear()
+            locks, self._session_locks = self._session_locks, None
+            if locks is not None:
+                locks.close()
 
     def __enter__(self) -> SqliteEventStore:
         return self
@@ -534,16 +810,30 @@ class SqliteEventStore:
                 future.set_exception(StoreClosedError(f"the session store {self._label} is closed"))
                 return future
             self._flush_requests += 1
-            if self._is_synced(session_id):
+            loss = None if session_id is None else self._lost.get(session_id)
+            if loss is not None:
+                outcome = loss.flush_outcome()
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+                return future
+            if self._is_synced(session_id) and not self._needs_round(session_id):
                 future.set_result(True)  # no callbacks can be attached yet
                 return future
             self._waiters.append(_Waiter(session_id, future))
             self._wake.notify()
         return future
 
+    def _needs_round(self, session_id: str | None) -> bool:
+        """Lock held: whether a flush must confirm ownership in a write round (not on SQLite)."""
+        return False
+
     def _is_synced(self, session_id: str | None) -> bool:
         """Lock held: nothing of ``session_id`` (or of anything, for None) is uncommitted."""
-        return not self._unsynced if session_id is None else session_id not in self._unsynced
+        if session_id is None:
+            return not self._unsynced and not self._holder_unsynced
+        return session_id not in self._unsynced
 
     # --- internals: writer thread ----------------------------------------------------
 
@@ -551,17 +841,26 @@ class SqliteEventStore:
         try:
             while True:
                 with self._wake:
-                    while not (self._closed or self._waiters or self._auto_write_due()):
+                    while not (
+                        self._closed
+                        or self._waiters
+                        or self._auto_write_due()
+                        or self._side_writes_due()
+                    ):
                         self._wake.wait()
                     final = self._closed
-                    batch, self._queue, self._queued_bytes = self._queue, [], 0
+                    batch: list[_Op] = []
+                    if final or self._waiters or self._auto_write_due():
+                        batch, self._queue, self._queued_bytes = self._queue, [], 0
+                    # (else only holder rows are due: queued session rows wait for a flush)
                     waiters, self._waiters = self._waiters, []
-                error = self._write(batch) if batch else None
-                _settle_all(self._settle(batch, waiters, error))
+                result = self._write_round(batch, waiters)
+                _settle_all(self._settle(result, waiters))
                 if final:
+                    error = result.error
                     if error is not None:
                         self._final_error = StoreWriteError(
-                            f"closing the session store could not write {len(batch)} "
+                            f"closing the session store could not write {len(result.retry)} "
                             f"unflushed rows ({error.category}); they are not durable",
                             category=error.category,
                         )
@@ -578,9 +877,149 @@ class SqliteEventStore:
             if self._writer_conn is not None:
                 self._writer_conn.close()
                 self._writer_conn = None
+            self._give_back_all()
 
-    def _write(self, batch: list[_Op], *, restored: bool = False) -> StoreWriteError | None:
-        """Write ``batch`` in one transaction; on failure roll back and describe it.
+    def _write_round(self, batch: list[_Op], waiters: list[_Waiter]) -> _Round:
+        """Write everything taken for this round; group commit, isolation on a row conflict.
+
+        The healthy path is one transaction for every session's rows. When it
+        fails on rows that can never be written (a key another writer already
+        stored), the round is bisected by session so every other session still
+        commits, and the sessions whose rows conflict are lost (``"conflict"``).
+        Any other failure (disk full, locked, I/O) keeps all rows for a retry.
+        """
+        result = _Round()
+        check = self._round_checks(waiters)
+        if not (batch or check or self._side_writes_pending()):
+            return result
+        outcome, groups = self._attempt(_by_session(batch), check, result)
+        if outcome == "conflict":
+            # (a conflict comes from an INSERT, after the ownership check ran: its answers stand)
+            self._isolate(groups, result)
+        return result
+
+    def _attempt(
+        self, groups: list[list[_Op]], check: set[str], result: _Round
+    ) -> tuple[Literal["ok", "conflict", "failed"], list[list[_Op]]]:
+        """Commit ``groups`` (rows by session) in one transaction and book it in ``result``.
+
+        Returns ``"conflict"`` (nothing booked) when rows of some session can
+        never be written, with the groups that are not lost.
+        """
+        error, lost = self._commit([op for group in groups for op in group], check)
+        result.lost.update(lost)
+        groups = [group for group in groups if group[0].session_id not in result.lost]
+        if error is None:
+            result.committed.extend(op for group in groups for op in group)
+            result.commits += 1 if groups else 0
+            return "ok", groups
+        if groups and self._is_row_conflict(error):
+            result.conflict_category = self._error_category(error)
+            return "conflict", groups
+        rows = [op for group in groups for op in group]
+        unconfirmed = check - result.lost.keys()
+        if rows or unconfirmed:
+            result.retry.extend(rows)
+            result.unconfirmed |= unconfirmed
+            result.error = commit_failed(error, len(rows), self._error_category(error))
+        return "failed", groups
+
+    def _isolate(self, groups: list[list[_Op]], result: _Round) -> None:
+        """Bisect ``groups`` (a set known to hold a conflict) until each conflict is one session.
+
+        Healthy halves commit as they are found; a single session that still
+        conflicts is lost. A whole-store failure on the way stops the search
+        and keeps everything not yet committed queued.
+        """
+        suspects = [groups]
+        while suspects:
+            part = suspects.pop()
+            if result.error is not None:
+                result.retry.extend(op for group in part for op in group)
+                continue
+            if len(part) == 1:
+                session_id = part[0][0].session_id
+                result.lost[session_id] = _Loss(
+                    session_id,
+                    "conflict",
+                    f"session {_show(session_id)} was fenced out: another writer stored rows "
+                    f"this store was about to write ({result.conflict_category}); its unwritten "
+                    "events were discarded and it accepts no more writes here",
+                )
+                continue
+            middle = len(part) // 2
+            first, second = part[:middle], part[middle:]
+            outcome, first = self._attempt(first, set(), result)
+            if outcome == "conflict":
+                suspects.append(first)
+            if result.error is not None:
+                result.retry.extend(op for group in second for op in group)
+            elif outcome == "ok":
+                suspects.append(second)  # the conflict is in the other half
+            else:
+                outcome, second = self._attempt(second, set(), result)
+                if outcome == "conflict":
+                    suspects.append(second)
+
+    def _side_writes_due(self) -> bool:
+        """Lock held: whether writes besides session rows wait for the writer (holder rows)."""
+        return bool(self._holder_ops) and not self._holder_blocked
+
+    def _side_writes_pending(self) -> bool:
+        """Whether writes besides session rows wait, even ones whose last attempt failed."""
+        with self._lock:
+            return bool(self._holder_ops)
+
+    def _round_checks(self, waiters: list[_Waiter]) -> set[str]:
+        """Sessions whose ownership this round must confirm (none on SQLite: locks hold)."""
+        return set()
+
+    def _is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
+        return _category(error).startswith(_ROW_ERRORS)
+
+    def _error_category(self, error: BaseException) -> str:
+        """A short backend name of ``error`` for messages (no backend text)."""
+        return _category(error)
+
+    def _commit(self, rows: list[_Op], check: set[str]) -> _Commit:
+        """Write ``rows`` in one transaction; returns the failure (rolled back) and lost sessions.
+
+        First moves the session locks to the lock file now at the path if
+        ours was deleted or replaced (:meth:`SessionLockFile.ensure_current`);
+        sessions another holder took meanwhile are lost and their rows are not written.
+        """
+        lost: dict[str, _Loss] = {}
+        locks = self._session_locks
+        if locks is not None and rows:
+            for session_id in locks.ensure_current():
+                lost[session_id] = _Loss(
+                    session_id,
+                    "lease",
+                    f"session {_show(session_id)} was taken by another store after the lock "
+                    "file was deleted; its unwritten events were discarded and it accepts no "
+                    "more writes here",
+                )
+            if lost:
+                rows = [op for op in rows if op.session_id not in lost]
+        with self._lock:
+            holders, self._holder_ops = self._holder_ops, []
+        if not (rows or holders):
+            return None, lost
+        error = self._write(rows, holders)
+        with self._lock:
+            if error is None:
+                self._holder_blocked = False
+                self._holder_unsynced -= len(holders)
+            elif holders:
+                self._holder_ops[:0] = holders
+                self._holder_blocked = True
+        return error, lost
+
+    def _write(
+        self, batch: list[_Op], holders: Sequence[_Statement] = (), *, restored: bool = False
+    ) -> BaseException | None:
+        """Write ``batch`` and ``holders`` in one transaction; on failure roll back, return why.
 
         Just before ``COMMIT`` it checks that the database and WAL files at the
         store's path are still the ones its connections write to. When they were
@@ -612,7 +1051,9 @@ class SqliteEventStore:
                     if isinstance(op, _EventRow)
                 ],
             )
-            if self._fault_hook is not None:
+            for statement, params in holders:
+                conn.execute(statement, params)
+            if self._fault_hook is not None and batch:
                 self._fault_hook()
             self._check_identity()
             conn.execute("COMMIT")
@@ -620,9 +1061,9 @@ class SqliteEventStore:
             if isinstance(error, _StoreFileMovedError) and error.restorable and not restored:
                 self._rollback()
                 if self._restore():
-                    return self._write(batch, restored=True)
+                    return self._write(batch, holders, restored=True)
             self._rollback()
-            return commit_failed(error, len(batch))
+            return error
         return None
 
     def _file_identity(self) -> _Identity:
@@ -716,43 +1157,92 @@ class SqliteEventStore:
             conn.close()
             self._writer_conn = None
 
-    def _settle(
-        self, batch: list[_Op], waiters: list[_Waiter], error: StoreWriteError | None
-    ) -> list[_Outcome]:
-        """Book the outcome of one write round; returns the futures to settle (outside the lock)."""
+    def _settle(self, result: _Round, waiters: list[_Waiter]) -> list[_Outcome]:
+        """Book one write round; returns the futures to settle (outside the lock)."""
         outcomes: list[_Outcome] = []
+        newly_lost: list[tuple[_Loss, int]] = []
         with self._lock:
-            if error is not None:
-                self._queue[:0] = batch
-                self._queued_bytes += sum(
-                    len(op.payload) for op in batch if isinstance(op, _EventRow)
-                )
-                self._auto_write_blocked = True  # retry on the next flush, not in a loop
-                for waiter in waiters:
-                    outcomes.append(
-                        (waiter.future, StoreWriteError(str(error), category=error.category))
-                    )
-                return outcomes
-            if batch:
-                self._commit_count += 1
-            self._auto_write_blocked = False
-            for op in batch:
+            for loss in result.lost.values():
+                dropped = self._lose(loss)
+                if dropped is not None:
+                    newly_lost.append((loss, dropped))
+            self._commit_count += result.commits
+            for op in result.committed:
                 self._unsynced[op.session_id] -= 1
                 if self._unsynced[op.session_id] <= 0:
                     del self._unsynced[op.session_id]
                     if op.session_id in self._forget_when_synced:
                         self._forget_when_synced.discard(op.session_id)
                         self._next_seq.pop(op.session_id, None)
-            outcomes.extend((waiter.future, True) for waiter in waiters)
-            # Requests made during the write are covered too if their session is now clean.
+            if result.retry:
+                self._queue[:0] = result.retry
+                self._queued_bytes += sum(
+                    len(op.payload) for op in result.retry if isinstance(op, _EventRow)
+                )
+                self._auto_write_blocked = True  # retry on the next flush, not in a loop
+            else:
+                self._auto_write_blocked = False
+            failed = {op.session_id for op in result.retry}
+            for waiter in waiters:
+                outcomes.append((waiter.future, self._outcome(waiter.session_id, result, failed)))
+            # Requests made during the write are covered too if their session is now clean
+            # (unless its ownership must be confirmed by a round of its own).
             still_waiting: list[_Waiter] = []
             for waiter in self._waiters:
-                if self._is_synced(waiter.session_id):
+                lost = None if waiter.session_id is None else self._lost.get(waiter.session_id)
+                if lost is not None:
+                    outcomes.append((waiter.future, lost.flush_outcome()))
+                elif self._is_synced(waiter.session_id) and not self._needs_round(
+                    waiter.session_id
+                ):
                     outcomes.append((waiter.future, True))
                 else:
                     still_waiting.append(waiter)
             self._waiters = still_waiting
+        for loss, dropped in newly_lost:
+            _log.error("%s (%d rows dropped)", loss.message, dropped)
         return outcomes
+
+    def _outcome(
+        self, session_id: str | None, result: _Round, failed: set[str]
+    ) -> bool | BaseException:
+        """Lock held: what a flush request that took part in ``result`` resolves to."""
+        error = result.error
+        if session_id is None:
+            if error is not None and failed:
+                return StoreWriteError(str(error), category=error.category)
+            conflicts = sorted(s for s, loss in result.lost.items() if loss.kind == "conflict")
+            if conflicts:
+                return SessionLeaseError(
+                    f"sessions {', '.join(_show(s) for s in conflicts)} were fenced out; "
+                    "their unwritten events were discarded"
+                )
+            return not result.lost
+        loss = self._lost.get(session_id)
+        if loss is not None:
+            return loss.flush_outcome()
+        if error is not None and (session_id in failed or session_id in result.unconfirmed):
+            return StoreWriteError(str(error), category=error.category)
+        return True
+
+    def _lose(self, loss: _Loss) -> int | None:
+        """Lock held: discard everything queued of a lost session; None if it was lost already."""
+        session_id = loss.session_id
+        if session_id in self._lost:
+            return None
+        self._lost[session_id] = loss
+        dropped = self._unsynced.pop(session_id, 0)
+        kept = [op for op in self._queue if op.session_id != session_id]
+        if len(kept) != len(self._queue):
+            self._queued_bytes -= sum(
+                len(op.payload)
+                for op in self._queue
+                if op.session_id == session_id and isinstance(op, _EventRow)
+            )
+            self._queue = kept
+        self._next_seq.pop(session_id, None)
+        self._forget_when_synced.discard(session_id)
+        return dropped
 
     # --- internals: connections ------------------------------------------------------
 
@@ -852,7 +1342,7 @@ class SqliteEventStore:
                 "understood "
                 "by this version of dsh-schedule; upgrade dsh-schedule to open it"
             )
-        if version == SCHEMA_VERSION and not {"sessions", "events"} <= tables:
+        if version == SCHEMA_VERSION and not tables >= _TABLES:
             raise StoreCorruptError(f"{self._path} is missing session tables")
         return version
 
@@ -1019,9 +1509,21 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def commit_failed(error: BaseException, rows: int) -> StoreWriteError:
-    """Log a failed write round (detail at debug level) and describe it without backend text."""
-    category = _category(error)
+def commit_failed(error: BaseException, rows: int, category: str | None = None) -> StoreWriteError:
+    """Log a failed write round (detail at debug level) and describe it without backend text.
+
+    ``category`` names the error (default: its SQLite error name or type).
+    """
+    if category is None:
+        category = _category(error)
+    if rows == 0:  # only ownership checks were in that round
+        _log.error("session store lease check failed (%s)", category)
+        _log.debug("lease check failure detail", exc_info=error)
+        return StoreWriteError(
+            f"could not confirm the session's lease in the session store ({category}); "
+            "flush again to retry",
+            category=category,
+        )
     _log.error(
         "session store commit failed (%s); %d rows stay queued for the next attempt",
         category,
@@ -1033,6 +1535,28 @@ def commit_failed(error: BaseException, rows: int) -> StoreWriteError:
         "they stay queued and the next flush retries",
         category=category,
     )
+
+
+def _by_session(batch: Sequence[_Op]) -> list[list[_Op]]:
+    """The rows of ``batch`` grouped by session, each group in queue order."""
+    groups: dict[str, list[_Op]] = {}
+    for op in batch:
+        groups.setdefault(op.session_id, []).append(op)
+    return list(groups.values())
+
+
+def _is_dead_local_owner(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid:tag``) names a process of this host that no longer runs."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (we may not signal it) or we cannot tell
+    return False
 
 
 def _category(error: BaseException) -> str:

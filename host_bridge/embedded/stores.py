@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.store_errors import StoreError
 
 __all__ = ["is_postgres_url", "open_store"]
 

@@ -108,9 +108,9 @@ def test_admission_is_refused_while_running(host: EmbeddedHost) -> None:
     model = BlockingModel()
     agent = host.spawn_root(model=model)
     agent.prompt("work")
-    assert agent.status == "running"
-    assert agent.reserve_turn_admission() is None
+    assert agent.reserve_turn_admission() is None  # queued (until its inbox entry is durable)
     assert model.entered.wait(TIMEOUT)
+    assert agent.status == "running"
     assert agent.reserve_turn_admission() is None
     model.gate.set()
     wait_idle(agent)
@@ -334,7 +334,12 @@ def test_the_model_sees_the_message_and_calls_tools_through_the_turn(host: Embed
     assert results[0] == ToolResult(False, {"echo": {"x": 1}}, '{"echo": {"x": 1}}')
     assert results[1].is_error
     assert message_events(agent) == [
-        {"role": "user", "content": "hello\nworld", "source": {"kind": "plugin", "plugin": "test"}},
+        {
+            "role": "user",
+            "content": "hello\nworld",
+            "source": {"kind": "plugin", "plugin": "test"},
+            "inbox": 0,
+        },
         {"role": "assistant", "toolCall": {"name": "echo", "arguments": {"x": 1}}},
         {"role": "tool", "name": "echo", "isError": False, "content": '{"echo": {"x": 1}}'},
         {"role": "assistant", "toolCall": {"name": "missing", "arguments": {}}},
@@ -351,7 +356,9 @@ def test_a_silent_model_records_only_the_user_message(host: EmbeddedHost) -> Non
     agent = host.spawn_root()
     agent.prompt("hi")
     wait_idle(agent)
-    assert message_events(agent) == [{"role": "user", "content": "hi", "source": {"kind": "user"}}]
+    assert message_events(agent) == [
+        {"role": "user", "content": "hi", "source": {"kind": "user"}, "inbox": 0}
+    ]
     assert agent.turns[0].reply is None
 
 
@@ -438,12 +445,14 @@ def test_children_are_not_roots_and_run_on_a_fork(host: EmbeddedHost) -> None:
     assert host.agents.get(child.id) is child
     header = child.session.header
     assert header.parent_session == parent.session.id
-    assert header.seed_length == len(parent.session.events) == 1
+    # inbox entry, user message, turn completion
+    assert header.seed_length == len(parent.session.events) == 3
     assert child.session is not parent.session
+    assert child.queued == ()  # a fork does not inherit its parent's inbox
     child.prompt("child work")
     wait_idle(child)
-    assert len(parent.session.events) == 1
-    assert len(child.session.events) == 2
+    assert len(parent.session.events) == 3
+    assert len(child.session.events) == 6
 
 
 def test_spawn_uses_unique_ids_and_sessions(host: EmbeddedHost) -> None:

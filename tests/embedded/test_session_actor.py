@@ -40,6 +40,12 @@ class FakeListener:
         with self._lock:
             self.calls.append(("append", session_id, event, payload))
 
+    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+        if self.append_error is not None:
+            raise self.append_error
+        with self._lock:  # one call: one unit
+            self.calls.append(("appends", session_id, tuple(rows)))
+
     def flush(self, session_id: str) -> Future[bool]:
         if self.flush_error is not None:
             raise self.flush_error
@@ -50,10 +56,25 @@ class FakeListener:
         return future
 
     def appended(self) -> list[SessionEvent]:
-        return [call[2] for call in self.calls if call[0] == "append"]
+        events: list[SessionEvent] = []
+        for call in self.calls:
+            if call[0] == "append":
+                events.append(call[2])
+            elif call[0] == "appends":
+                events.extend(event for event, _ in call[2])
+        return events
 
     def kinds(self) -> list[str]:
-        return [call[0] if call[0] == "flush" else f"append{call[2].seq}" for call in self.calls]
+        """``flush``, ``appendN`` for one row, ``appendsN+M`` for a unit of rows."""
+        kinds = []
+        for call in self.calls:
+            if call[0] == "flush":
+                kinds.append("flush")
+            elif call[0] == "append":
+                kinds.append(f"append{call[2].seq}")
+            else:
+                kinds.append("appends" + "+".join(str(event.seq) for event, _ in call[2]))
+        return kinds
 
 
 class Gate:
@@ -97,6 +118,24 @@ def send_append(ref: ActorRef, type_: str, data: Any) -> Future[Any]:
     reply: Future[Any] = Future()
     ref.tell(AppendEvent(type_, data, reply))
     return reply
+
+
+def send_staged(ref: ActorRef, type_: str, data: Any) -> SessionEvent:
+    reply: Future[Any] = Future()
+    ref.tell(AppendEvent(type_, data, reply, staged=True))
+    event: SessionEvent = reply.result(TIMEOUT)
+    return event
+
+
+def make_core(listener: Any, log: EventLog | None = None) -> SessionCore:
+    return SessionCore(
+        SessionHeader("s-1"),
+        log if log is not None else EventLog(),
+        listener=listener,
+        encode=encode_payload,
+        decode=decode_payload,
+        clock=FakeClock(1000),
+    )
 
 
 def send_flush(ref: ActorRef) -> Future[bool]:
@@ -440,3 +479,167 @@ def test_messages_queued_behind_a_stop_are_failed_not_dropped() -> None:
     assert isinstance(late_detach.exception(TIMEOUT), SessionDetachedError)
     assert len(log) == 1
     assert listener.kinds() == ["append0"]
+
+
+# --- staged appends ---------------------------------------------------------------------------
+
+
+def test_a_staged_append_is_live_at_once_and_reaches_the_listener_with_the_next_append() -> None:
+    listener = FakeListener()
+    ref, log = start(listener)
+    before = append(ref, "t", "before")
+    staged = send_staged(ref, "inbox", {"text": "queued"})
+    assert staged.seq == 1
+    assert list(log.snapshot()) == [before, staged]  # in the live log, seq assigned
+    assert listener.kinds() == ["append0"]  # but not handed to the listener
+    after = append(ref, "t", "dispatch")
+    assert listener.kinds() == ["append0", "appends1+2"]  # handed over together, one call
+    assert listener.calls[-1] == (
+        "appends",
+        "s-1",
+        (
+            (staged, encode_payload({"text": "queued"})),
+            (after, encode_payload("dispatch")),
+        ),
+    )
+    append(ref, "t", "later")
+    assert listener.kinds()[-1] == "append3"  # nothing staged: today's single hand-over
+
+
+def test_a_flush_hands_staged_appends_over_first_so_it_covers_them() -> None:
+    listener = FakeListener()
+    ref, _ = start(listener)
+    send_staged(ref, "inbox", 1)
+    send_staged(ref, "inbox", 2)
+    reply = send_flush(ref)
+    settle(ref)
+    assert listener.kinds() == ["appends0+1", "flush"]
+    listener.flushes[0].set_result(True)
+    assert reply.result(TIMEOUT) is True
+    append(ref, "t", 3)
+    assert listener.kinds()[-1] == "append2"
+
+
+def test_commit_staged_hands_the_stage_over_and_is_a_no_op_when_empty() -> None:
+    listener = FakeListener()
+    core = make_core(listener)
+    core.commit_staged()
+    assert listener.calls == []
+    core.append("inbox", "x", staged=True)
+    assert core.staged == 1
+    core.commit_staged()
+    assert core.staged == 0
+    assert listener.kinds() == ["appends0"]
+    core.commit_staged()
+    assert listener.kinds() == ["appends0"]
+
+
+def test_a_refused_hand_over_appends_nothing_and_keeps_the_stage() -> None:
+    listener = FakeListener()
+    log = EventLog()
+    core = make_core(listener, log)
+    staged = core.append("inbox", "x", staged=True)
+    listener.append_error = RuntimeError("store closed")
+    with pytest.raises(RuntimeError, match="store closed"):
+        core.append("t", "dispatch")
+    assert list(log.snapshot()) == [staged]  # the failed append is not in the log
+    assert core.staged == 1
+    assert isinstance(core.flush().exception(TIMEOUT), RuntimeError)  # a flush cannot cover it
+    listener.append_error = None
+    flushed = core.flush()
+    assert listener.appended() == [staged]
+    listener.flushes[0].set_result(True)
+    assert flushed.result(TIMEOUT) is True
+    assert core.staged == 0
+
+
+def test_without_a_listener_staging_is_a_plain_append() -> None:
+    core = make_core(None)
+    assert core.append("inbox", "x", staged=True).seq == 0
+    assert core.staged == 0
+    assert not core.persistent
+    assert core.flush().result(TIMEOUT) is False
+
+
+def test_a_detached_core_refuses_to_commit_a_stage() -> None:
+    listener = FakeListener()
+    ref, _ = start(listener)
+    send_staged(ref, "inbox", "x")
+    detached: Future[None] = Future()
+    ref.tell(DetachSession(detached))
+    detached.result(TIMEOUT)
+    assert isinstance(send_flush(ref).exception(TIMEOUT), SessionDetachedError)
+    assert listener.calls == []  # a stage open at detach never reaches the store
+
+
+def test_staged_rows_and_the_next_append_reach_sqlite_in_one_commit(tmp_path: Path) -> None:
+    commits: list[list[Any]] = []
+    store = SqliteEventStore(tmp_path / "s.sqlite3")
+    try:
+        header = SessionHeader("s-1")
+        store.create_session(header)
+        ref, _ = start(store, header=header)
+        assert send_flush(ref).result(TIMEOUT) is True
+        store._fault_hook = lambda: commits.append(list(store._queue))  # empty: round taken whole
+        before = store.commit_count
+        send_staged(ref, "inbox", "queued")
+        assert store.pending_rows == 0  # staged: not queued in the store yet
+        append(ref, "schedule/change", "dispatch")
+        assert store.pending_rows == 2
+        assert send_flush(ref).result(TIMEOUT) is True
+        assert store.commit_count == before + 1
+        assert commits == [[]]  # the writer took both rows into that one round
+        stored = store.load("s-1")
+        assert stored is not None
+        assert [e.data for e in stored.events] == ["queued", "dispatch"]
+    finally:
+        pykka.ActorRegistry.stop_all()
+        store.close()
+
+
+# --- durable progress -------------------------------------------------------------------------
+
+
+def test_durable_progress_follows_successful_flushes_only() -> None:
+    listener = FakeListener()
+    core = make_core(listener)
+    heard: list[int] = []
+    unsubscribe = core.on_durable(heard.append)
+    core.append("t", 0)
+    core.append("t", 1)
+    failed = core.flush()
+    core.append("t", 2)
+    succeeded = core.flush()
+    listener.flushes[0].set_result(False)
+    assert failed.result(TIMEOUT) is False
+    assert heard == [] and core.durable_length == 0
+    listener.flushes[1].set_result(True)
+    assert succeeded.result(TIMEOUT) is True
+    assert heard == [3] and core.durable_length == 3
+    late = core.flush()  # covers nothing new
+    listener.flushes[2].set_result(True)
+    assert late.result(TIMEOUT) is True
+    assert heard == [3]
+    unsubscribe()
+    core.append("t", 3)
+    after = core.flush()
+    listener.flushes[3].set_result(True)
+    assert after.result(TIMEOUT) is True
+    assert heard == [3] and core.durable_length == 4
+
+
+def test_a_failing_durable_listener_does_not_fail_the_flush() -> None:
+    listener = FakeListener()
+    core = make_core(listener)
+
+    def broken(length: int) -> None:
+        raise RuntimeError("listener bug")
+
+    heard: list[int] = []
+    core.on_durable(broken)
+    core.on_durable(heard.append)
+    core.append("t", 0)
+    flushed = core.flush()
+    listener.flushes[0].set_result(True)
+    assert flushed.result(TIMEOUT) is True
+    assert heard == [1]

@@ -116,7 +116,7 @@ def test_open_creates_directories_and_a_versioned_wal_schema(db: Path) -> None:
             tables = {
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
-            assert {"meta", "sessions", "events"} <= tables
+            assert {"meta", "sessions", "events", "leases"} <= tables
 
 
 def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
@@ -131,7 +131,7 @@ def test_empty_existing_file_is_initialised(tmp_path: Path) -> None:
     with SqliteEventStore(path, create=False) as opened:
         assert opened.session_ids() == []
     with raw(path) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchone() == ("1",)
+        assert conn.execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
 
 
 def test_create_false_refuses_a_missing_file_without_creating_it(tmp_path: Path) -> None:
@@ -169,10 +169,38 @@ def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
 
 def test_newer_schema_version_is_refused(db: Path) -> None:
     SqliteEventStore(db).close()
+    newer = SCHEMA_VERSION + 1
     with raw(db) as conn:
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    with pytest.raises(StoreVersionError, match="schema version 2"):
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
+    with pytest.raises(StoreVersionError, match=f"schema version {newer}"):
         SqliteEventStore(db)
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_data(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    with raw(db) as conn:  # the version 1 schema, as an older release wrote it
+        conn.executescript(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+            "CREATE TABLE sessions(id TEXT PRIMARY KEY, seed_length INTEGER,"
+            " parent_session TEXT, created_at INTEGER);"
+            "CREATE TABLE events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER,"
+            " data BLOB, PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
+            "INSERT INTO meta VALUES ('schema_version', '1');"
+            "INSERT INTO sessions VALUES ('old', NULL, NULL, 1);"
+        )
+        conn.execute(
+            "INSERT INTO events VALUES ('old', 0, 'note', 5, ?)", (encode_payload({"n": 0}),)
+        )
+    with SqliteEventStore(db) as opened:
+        stored = opened.load("old")
+        assert stored is not None and [e.data for e in stored.events] == [{"n": 0}]
+        opened.acquire_session("old")
+        record(opened, "old", 1)
+        ok(opened.flush("old"))
+    with raw(db) as conn:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
+        assert conn.execute("SELECT COUNT(*) FROM events").fetchone() == (2,)
 
 
 @pytest.mark.parametrize("value", ["one", "", "-1", "١"])
@@ -184,10 +212,11 @@ def test_invalid_schema_version_is_corrupt(db: Path, value: str) -> None:
         SqliteEventStore(db)
 
 
-def test_missing_tables_are_corrupt(db: Path) -> None:
+@pytest.mark.parametrize("table", ["events", "leases"])
+def test_missing_tables_are_corrupt(db: Path, table: str) -> None:
     SqliteEventStore(db).close()
     with raw(db) as conn:
-        conn.execute("DROP TABLE events")
+        conn.execute(f"DROP TABLE {table}")
     with pytest.raises(StoreCorruptError, match="missing session tables"):
         SqliteEventStore(db)
 

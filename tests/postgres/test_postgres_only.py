@@ -121,9 +121,9 @@ def test_a_fenced_out_writer_can_never_append(
     new = open_pg(pg_url, stores, lease_wait=10)
     new.acquire_session("s")
     append(old, "s", 1)  # it still believes it owns the session...
-    with pytest.raises(SessionLeaseError, match="fenced out"):
-        old.flush("s").result(TIMEOUT)  # ...but the write is refused
-    with pytest.raises(SessionLeaseError):
+    assert old.flush("s").result(TIMEOUT) is False  # ...but the write is refused
+    assert old.lease_lost("s") and not old.holds_lease("s")
+    with pytest.raises(SessionLeaseError, match="lost the lease"):
         append(old, "s", 1)
     stored = new.load("s")
     assert stored is not None and len(stored.events) == 1

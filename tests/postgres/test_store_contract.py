@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +14,9 @@ import pykka
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.sessions import EmbeddedSessionStore
+from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionLeaseRefusedError
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError, StoreWriteError
+from host_bridge.embedded.store_errors import SessionLeaseError
 from host_bridge.embedded.stores import open_store
 from host_bridge.protocols import SessionEvent, SessionHeader
 
@@ -27,13 +31,46 @@ def _stop_actors() -> Iterator[None]:
     pykka.ActorRegistry.stop_all()
 
 
+@dataclass
+class Backend:
+    """Where the stores of one test live, and a writer that ignores session ownership."""
+
+    kind: str
+    spec: str
+
+    def foreign_event(self, session_id: str, seq: int) -> None:
+        """Store an event row directly, as a writer that takes no lock or lease would."""
+        payload = encode_payload({"foreign": seq})
+        if self.kind == "sqlite":
+            conn = sqlite3.connect(self.spec, isolation_level=None, timeout=10)
+            try:
+                conn.execute(
+                    "INSERT INTO events(session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, seq, "note", 1, payload),
+                )
+            finally:
+                conn.close()
+            return
+        import psycopg
+
+        with psycopg.connect(self.spec, autocommit=True) as pg:
+            pg.execute(
+                "INSERT INTO events(session_id, seq, type, time, data) VALUES (%s, %s, %s, %s, %s)",
+                (session_id, seq, "note", 1, payload),
+            )
+
+
 @pytest.fixture(params=("sqlite", "postgresql"))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """Open (and later close) stores on one backend; every store shares one location."""
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """One backend per run of a test: an SQLite file, or a fresh PostgreSQL database."""
     if request.param == "sqlite":
-        spec = str(tmp_path / "sessions.sqlite3")
-    else:
-        spec = request.getfixturevalue("pg_url")
+        return Backend("sqlite", str(tmp_path / "sessions.sqlite3"))
+    return Backend("postgresql", request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def make_store(backend: Backend) -> Iterator[StoreFactory]:
+    """Open (and later close) stores on one backend; every store shares one location."""
     opened: list[SqliteEventStore] = []
 
     def make(**options: Any) -> SqliteEventStore:
@@ -41,12 +78,12 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
             from host_bridge.embedded.postgres_store import PostgresEventStore
 
             store: SqliteEventStore = (
-                SqliteEventStore(spec, **options)
-                if request.param == "sqlite"
-                else PostgresEventStore(spec, **options)
+                SqliteEventStore(backend.spec, **options)
+                if backend.kind == "sqlite"
+                else PostgresEventStore(backend.spec, **options)
             )
         else:
-            store = open_store(spec)
+            store = open_store(backend.spec)
         opened.append(store)
         return store
 
@@ -212,3 +249,194 @@ def test_a_failed_commit_keeps_the_rows_queued_and_the_next_flush_retries(
     assert store.flush("s").result(TIMEOUT) is True
     stored = make_store().load("s")
     assert stored is not None and len(stored.events) == 1
+
+
+# --- one owner per session ---------------------------------------------------------------
+
+
+def test_a_session_is_owned_by_one_store_at_a_time(make_store: StoreFactory) -> None:
+    one = make_store()
+    two = make_store()  # another store on the same location, in the same process
+    new_session(one, "s")
+    record(one, "s", 0)
+    assert one.flush("s").result(TIMEOUT) is True
+    with pytest.raises(SessionLeaseError) as refused:
+        two.acquire_session("s")
+    assert refused.value.session_id == "s"
+    assert refused.value.holder == one.owner
+    assert one.owner in str(refused.value)
+    with pytest.raises(SessionLeaseError):
+        record(two, "s", 1)  # nor can it write the session
+    with pytest.raises(SessionLeaseError, match="already"):
+        one.acquire_session("s")
+    new_session(two, "t")  # other sessions are free
+    assert one.holds_lease("s") and not two.holds_lease("s") and two.holds_lease("t")
+
+    one.release_session("s")
+    assert not one.holds_lease("s")
+    two.acquire_session("s")
+    record(two, "s", 1)
+    assert two.flush("s").result(TIMEOUT) is True
+    with pytest.raises(SessionLeaseError):
+        record(one, "s", 1)
+    stored = make_store().load("s")
+    assert stored is not None and len(stored.events) == 2
+
+
+def test_closing_a_store_gives_its_sessions_back(make_store: StoreFactory) -> None:
+    one = make_store()
+    new_session(one, "s")
+    record(one, "s", 0)
+    one.close()  # writes the queued rows, then lets go
+    two = make_store()
+    two.acquire_session("s")
+    stored = two.load("s")
+    assert stored is not None and len(stored.events) == 1
+    record(two, "s", 1)
+    assert two.flush("s").result(TIMEOUT) is True
+
+
+def test_the_session_store_refuses_a_session_held_elsewhere_naming_the_holder(
+    make_store: StoreFactory,
+) -> None:
+    first_store = make_store()
+    one = EmbeddedSessionStore(first_store)
+    two = EmbeddedSessionStore(make_store())
+    live = one.create("shared")
+    live.append("note", 1)
+    assert one.flush(live).result(TIMEOUT) is True
+    for attempt in (two.open, two.resume, two.create):
+        with pytest.raises(SessionLeaseRefusedError) as refused:
+            attempt("shared")
+        assert isinstance(refused.value, SessionLeaseError)
+        assert refused.value.holder == first_store.owner
+    assert two.get("shared") is None
+    one.detach(live)
+    resumed = two.open("shared")
+    assert [e.data for e in resumed.events] == [1]
+    assert not resumed.lease_lost
+    one.close()
+    two.close()
+
+
+def test_a_session_whose_rows_conflict_is_fenced_and_the_others_still_commit(
+    make_store: StoreFactory, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    armed = threading.Event()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def hook() -> None:
+        if armed.is_set():
+            armed.clear()
+            entered.set()
+            assert release.wait(TIMEOUT)
+
+    store = make_store(fault_hook=hook)
+    ids = [f"s-{n}" for n in range(7)]
+    for session_id in [*ids, "quiet", "busy"]:
+        new_session(store, session_id)
+        record(store, session_id, 0)
+    assert store.flush_all().result(TIMEOUT) is True
+    poisoned = {"s-1", "s-4", "s-5"}
+    for session_id in sorted(poisoned):
+        backend.foreign_event(session_id, 1)  # another writer took the next seq
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="dsh_schedule"):
+        armed.set()
+        record(store, "busy", 1)
+        busy = store.flush("busy")
+        assert entered.wait(TIMEOUT)  # the writer waits inside a round: the next takes all below
+        for session_id in ids:
+            record(store, session_id, 1)
+        flushes = {session_id: store.flush(session_id) for session_id in ids}
+        quiet = store.flush("quiet")  # a preflight with nothing queued, in the same round
+        commits = store.commit_count
+        release.set()
+        assert busy.result(TIMEOUT) is True
+        assert quiet.result(TIMEOUT) is True
+        for session_id, future in flushes.items():
+            if session_id in poisoned:
+                with pytest.raises(SessionLeaseError, match="fenced out"):
+                    future.result(TIMEOUT)
+            else:
+                assert future.result(TIMEOUT) is True
+    assert store.commit_count > commits  # the healthy sessions committed
+    assert {s for s in ids if store.lease_lost(s)} == poisoned
+    with pytest.raises(SessionLeaseError, match="fenced out"):
+        record(store, "s-1", 2)
+    with pytest.raises(SessionLeaseError, match="fenced out"):
+        store.flush("s-1").result(TIMEOUT)
+    record(store, "s-0", 2)  # the write queue is not stuck behind the refused rows
+    assert store.flush("s-0").result(TIMEOUT) is True
+    assert store.pending_rows == 0
+    fenced = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert sorted(r.getMessage().split("'")[1] for r in fenced) == sorted(poisoned)  # once each
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO and r.exc_info]
+    reader = make_store()
+    for session_id in ids:
+        stored = reader.load(session_id)
+        assert stored is not None
+        if session_id in poisoned:
+            assert stored.events[1].data == {"foreign": 1} and len(stored.events) == 2
+        else:
+            assert [e.seq for e in stored.events] == ([0, 1, 2] if session_id == "s-0" else [0, 1])
+
+
+def test_a_whole_store_failure_keeps_every_session_queued_and_fences_nobody(
+    make_store: StoreFactory,
+) -> None:
+    failures = [1]
+
+    def hook() -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError("injected failure before COMMIT")
+
+    store = make_store(fault_hook=hook)
+    for session_id in ("a", "b"):
+        new_session(store, session_id)
+        record(store, session_id, 0)
+    with pytest.raises(StoreWriteError):
+        store.flush_all().result(TIMEOUT)
+    assert not store.lease_lost("a") and not store.lease_lost("b")
+    assert store.pending_rows == 4
+    assert store.flush("a").result(TIMEOUT) is True
+    assert store.flush("b").result(TIMEOUT) is True
+
+
+def test_record_appends_queues_a_unit_that_commits_together_or_not_at_all(
+    make_store: StoreFactory,
+) -> None:
+    failures = [1]
+
+    def hook() -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError("injected failure before COMMIT")
+
+    store = make_store(fault_hook=hook)
+    new_session(store, "s")
+    assert store.flush("s").exception(TIMEOUT) is not None  # the session row waits for a retry
+    rows = [event(0), event(1)]
+    with pytest.raises(StoreError, match="seq"):  # a gap inside the unit refuses all of it
+        store.record_appends("s", [(rows[0], encode_payload(rows[0].data)), (event(2), b"\x00")])
+    assert store.pending_rows == 1
+    store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
+    assert store.pending_rows == 3
+    assert store.flush("s").result(TIMEOUT) is True
+    stored = make_store().load("s")
+    assert stored is not None and stored.events == tuple(rows)
+    store.record_appends("s", [])  # an empty unit queues nothing
+    assert store.pending_rows == 0
+    record(store, "s", 2)  # the next seq follows the unit
+
+
+def test_record_appends_takes_the_queue_lock_once(make_store: StoreFactory, mocker: Any) -> None:
+    store = make_store()
+    new_session(store, "s")
+    enqueue = mocker.spy(store, "_enqueue")
+    rows = [event(0), event(1), event(2)]
+    store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
+    assert enqueue.call_count == 1  # one lock hold: the writer cannot split the unit
+    assert [op.seq for op in enqueue.call_args.args[0]] == [0, 1, 2]

@@ -107,7 +107,8 @@ class Rig:
             self.plugin.wait_quiet(agent)
             agent.when_idle().result(timeout=TOOL_TIMEOUT)
             status = self.plugin.wait_quiet(agent)
-            if agent.status == "idle" and not status.busy:
+            # an owner waiting for idle while the agent is idle is about to drive again
+            if agent.status == "idle" and not status.busy and not status.waiting_for_idle:
                 return
         raise AssertionError("the host never settled")
 

@@ -23,11 +23,13 @@ from typing import Any
 import pytest
 
 from host_bridge.embedded import sqlite_store
-from host_bridge.embedded.agents import EmbeddedAgent
-from host_bridge.embedded.sqlite_store import StoreWriteError
+from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
+from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
 from host_bridge.futures import resolved
 from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
+from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
 from tests.reliability.conftest import Rig, durable_changes, reopened_changes
 
 HOUR = 3600
@@ -233,6 +235,238 @@ def test_a_full_file_system(tmp_path: Path) -> None:
     retained = ["schedule-1", *(value["id"] for value in accepted), refused_id]
     assert out["list_after"] == retained
     assert out["stored_creates"] == retained
+
+
+# --- a disk-full outage across a reminder's due time -----------------------------------------
+
+
+def reminder_ledger(path: Path, session_id: str) -> dict[str, list[str]]:
+    """Reopen the closed store and list, per reminder id, what its delivery left in the log.
+
+    ``queued``: inbox entries carrying the reminder; ``started``/``completed``:
+    turns of those entries; ``dispatched``: its ``dispatch`` records.
+    """
+    store = SqliteEventStore(path, create=False)
+    try:
+        stored = store.load(session_id)
+    finally:
+        store.close()
+    assert stored is not None
+    validate_schedule_stream(stored.events, stored.header.seed_length)
+    ledger: dict[str, list[str]] = {"queued": [], "started": [], "completed": [], "dispatched": []}
+    entry_ids: dict[int, str] = {}
+    for event in stored.events:
+        if event.type == INBOX_EVENT:
+            text = "\n".join(event.data["content"])
+            if text.startswith("[SCHEDULE REMINDER]"):
+                line = text.split("schedule_id_json: ")[1].split("\n")[0]
+                entry_ids[event.seq] = json.loads(line)
+                ledger["queued"].append(entry_ids[event.seq])
+        elif event.type == "message" and event.data.get("inbox") in entry_ids:
+            ledger["started"].append(entry_ids[event.data["inbox"]])
+        elif event.type == TURN_COMPLETED_EVENT and event.data["inbox"] in entry_ids:
+            ledger["completed"].append(entry_ids[event.data["inbox"]])
+        elif event.type == SCHEDULE_CHANGE_TYPE and event.data["operation"] == "dispatch":
+            ledger["dispatched"].append(event.data["id"])
+    return ledger
+
+
+def owner_quiet(rig: Rig, agent: EmbeddedAgent) -> None:
+    """Settle the owner and the session; the agent itself may be waiting for durability."""
+    owner = rig.plugin.owner_of(agent)
+    assert owner is not None
+    for _ in range(3):
+        settle(owner)
+        rig.plugin.wait_quiet(agent)
+        settle(agent.session.actor_ref)
+
+
+@pytest.mark.parametrize("restart", ["after space returns", "while the disk is still full"])
+def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_once(
+    tmp_path: Path, restart: str
+) -> None:
+    data = tmp_path / "data"
+    full = sqlite3.OperationalError("database or disk is full")
+    rig = Rig(data)
+    agent = rig.agent()
+    assert rig.create(agent, "due soon", 60)["id"] == "schedule-1"
+    fault = FailingCommit()
+    rig.store._fault_hook = fault
+    fault.error = full  # the disk fills up before the reminder is due
+
+    rig.timers.advance(60_000)  # due: preflight passes (nothing queued), the dispatch commit fails
+    owner_quiet(rig, agent)
+    assert fault.calls >= 1
+    assert rig.reminders(agent) == []  # the model never saw it: its inbox entry is not durable
+    assert len(agent.queued) == 1  # held, not dropped
+    assert not agent.when_idle().done()
+    assert durable_changes(rig.path, "s1") == [("create", "schedule-1")]
+
+    rig.plugin.dispose().result(timeout=10)  # a clean shutdown in the middle of the outage
+    unwritten = rig.host.close()  # the unwritten entry and dispatch are reported, not acknowledged
+    assert isinstance(unwritten, StoreWriteError) and unwritten.category == "OperationalError"
+    rig.closed = True
+    assert durable_changes(rig.path, "s1") == [("create", "schedule-1")]
+
+    again = Rig(data)
+    try:
+        if restart == "while the disk is still full":
+            again.store._fault_hook = fault
+        agent = again.agent()
+        again.timers.advance(60_000)
+        owner_quiet(again, agent)
+        if restart == "while the disk is still full":
+            assert again.reminders(agent) == []
+            fault.error = None  # space returns: the agent's back-off retry finds it
+            again.timers.advance(RETRY_FIRST_MS)
+            again.settle(agent)
+        assert again.reminders(agent) == ["schedule-1"]
+    finally:
+        again.close()
+    assert reminder_ledger(again.path, "s1") == {
+        "queued": ["schedule-1"],
+        "started": ["schedule-1"],
+        "completed": ["schedule-1"],
+        "dispatched": ["schedule-1"],
+    }
+
+    last = Rig(data)  # and nothing is repeated later
+    try:
+        agent = last.agent()
+        last.timers.advance(3_600_000)
+        last.settle(agent)
+        assert last.reminders(agent) == []
+    finally:
+        last.close()
+
+
+def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) -> None:
+    agent = rig.agent()
+    rig.create(agent, "due soon", 60)
+    fault = FailingCommit()
+    rig.store._fault_hook = fault
+    fault.error = sqlite3.OperationalError("database or disk is full")
+    rig.timers.advance(60_000)
+    owner_quiet(rig, agent)
+    rig.timers.advance(RETRY_FIRST_MS)  # a retry while the disk is still full
+    owner_quiet(rig, agent)
+    assert rig.reminders(agent) == []
+    fault.error = None
+    rig.advance(2 * RETRY_FIRST_MS, agent)  # the doubled back-off
+    assert rig.reminders(agent) == ["schedule-1"]
+    rig.close()
+    assert reminder_ledger(rig.path, "s1") == {
+        "queued": ["schedule-1"],
+        "started": ["schedule-1"],
+        "completed": ["schedule-1"],
+        "dispatched": ["schedule-1"],
+    }
+
+
+_TINY_FS_OUTAGE = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
+    from host_bridge.embedded.host import EmbeddedHost
+    from host_bridge.embedded.sqlite_store import StoreWriteError
+    from host_bridge.plugin import install_schedule
+    from host_bridge.testing import FakeClock, FakeTimers, settle
+
+    mount = Path(sys.argv[1])
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode != 0:
+        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
+        sys.exit(0)
+    out = {}
+
+    def host_run(name, work):
+        seen = []
+
+        def model(turn):
+            if turn.message.text.startswith("[SCHEDULE REMINDER]"):
+                seen.append(turn.message.text.split("schedule_id_json: ")[1].split(chr(10))[0])
+
+        clock = FakeClock()
+        timers = FakeTimers(clock)
+        host = EmbeddedHost(mount / "data", clock=clock, timers=timers)
+        plugin = install_schedule(host.context())
+        agent = host.spawn_root(session_id="s1", model=model)
+        try:
+            work(host, plugin, agent, timers)
+        finally:
+            plugin.dispose().result(timeout=30)
+            unwritten = host.close()
+            if isinstance(unwritten, StoreWriteError):
+                out[name + "_close"] = unwritten.category
+        out[name + "_seen"] = seen
+
+    def quiet(plugin, agent):
+        for _ in range(3):
+            settle(plugin.owner_of(agent))
+            plugin.wait_quiet(agent, timeout=30)
+
+    def first(host, plugin, agent, timers):
+        created = host.tools.execute(
+            "schedule_create", {"prompt": "due " + "x" * 4000, "after_seconds": 60},
+            agent=agent, timeout=30,
+        ).value
+        out["created"] = created.get("id")
+        quiet(plugin, agent)  # the drive that follows a create has finished: nothing in flight
+        with open(mount / "ballast", "wb", buffering=0) as sink:
+            for size in (65536, 4096, 512, 64, 1):
+                try:
+                    while True:
+                        sink.write(bytes(size))
+                except OSError as error:
+                    out["ballast_error"] = error.strerror
+        timers.advance(60_000)
+        quiet(plugin, agent)
+        out["queued_while_full"] = len(agent.queued)
+
+    def second(host, plugin, agent, timers):
+        timers.advance(60_000)
+        quiet(plugin, agent)
+        agent.when_idle().result(timeout=30)
+
+    host_run("first", first)
+    os.unlink(mount / "ballast")  # space returns
+    host_run("second", second)
+    host_run("third", second)
+    print(json.dumps(out))
+    """
+)
+
+
+def test_a_real_disk_full_outage_with_a_clean_restart_delivers_once(tmp_path: Path) -> None:
+    """Real ENOSPC on a tiny tmpfs: the dispatch commit fails, the host closes, space returns."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare(1) is not available")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    run = subprocess.run(
+        [unshare, "-rm", sys.executable, "-c", _TINY_FS_OUTAGE, str(mount)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if run.returncode != 0 and "unshare" in run.stderr:
+        pytest.skip(f"no private mount namespace here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    if "skip" in out:
+        pytest.skip(f"cannot mount a tmpfs: {out['skip']}")
+    assert out["created"] == "schedule-1"
+    assert out["ballast_error"] == "No space left on device"
+    assert out["first_seen"] == []  # due while full: never handed to the model
+    assert out["queued_while_full"] == 1
+    assert out["first_close"] == "SQLITE_FULL"  # the clean shutdown could not write it
+    assert out["second_seen"] == ['"schedule-1"']  # after space returned: exactly once
+    assert "second_close" not in out
+    assert out["third_seen"] == []  # and never again
 
 
 # --- the store disappears ----------------------------------------------------------------------

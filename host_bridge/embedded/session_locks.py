@@ -1,0 +1,265 @@
+"""Per-session exclusive locks for the SQLite store: one byte of a lock file per session.
+
+:class:`SessionLockFile` opens ``<store>.locks`` beside the database and locks
+one byte of it per session, at :func:`lock_offset` (a stable 63-bit hash of the
+session id; byte 0 is kept for probing). The locks are Linux *open file description* locks
+(``F_OFD_SETLK``):
+
+* the kernel drops them when the descriptor is closed, so a process that dies
+  (even by SIGKILL) leaves nothing behind and nobody needs a heartbeat;
+* they belong to the open file description, not to the process, so two
+  :class:`SessionLockFile` objects in one process exclude each other, and
+  closing some other descriptor of the file does not drop them. Classic POSIX
+  record locks (``fcntl.lockf``) have neither property: they are per process,
+  so two stores in one process would share every lock, and closing *any*
+  descriptor of the file would silently release them all.
+
+The descriptor is opened close-on-exec; a child made by ``fork()`` without
+``exec`` shares the description and so the locks until it exits.
+
+Where OFD locks are unavailable (not Linux, a kernel older than 3.15, or a
+file system that refuses them), the fallback is one ``flock()`` on the whole
+file, also per open file description and dropped with the descriptor: it is
+taken with the first session a store locks and released with the last, so
+while one store holds any session of the file, every other store is refused
+every session. That is coarser, never less safe.
+
+Two distinct session ids whose hashes collide share a byte: the second is
+refused while the first is held elsewhere (and within one store, see
+:meth:`SessionLockFile.try_lock`); with 63 bits this does not happen in practice.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import hashlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]
+
+LockMechanism = Literal["ofd", "flock"]
+"""``"ofd"``: one byte-range OFD lock per session; ``"flock"``: one lock on the whole file."""
+
+_OFFSETS = 2**63 - 2  # byte 0 is the probe byte; sessions use 1 … 2**63 - 2
+# (2**63 - 1 is the largest offset: a lock ending there reads back as "to the end of file")
+_PROBE_OFFSET = 0
+_BUSY = (errno.EAGAIN, errno.EACCES)
+
+
+class _Flock(ctypes.Structure):
+    """``struct flock`` as the kernel reads it for ``F_OFD_*`` commands.
+
+    ctypes lays the fields out with the platform C ABI (alignment and trailing
+    padding), so ``bytes()`` of it is exactly what ``fcntl(2)`` expects; the
+    offsets are 64-bit on every Linux ABI for these commands (glibc maps them to
+    ``struct flock64``, and CPython builds with 64-bit ``off_t``).
+    """
+
+    _fields_ = (
+        ("l_type", ctypes.c_short),
+        ("l_whence", ctypes.c_short),
+        ("l_start", ctypes.c_int64),
+        ("l_len", ctypes.c_int64),
+        ("l_pid", ctypes.c_int32),
+    )
+
+
+def _pack(lock_type: int, offset: int) -> bytes:
+    return bytes(_Flock(lock_type, os.SEEK_SET, offset, 1, 0))
+
+
+def _unpack(raw: bytes) -> _Flock:
+    return _Flock.from_buffer_copy(raw)
+
+
+def lock_offset(session_id: str) -> int:
+    """The byte that stands for ``session_id`` in the lock file: stable, in 1 … 2**63 - 2.
+
+    BLAKE2b of the UTF-8 id, so it is the same in every process and version.
+    """
+    digest = hashlib.blake2b(
+        session_id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"dsh-lock"
+    ).digest()
+    return 1 + int.from_bytes(digest, "big") % _OFFSETS
+
+
+def ofd_locks_available() -> bool:
+    """Whether this platform has the ``F_OFD_*`` fcntl commands at all (Linux)."""
+    return sys.platform.startswith("linux") and all(
+        hasattr(fcntl, name) for name in ("F_OFD_SETLK", "F_OFD_GETLK")
+    )
+
+
+def _probe_ofd(path: Path) -> bool:
+    """Whether OFD locks work on ``path`` and our ``struct flock`` is read back unchanged.
+
+    Locks the probe byte through one descriptor and asks about it through
+    another: the kernel must report a write lock of exactly that byte owned by
+    an open file description (``l_pid == -1``). A probe byte held by another
+    process's probe (``EAGAIN``) proves the same.
+    """
+    if not ofd_locks_available():
+        return False
+    first = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        second = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            try:
+                fcntl.fcntl(first, fcntl.F_OFD_SETLK, _pack(fcntl.F_WRLCK, _PROBE_OFFSET))
+            except OSError as error:
+                return error.errno in _BUSY
+            seen = _unpack(
+                fcntl.fcntl(second, fcntl.F_OFD_GETLK, _pack(fcntl.F_WRLCK, _PROBE_OFFSET))
+            )
+            return bool(
+                seen.l_type == fcntl.F_WRLCK
+                and seen.l_whence == os.SEEK_SET
+                and seen.l_start == _PROBE_OFFSET
+                and seen.l_len == 1
+                and seen.l_pid == -1
+            )
+        except OSError:
+            return False
+        finally:
+            os.close(second)
+    finally:
+        os.close(first)  # drops the probe lock with the description
+
+
+class SessionLockFile:
+    """Exclusive per-session locks in one lock file, held through one open file description.
+
+    ``mechanism`` forces ``"ofd"`` or ``"flock"``; by default OFD locks are used
+    when a probe on the file shows they work. Thread-safe. Raises ``OSError``
+    when the file cannot be opened or created.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, mechanism: LockMechanism | None = None):
+        self._path = Path(os.fspath(path))
+        self._mutex = threading.Lock()
+        self._fd = self._open()
+        try:
+            if mechanism is None:
+                mechanism = "ofd" if _probe_ofd(self._path) else "flock"
+            elif mechanism == "ofd" and not ofd_locks_available():
+                raise OSError(errno.ENOSYS, "OFD locks are not available on this platform")
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._mechanism: LockMechanism = mechanism
+        self._held: dict[int, str] = {}  # byte -> the session that holds it here
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The lock file."""
+        return self._path
+
+    @property
+    def mechanism(self) -> LockMechanism:
+        """How sessions are locked (see :data:`LockMechanism`)."""
+        return self._mechanism
+
+    def try_lock(self, session_id: str) -> bool:
+        """Take ``session_id``'s lock without waiting; False when another holder has it.
+
+        Also False when another session of this object hashes to the same byte
+        (the lock cannot stand for both).
+        """
+        offset = lock_offset(session_id)
+        with self._mutex:
+            if self._closed:
+                raise OSError(errno.EBADF, "the session lock file is closed")
+            holder = self._held.get(offset)
+            if holder is not None:
+                return holder == session_id
+            if not self._lock(self._fd, offset, first=not self._held):
+                return False
+            self._held[offset] = session_id
+            return True
+
+    def unlock(self, session_id: str) -> None:
+        """Release ``session_id``'s lock (nothing happens if this object does not hold it)."""
+        offset = lock_offset(session_id)
+        with self._mutex:
+            if self._closed or self._held.get(offset) != session_id:
+                return
+            del self._held[offset]
+            if self._mechanism == "ofd":
+                fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, _pack(fcntl.F_UNLCK, offset))
+            elif not self._held:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this object holds ``session_id``'s lock."""
+        with self._mutex:
+            return self._held.get(lock_offset(session_id)) == session_id
+
+    def ensure_current(self) -> list[str]:
+        """Move the locks to the file now at the path if ours was deleted or replaced.
+
+        Locks on a file that is no longer at the path exclude nobody: a store
+        opened later would make a new file and lock it. So when the path is
+        missing or names another file, the file at the path is opened (created
+        if needed) and every held session is locked there again. Returns the
+        sessions that another holder took on the new file in the meantime
+        (they are no longer held here). When no file can be made at the path
+        (its directory is gone) nothing changes: nobody else can lock there either.
+        """
+        with self._mutex:
+            if self._closed:
+                return []
+            try:
+                now = os.stat(self._path)
+            except FileNotFoundError:
+                now = None
+            except OSError:
+                return []
+            mine = os.fstat(self._fd)
+            if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+                return []
+            try:
+                fd = self._open()
+            except OSError:
+                return []
+            kept: dict[int, str] = {}
+            lost: list[str] = []
+            for offset, session_id in self._held.items():
+                if self._lock(fd, offset, first=not kept):
+                    kept[offset] = session_id
+                else:
+                    lost.append(session_id)
+            old, self._fd, self._held = self._fd, fd, kept
+            os.close(old)
+            return lost
+
+    def close(self) -> None:
+        """Drop every lock (closing the descriptor drops them all at once); idempotent."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            self._held.clear()
+            os.close(self._fd)
+
+    def _open(self) -> int:
+        return os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    def _lock(self, fd: int, offset: int, *, first: bool) -> bool:
+        """Take the lock of ``offset`` on ``fd``; ``first``: nothing is held on ``fd`` yet."""
+        try:
+            if self._mechanism == "ofd":
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _pack(fcntl.F_WRLCK, offset))
+            elif first:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno in _BUSY or isinstance(error, BlockingIOError):
+                return False
+            raise
+        return True

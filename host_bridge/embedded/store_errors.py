@@ -1,0 +1,62 @@
+"""The errors of the session stores, shared by the SQLite and the PostgreSQL backend.
+
+Every error a store raises is a :class:`StoreError`; its message is meant for
+operators and never carries backend exception text (at most a short category
+such as ``SQLITE_FULL`` or an SQLSTATE).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SessionLeaseError",
+    "StoreClosedError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreVersionError",
+    "StoreWriteError",
+]
+
+
+class StoreError(Exception):
+    """The session store cannot do what was asked; the message is meant for operators."""
+
+
+class StoreCorruptError(StoreError):
+    """The store file, or a session's rows in it, are unreadable or inconsistent."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer schema version than this code understands."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed (or its writer stopped); it accepts no more work."""
+
+
+class StoreWriteError(StoreError):
+    """A write transaction failed and was rolled back; its rows stay queued for the next attempt.
+
+    ``category`` is a short backend error name such as ``"SQLITE_FULL"``.
+    """
+
+    def __init__(self, message: str, *, category: str) -> None:
+        super().__init__(message)
+        self.category = category
+
+
+class SessionLeaseError(StoreError):
+    """This store does not own the session: another one holds it, or this one lost it.
+
+    Raised when a session is refused because another process (or another store
+    object in this process) holds it, when a write is attempted without owning
+    the session, and for every write after the store lost the session.
+    ``session_id`` names the session; ``holder`` names the owner that holds it
+    (``host:pid:tag``) when that is known, else ``None``.
+    """
+
+    def __init__(
+        self, message: str, *, session_id: str | None = None, holder: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder
