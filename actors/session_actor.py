@@ -39,8 +39,7 @@ class PersistenceListener(Protocol):
     def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
         """Queue consecutive committed events as one unit: durable in the same commit or not at all.
 
-        Used for a staged append and the append that follows it (see
-        :meth:`SessionCore.append`). Raising queues none of them.
+        Used to hand over a stage (see :class:`SessionCore`). Raising queues none of them.
         """
         ...
 
@@ -72,15 +71,16 @@ class SessionCore:
     :class:`host_bridge.embedded.sessions.EmbeddedSession`): such a call is
     atomic with respect to the actor, and saves the mailbox round trip.
 
-    **Staged appends.** ``append(..., staged=True)`` puts an event in the live
-    log at once (its seq is assigned, snapshots show it) but keeps it from the
-    persistence listener until the next non-staged append of the session, a
-    flush, or :meth:`commit_staged`; it is then handed over together with what
-    triggered the hand-over, in one :meth:`PersistenceListener.record_appends`
-    call, so both reach the store in the same commit. A host uses this to make
-    an agent's queued follow-up and the plugin append that follows it
-    (Schedule's ``dispatch``) durable together. A stage still open when the
-    session detaches is never handed over.
+    **Staged appends.** ``append(..., staged=True)`` opens a *stage*: the event
+    is in the live log at once (its seq is assigned, snapshots show it) but is
+    kept from the persistence listener, and so is every later append of the
+    session, until a flush or :meth:`commit_staged` hands the whole stage over
+    in one :meth:`PersistenceListener.record_appends` call, so it reaches the
+    store in one commit or not at all. A host uses this to make an agent's
+    queued follow-up and the plugin appends that follow it while the agent is
+    reserved (Schedule's ``dispatch``, one per member of a batch) durable
+    together, committing the stage when the reservation is released. A stage
+    still open when the session detaches is never handed over.
 
     **Durable progress.** Every flush that resolves ``True`` covers the first
     :attr:`durable_length` events; :meth:`on_durable` listeners hear of each
@@ -131,11 +131,9 @@ class SessionCore:
     def append(self, type_: str, data: Any, *, staged: bool = False) -> SessionEvent:
         """Judge, encode, write behind and commit one event to the live log.
 
-        ``staged``: keep it from the persistence listener until the next
-        non-staged append, flush or :meth:`commit_staged` (see the class
-        docstring). A non-staged append hands every staged event over with
-        itself; when the listener refuses them, nothing is appended and the
-        staged events stay staged.
+        ``staged``: open a stage (see the class docstring). While a stage is
+        open every append joins it, staged or not; a flush or
+        :meth:`commit_staged` hands it over.
         """
         if self.detached:
             raise self.detached_error()
@@ -150,16 +148,11 @@ class SessionCore:
         listener = self._listener
         if listener is None:
             return self._log.append(type_, time_ms, stored)
-        event = SessionEvent(type_, seq, time_ms, stored)
-        if staged:
+        if staged or self._staged:
             appended = self._log.append(type_, time_ms, stored)
             self._staged.append((appended, payload))
             return appended
-        if self._staged:
-            listener.record_appends(self.header.id, [*self._staged, (event, payload)])
-            self._staged.clear()
-        else:
-            listener.record_append(self.header.id, event, payload)
+        listener.record_append(self.header.id, SessionEvent(type_, seq, time_ms, stored), payload)
         return self._log.append(type_, time_ms, stored)
 
     def commit_staged(self) -> None:

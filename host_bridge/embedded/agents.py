@@ -9,9 +9,10 @@ non-schedule events.
 person's prompt) is first appended to the session log as an ``inbox/queued``
 event (see :mod:`host_bridge.embedded.inbox`); ``followup`` raises, and queues
 nothing, when that append fails. A follow-up made while a turn-admission
-reservation holds the agent is *staged*: it reaches the store only together
-with the session's next append (Schedule's ``dispatch``), in the same commit,
-or with the flush the agent requests when the reservation is released. A turn
+reservation holds the agent is *staged*: it and every append the reserver makes
+after it (Schedule's ``dispatch``, one per member of a batch) reach the store
+together, in one commit, with the flush the agent requests when the
+reservation is released. A turn
 starts only once a flush covering its inbox entry succeeded; until then the
 message waits (the agent is not idle), retried whenever the session's durable
 progress advances and on a back-off timer (0.5 s doubling to 30 s). The turn's
@@ -214,8 +215,8 @@ class EmbeddedAgent:
 
         Returns once the ``inbox/queued`` event is in the session log; raises
         (queuing nothing) when that append fails. While a reservation holds
-        the agent the event is staged, so it becomes durable with the
-        reserver's next append. The turn starts when the agent is idle and
+        the agent the event is staged, so it becomes durable in one commit
+        with the reserver's appends. The turn starts when the agent is idle and
         unreserved and a flush covering the entry succeeded.
         """
         if not isinstance(message, UserMessage):

@@ -119,11 +119,11 @@ class EmbeddedSession(LogBackedSession):
         return self._append(type, data, staged=False)
 
     def append_staged(self, type: str, data: Any) -> SessionEvent:
-        """Append one event that reaches the store only with the next append or flush.
+        """Append one event and open a stage: it reaches the store only at the next flush.
 
-        The event is in the live log at once; the session's next unstaged
-        append (or a flush) hands both to the store as one unit, so they
-        become durable in the same commit (see :class:`SessionCore`).
+        The event is in the live log at once; every later append of the
+        session joins the stage, and the next flush hands the whole stage to
+        the store as one unit, durable in one commit (see :class:`SessionCore`).
         """
         return self._append(type, data, staged=True)
 

@@ -246,7 +246,7 @@ def test_a_host_without_persistence_starts_turns_at_once(tmp_path: Path) -> None
 # --- staging inside a reservation ------------------------------------------------------------
 
 
-def test_a_follow_up_inside_a_reservation_reaches_the_store_with_the_reservers_append(
+def test_a_follow_up_inside_a_reservation_reaches_the_store_with_the_reservers_appends(
     rig: Rig,
 ) -> None:
     release = rig.agent.reserve_turn_admission()
@@ -256,9 +256,10 @@ def test_a_follow_up_inside_a_reservation_reaches_the_store_with_the_reservers_a
     assert rig.types() == [INBOX_EVENT]
     assert rig.store.pending_rows == 1  # only the session row: the entry is staged
     assert rig.flush.calls == 0  # and the agent does not flush while reserved
-    rig.agent.session.append("note", {"dispatch": True})
-    assert rig.store.pending_rows == 3  # handed over together
-    release()
+    rig.agent.session.append("note", {"dispatch": 1})
+    rig.agent.session.append("note", {"dispatch": 2})  # every append of the reserver joins
+    assert rig.store.pending_rows == 1
+    release()  # the release hands the stage over as one unit and flushes it
     wait_idle(rig.agent)
     assert rig.model.texts == ["reminder"]
     stored = SqliteEventStore(rig.store.path, create=False)
@@ -267,7 +268,7 @@ def test_a_follow_up_inside_a_reservation_reaches_the_store_with_the_reservers_a
     finally:
         stored.close()
     assert loaded is not None
-    assert [e.type for e in loaded.events][:2] == [INBOX_EVENT, "note"]
+    assert [e.type for e in loaded.events][:3] == [INBOX_EVENT, "note", "note"]
 
 
 def test_release_commits_a_stage_that_no_append_followed(rig: Rig) -> None:

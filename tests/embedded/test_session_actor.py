@@ -484,7 +484,7 @@ def test_messages_queued_behind_a_stop_are_failed_not_dropped() -> None:
 # --- staged appends ---------------------------------------------------------------------------
 
 
-def test_a_staged_append_is_live_at_once_and_reaches_the_listener_with_the_next_append() -> None:
+def test_a_stage_collects_every_later_append_until_a_flush_hands_it_over() -> None:
     listener = FakeListener()
     ref, log = start(listener)
     before = append(ref, "t", "before")
@@ -492,18 +492,25 @@ def test_a_staged_append_is_live_at_once_and_reaches_the_listener_with_the_next_
     assert staged.seq == 1
     assert list(log.snapshot()) == [before, staged]  # in the live log, seq assigned
     assert listener.kinds() == ["append0"]  # but not handed to the listener
-    after = append(ref, "t", "dispatch")
-    assert listener.kinds() == ["append0", "appends1+2"]  # handed over together, one call
-    assert listener.calls[-1] == (
+    first = append(ref, "t", "dispatch-1")
+    second = append(ref, "t", "dispatch-2")  # a batch: every member joins the open stage
+    assert listener.kinds() == ["append0"]
+    reply = send_flush(ref)
+    settle(ref)
+    assert listener.kinds() == ["append0", "appends1+2+3", "flush"]  # one unit, then the barrier
+    assert listener.calls[1] == (
         "appends",
         "s-1",
         (
             (staged, encode_payload({"text": "queued"})),
-            (after, encode_payload("dispatch")),
+            (first, encode_payload("dispatch-1")),
+            (second, encode_payload("dispatch-2")),
         ),
     )
+    listener.flushes[0].set_result(True)
+    assert reply.result(TIMEOUT) is True
     append(ref, "t", "later")
-    assert listener.kinds()[-1] == "append3"  # nothing staged: today's single hand-over
+    assert listener.kinds()[-1] == "append4"  # the stage is closed: single hand-overs again
 
 
 def test_a_flush_hands_staged_appends_over_first_so_it_covers_them() -> None:
@@ -534,20 +541,19 @@ def test_commit_staged_hands_the_stage_over_and_is_a_no_op_when_empty() -> None:
     assert listener.kinds() == ["appends0"]
 
 
-def test_a_refused_hand_over_appends_nothing_and_keeps_the_stage() -> None:
+def test_a_refused_hand_over_keeps_the_stage_and_fails_the_flush() -> None:
     listener = FakeListener()
     log = EventLog()
     core = make_core(listener, log)
     staged = core.append("inbox", "x", staged=True)
+    dispatch = core.append("t", "dispatch")  # joins the stage: nothing reaches the listener yet
+    assert list(log.snapshot()) == [staged, dispatch]
     listener.append_error = RuntimeError("store closed")
-    with pytest.raises(RuntimeError, match="store closed"):
-        core.append("t", "dispatch")
-    assert list(log.snapshot()) == [staged]  # the failed append is not in the log
-    assert core.staged == 1
     assert isinstance(core.flush().exception(TIMEOUT), RuntimeError)  # a flush cannot cover it
+    assert core.staged == 2
     listener.append_error = None
     flushed = core.flush()
-    assert listener.appended() == [staged]
+    assert listener.appended() == [staged, dispatch]
     listener.flushes[0].set_result(True)
     assert flushed.result(TIMEOUT) is True
     assert core.staged == 0
@@ -572,7 +578,7 @@ def test_a_detached_core_refuses_to_commit_a_stage() -> None:
     assert listener.calls == []  # a stage open at detach never reaches the store
 
 
-def test_staged_rows_and_the_next_append_reach_sqlite_in_one_commit(tmp_path: Path) -> None:
+def test_a_stage_reaches_sqlite_in_one_commit(tmp_path: Path) -> None:
     commits: list[list[Any]] = []
     store = SqliteEventStore(tmp_path / "s.sqlite3")
     try:
@@ -585,7 +591,7 @@ def test_staged_rows_and_the_next_append_reach_sqlite_in_one_commit(tmp_path: Pa
         send_staged(ref, "inbox", "queued")
         assert store.pending_rows == 0  # staged: not queued in the store yet
         append(ref, "schedule/change", "dispatch")
-        assert store.pending_rows == 2
+        assert store.pending_rows == 0  # joined the stage
         assert send_flush(ref).result(TIMEOUT) is True
         assert store.commit_count == before + 1
         assert commits == [[]]  # the writer took both rows into that one round
