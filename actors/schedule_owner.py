@@ -11,8 +11,21 @@ Transaction shapes (see :mod:`messages.mailbox`)::
     create   CreateSchedule -> flush -> PreflightSettled -> append create -> flush -> BarrierSettled
     list     ListSchedules  -> flush -> PreflightSettled
     delete   DeleteSchedule -> flush -> PreflightSettled -> append delete -> flush -> BarrierSettled
-    deliver  drive          -> flush -> PreflightSettled -> reserve, follow-up, append dispatch,
+    deliver  drive          -> flush -> PreflightSettled -> reserve, follow-up, append dispatch(es),
                                                            release -> flush -> BarrierSettled
+
+A delivery decides twice from one clock sample each (:func:`messages.delivery.plan_delivery`):
+after the preflight (is anything due?) and again inside the turn reservation,
+which is what it acts on. A due one-shot (``after``/``at``) goes first, one per
+transaction, with its own follow-up and dispatch. Otherwise every due ``every``
+record joins one batch: one follow-up carrying the batch framing, then one
+dispatch per member in batch order, all with the same ``acceptedAt``. A
+decision that raises or is undecidable (a clock outside years 0001–9999 on the
+``every`` path) is logged and taken as no decision: no fault, nothing armed.
+
+Cancellation. A tool call the host cancelled (its reply future) is skipped when
+its transaction would start (no flush) and checked again just before its
+append (no append).
 
 Faults. An unexpected exception in a handler is contained: the tool in flight
 answers ``internal_error`` and delivery stops. With a supervisor (the plugin),
@@ -32,7 +45,7 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -41,7 +54,7 @@ import pykka
 from actors.base import MailboxActor
 from actors.status_box import OwnerStatusBox
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from messages.delivery import WaitFor, plan_delivery
+from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
 from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
 from messages.mailbox import (
@@ -60,14 +73,17 @@ from messages.mailbox import (
     TimerFired,
     ToolRequest,
 )
-from messages.presentation import REMINDER_SOURCE, render_reminder_framing
+from messages.presentation import (
+    REMINDER_SOURCE,
+    render_reminder_batch_framing,
+    render_reminder_framing,
+)
 from messages.records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DeleteChange,
     DispatchChange,
     ScheduleRecord,
-    create_after_schedule_record,
 )
 from messages.status import OwnerState, OwnerStatus
 from messages.tool_values import (
@@ -100,6 +116,7 @@ class _Txn:
     phase: Literal["preflight", "barrier"] = "preflight"
     record: ScheduleRecord | None = None
     schedule_id: str | None = None
+    dispatched: tuple[str, ...] = ()  # a delivery's dispatched ids, in append order
     deadline: Cancellable | None = None  # the flush timeout of the step in flight
 
 
@@ -127,6 +144,17 @@ class _Drive:
 
 
 _DRIVE = _Drive()
+
+
+class _NoDecision:
+    """What :meth:`ScheduleOwner._plan` returns when there is nothing to act on (logged)."""
+
+    __slots__ = ()
+
+
+_NO_DECISION = _NoDecision()
+
+_Plan = DeliverNow | DeliverBatch | WaitFor | _NoDecision | None
 
 
 class ScheduleOwner(MailboxActor):
@@ -320,6 +348,9 @@ class ScheduleOwner(MailboxActor):
             self._answer(txn, persistence_uncertain(txn.kind, appended=False, id=txn.schedule_id))
             return self._finish()
         self._request_drive()  # every successful management preflight asks for a recompute
+        if request.reply.cancelled():
+            self._log.debug("a %s cancelled by its caller stops after its preflight", txn.kind)
+            return self._finish()
         if isinstance(request, CreateSchedule):
             self._create_after_preflight(txn, request)
         elif isinstance(request, DeleteSchedule):
@@ -338,7 +369,8 @@ class ScheduleOwner(MailboxActor):
                 self._request_drive()  # the next earliest record may already be due
             elif not message.ok:
                 self._log.info(
-                    "dispatch of %r is not yet durable; left for a later preflight", txn.schedule_id
+                    "dispatch of %s is not yet durable; left for a later preflight",
+                    ", ".join(repr(schedule_id) for schedule_id in txn.dispatched),
                 )
             return self._finish()
         if not message.ok:
@@ -381,12 +413,11 @@ class ScheduleOwner(MailboxActor):
             self._answer(txn, active_limit_error())
             return self._finish()
         schedule_id = allocate_schedule_id(folded)
-        try:
-            record = create_after_schedule_record(
-                schedule_id, request.prompt, request.after_seconds, self._host.clock()
-            )
+        when = request.when
+        try:  # one clock sample; every at error and the range errors are answered here
+            record = when.record(schedule_id, request.prompt, self._host.clock())
         except ScheduleInputError as error:
-            self._answer(txn, input_error(error.code))
+            self._answer(txn, input_error(error.code, when.key))
             return self._finish()
         if not self._append_or_answer(txn, CreateChange(record).to_json()):
             return self._finish()
@@ -424,6 +455,10 @@ class ScheduleOwner(MailboxActor):
         return None
 
     def _append_or_answer(self, txn: _Txn, payload: dict[str, object]) -> bool:
+        """Append a management change; ``False`` (answered, or cancelled) when it did not."""
+        if txn.request is not None and txn.request.reply.cancelled():
+            self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
+            return False
         try:
             self._session.append(SCHEDULE_CHANGE_TYPE, payload)
         except Exception:
@@ -442,22 +477,11 @@ class ScheduleOwner(MailboxActor):
             return self._finish()
         if self._faulted is not None or not self._is_live():
             return self._finish()
-        try:
-            plan = plan_delivery(self._refold(), self._host.clock())
-        except ScheduleLogError:
-            self._fault("corrupt schedule log")
-            self._log.warning(
-                "schedule log of session %r is corrupt; delivery stopped", self._session.id
-            )
-            return self._finish()
-        except UnreadableLogError:
-            self._log.warning(
-                "schedule log of session %r could not be read; waiting for activity",
-                self._session.id,
-            )
-            return self._finish()
+        plan = self._plan()
         if plan is None:
             self._cancel_timer()
+            return self._finish()
+        if isinstance(plan, _NoDecision):
             return self._finish()
         if isinstance(plan, WaitFor):
             self._arm(plan.delay_ms)
@@ -472,55 +496,136 @@ class ScheduleOwner(MailboxActor):
         else:
             self._finish()
 
+    def _plan(self) -> _Plan:
+        """Refold and decide at one fresh clock sample.
+
+        A corrupt log faults the owner; an unreadable log, a decision that
+        raises and an :class:`Undecidable` one are logged. All three return
+        :data:`_NO_DECISION`, which arms nothing. A clock that raises is not
+        caught here: it is an unexpected error, contained by ``on_receive``.
+        """
+        try:
+            folded = self._refold()
+        except ScheduleLogError:
+            self._fault("corrupt schedule log")
+            self._log.warning(
+                "schedule log of session %r is corrupt; delivery stopped", self._session.id
+            )
+            return _NO_DECISION
+        except UnreadableLogError:
+            self._log.warning(
+                "schedule log of session %r could not be read; waiting for activity",
+                self._session.id,
+            )
+            return _NO_DECISION
+        now = self._host.clock()
+        try:
+            plan = plan_delivery(folded, now)
+        except Exception:
+            self._log.warning(
+                "the delivery decision for agent %r raised; taken as no decision",
+                self._agent.id,
+                exc_info=True,
+            )
+            return _NO_DECISION
+        if isinstance(plan, Undecidable):
+            self._log.warning(
+                "no delivery decision for agent %r: %s; taken as no decision",
+                self._agent.id,
+                plan.reason,
+            )
+            return _NO_DECISION
+        return plan
+
     def _dispatch_reserved(self, txn: _Txn, release: Callable[[], None]) -> bool:
-        """Inside the reservation: re-check, decide, follow up, append the dispatch."""
+        """Inside the reservation: re-check, decide again, follow up, append the dispatch(es).
+
+        ``True`` when at least one dispatch was appended (a barrier follows).
+        """
         try:
             if not self._is_live():
                 return False
-            try:
-                plan = plan_delivery(self._refold(), self._host.clock())
-            except UnreadableLogError:
-                self._log.warning("schedule log of session %r could not be read", self._session.id)
-                return False
-            except ScheduleLogError:
-                self._fault("corrupt schedule log")
-                self._log.warning(
-                    "schedule log of session %r is corrupt; delivery stopped", self._session.id
-                )
-                return False
-            if plan is None:
+            plan = self._plan()  # batch membership is decided here, inside the reservation
+            if plan is None or isinstance(plan, _NoDecision):
                 return False
             if isinstance(plan, WaitFor):
                 self._arm(plan.delay_ms)
                 return False
-            record = plan.record
-            try:
-                framing = render_reminder_framing(record)
-                self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
-            except Exception:
-                self._log.warning(
-                    "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
-                )
-                return False
-            try:
-                self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
-            except Exception:
-                self._fault("dispatch append failed")
-                self._log.error(
-                    "dispatch of %r could not be appended after its follow-up; delivery stopped "
-                    "for agent %r so the reminder is never repeated",
-                    record.id,
-                    self._agent.id,
-                )
-                return False
-            txn.schedule_id = record.id
-            self._deliveries += 1
-            return True
+            if isinstance(plan, DeliverNow):
+                return self._deliver_one(txn, plan)
+            return self._deliver_batch(txn, plan)
         finally:
             try:
                 release()
             except Exception:
                 self._log.warning("turn-admission release of agent %r failed", self._agent.id)
+
+    def _deliver_one(self, txn: _Txn, plan: DeliverNow) -> bool:
+        """One due one-shot: its follow-up, then its dispatch."""
+        record = plan.record
+        try:
+            framing = render_reminder_framing(record)
+            self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
+        except Exception:
+            self._log.warning(
+                "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
+            )
+            return False
+        try:
+            self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
+        except Exception:
+            self._fault("dispatch append failed")
+            self._log.error(
+                "dispatch of %r could not be appended after its follow-up; delivery stopped "
+                "for agent %r so the reminder is never repeated",
+                record.id,
+                self._agent.id,
+            )
+            return False
+        txn.dispatched = (record.id,)
+        self._deliveries += 1
+        return True
+
+    def _deliver_batch(self, txn: _Txn, plan: DeliverBatch) -> bool:
+        """Every due ``every`` record: one follow-up for the batch, then a dispatch per member.
+
+        A dispatch append that raises faults the owner for good: the message is
+        queued and the dispatches before it stand, so nothing is repeated here.
+        """
+        ids = tuple(member.record.id for member in plan.members)
+        try:
+            framing = render_reminder_batch_framing(plan.framing_items())
+            self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
+        except Exception:
+            self._log.warning(
+                "follow-up of the batch %s to agent %r failed; they stay active",
+                ", ".join(repr(schedule_id) for schedule_id in ids),
+                self._agent.id,
+            )
+            return False
+        appended = 0
+        for schedule_id in ids:
+            try:
+                self._session.append(
+                    SCHEDULE_CHANGE_TYPE, DispatchChange(schedule_id, plan.accepted_at).to_json()
+                )
+            except Exception:
+                self._fault("dispatch append failed")
+                self._log.error(
+                    "dispatch %d of %d in a batch (%r) could not be appended after its "
+                    "follow-up; the %d before it stand; delivery stopped for agent %r so the "
+                    "batch is never repeated",
+                    appended + 1,
+                    len(ids),
+                    schedule_id,
+                    appended,
+                    self._agent.id,
+                )
+                break
+            appended += 1
+            self._deliveries += 1
+        txn.dispatched = ids[:appended]
+        return appended > 0
 
     # --- queue and transactions ------------------------------------------------------------
 
@@ -545,6 +650,8 @@ class ScheduleOwner(MailboxActor):
                 if self._faulted is not None or not self._is_live():
                     continue
                 txn = _Txn(next(self._txn_ids), "deliver", None)
+            elif work.reply.cancelled():
+                continue  # the caller gave up before its transaction started: no flush
             elif isinstance(work, CreateSchedule):
                 txn = _Txn(next(self._txn_ids), "create", work)
             elif isinstance(work, DeleteSchedule):
@@ -754,4 +861,5 @@ def _cancel_deadline(txn: _Txn) -> None:
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
     if reply.done():
         return
-    reply.set_result(value.to_json() if isinstance(value, ToolError) else value)
+    with contextlib.suppress(InvalidStateError):  # the caller cancelled it meanwhile
+        reply.set_result(value.to_json() if isinstance(value, ToolError) else value)

@@ -67,10 +67,12 @@ def catalog_markdown() -> str:
         "Generated from `host_bridge/schemas.py` by `python -m host_bridge.catalog --write`;",
         "do not edit by hand (a test fails when this file drifts).",
         "",
-        "Inputs use `after_seconds`; values are canonical camelCase (`afterSeconds`,",
-        "`scheduledAt`,",
-        '`deliveryMode`). Every error value is `{"code", "message"}`, plus `operation` and `id`',
-        "for `persistence_uncertain`. Tool content is the compact JSON of the value.",
+        "`schedule_create` takes `prompt` plus exactly one of `after_seconds`, `at` and",
+        "`every_seconds`; inputs are snake_case, values canonical camelCase (`afterSeconds`,",
+        "`everySeconds`, `scheduledAt`, `deliveryMode`). A reminder view has one of three",
+        "shapes, told apart by `kind` (`after`, `at`, `every`). Every error value is",
+        '`{"code", "message"}`, plus `operation` and `id` for `persistence_uncertain`. Tool',
+        "content is the compact JSON of the value.",
         "",
     ]
     for spec in TOOL_SPECS:

@@ -1,10 +1,11 @@
 """Invariant companion: the Schedule fold policy applied by the host's session layer.
 
 Installed beside (or without) the plugin, it judges every existing session's
-owned stream once at install time and every candidate ``schedule/change``
-before it is appended, so nothing — a buggy plugin, a forged host call — can
-write a stream that the fold would reject. Events before a fork's
-``seed_length`` belong to the parent and are never judged.
+owned stream once at install time, every session created later (a new, seeded
+or forked session) before it goes live, and every candidate ``schedule/change``
+before it is appended, so nothing — a buggy plugin, a forged host call, a seed
+copied from a broken log — can bring in a stream that the fold would reject.
+Events before a fork's ``seed_length`` belong to the parent and are never judged.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ __all__ = ["ScheduleInvariant", "ScheduleInvariantError", "install_schedule_inva
 _log = logging.getLogger("dsh_schedule.invariant")
 
 AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+CreationGuard = Callable[[SessionHeader, Sequence[SessionEvent]], None]
 
 
 class GuardedSessionStore(Protocol):
-    """A session store that lets a companion judge appends before they commit."""
+    """A session store that lets a companion judge new sessions and appends before they commit."""
 
     def list(self) -> Sequence[Session]:
         """Every live session."""
@@ -41,6 +43,13 @@ class GuardedSessionStore(Protocol):
 
     def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Call ``guard(header, events, type, data)`` before each append; returns ``remove``."""
+        ...
+
+    def add_creation_guard(self, guard: CreationGuard) -> Callable[[], None]:
+        """Call ``guard(header, events)`` before a new session goes live; returns ``remove``.
+
+        A guard that raises refuses the session: nothing of it is stored or live.
+        """
         ...
 
 
@@ -76,7 +85,7 @@ class ScheduleInvariant:
     def __init__(self) -> None:
         self._folds: dict[str, _CachedFold] = {}
         self._lock = threading.Lock()
-        self._remove: Callable[[], None] | None = None
+        self._removers: list[Callable[[], None]] = []
 
     def check_session(self, session: Session) -> FoldedSchedules:
         """Judge a session's whole owned stream; raises :class:`ScheduleInvariantError`."""
@@ -97,11 +106,19 @@ class ScheduleInvariant:
                 header.id, f"candidate rejected: {error.message}"
             ) from None
 
+    def creation_guard(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
+        """Creation guard: refuse a new session whose owned stream the fold would reject."""
+        try:
+            self._fold(header, events)
+        except ScheduleInvariantError:
+            _log.warning("refused to create session %r: its schedule stream is corrupt", header.id)
+            raise
+
     def uninstall(self) -> None:
-        """Stop judging appends."""
-        if self._remove is not None:
-            self._remove()
-            self._remove = None
+        """Stop judging appends and new sessions."""
+        removers, self._removers = self._removers, []
+        for remove in removers:
+            remove()
 
     def _fold(self, header: SessionHeader, events: Sequence[SessionEvent]) -> FoldedSchedules:
         with self._lock:
@@ -120,13 +137,16 @@ class ScheduleInvariant:
 
 
 def install_schedule_invariant(sessions: GuardedSessionStore) -> ScheduleInvariant:
-    """Judge every live session now, then every later ``schedule/change`` candidate.
+    """Judge every live session now, then every later new session and ``schedule/change``.
 
     Raises :class:`ScheduleInvariantError` (and installs nothing) when an existing
-    session's owned stream is corrupt.
+    session's owned stream is corrupt. Later, creating (or forking) a session
+    whose owned stream is corrupt raises :class:`ScheduleInvariantError` from the
+    store's create call, and the session is not created.
     """
     invariant = ScheduleInvariant()
     for session in sessions.list():
         invariant.check_session(session)
-    invariant._remove = sessions.add_append_guard(invariant.guard)
+    invariant._removers.append(sessions.add_creation_guard(invariant.creation_guard))
+    invariant._removers.append(sessions.add_append_guard(invariant.guard))
     return invariant

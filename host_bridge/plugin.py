@@ -1,5 +1,9 @@
 """``install_schedule``: give every future live root agent its owner and three tools.
 
+An ``"idle"`` status drives an agent's owner only once its session holds a
+``schedule/change`` event (anywhere in its log, inherited ones included), so an
+agent that never used Schedule is never checkpointed on idle.
+
 The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
@@ -26,6 +30,7 @@ from host_bridge.supervision import OwnerSupervision, RestartPolicy
 from host_bridge.tools import schedule_tools
 from host_bridge.watchdog import ClockWatchdog
 from messages.mailbox import ClockJumped, DisposeOwner, RequestDrive, StartOwner
+from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.status import OwnerStatus
 
 __all__ = [
@@ -74,6 +79,30 @@ class _Installed:
     status: OwnerStatusBox
     supervision: OwnerSupervision
     unregister: list[Callable[[], None]] = field(default_factory=list)
+    uses_schedule: bool = False  # the session holds a schedule/change (stays true: append-only)
+    scanned: int = 0  # how much of the log was searched for one without finding it
+
+    def holds_schedule_events(self) -> bool:
+        """Whether the agent's session holds a ``schedule/change`` event anywhere.
+
+        Searches only what the log gained since the last search. A log that
+        cannot be read counts as holding one (the drive then reports it).
+        """
+        if self.uses_schedule:
+            return True
+        try:
+            events = self.agent.session.events
+            fresh = events[self.scanned :]
+            found = any(event.type == SCHEDULE_CHANGE_TYPE for event in fresh)
+            scanned = self.scanned + len(fresh)
+        except Exception:
+            _log.debug("the log of agent %r could not be read on idle", self.agent.id)
+            return True
+        if found:
+            self.uses_schedule = True
+        else:
+            self.scanned = scanned
+        return found
 
 
 class SchedulePlugin:
@@ -183,11 +212,17 @@ class SchedulePlugin:
         self._install(agent)
 
     def _on_status(self, agent: Agent, status: str) -> None:
-        if status != "idle":
-            return
-        installed = self._installed.get(agent.id)
-        if installed is not None and installed.agent is agent:
-            _tell(installed.owner, RequestDrive("idle"))
+        """An idle agent whose session uses Schedule gets a drive; never raises."""
+        try:
+            if status != "idle":
+                return
+            installed = self._installed.get(agent.id)
+            if installed is None or installed.agent is not agent:
+                return
+            if installed.holds_schedule_events():
+                _tell(installed.owner, RequestDrive("idle"))
+        except Exception:
+            _log.warning("the idle drive of an agent could not be requested", exc_info=True)
 
     def _on_disposed(self, agent: Agent) -> None:
         with self._lock:

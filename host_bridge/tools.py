@@ -1,15 +1,20 @@
 """The three Schedule tools of one agent, bound to that agent's ScheduleOwner.
 
 Shape checks run here, before the owner's queue, and need no flush; everything
-else is a message to the owner. ``execute`` never raises: every outcome is a
-:class:`ToolResult` whose ``content`` is the deterministic compact JSON of the value.
+else is a message to the owner. ``execute`` never raises and never blocks: it
+returns a pending future of a :class:`ToolResult` whose ``content`` is the
+deterministic compact JSON of the value. A host cancels a call by cancelling
+that future: cancelled before its transaction starts, the call flushes and
+appends nothing; cancelled after its preflight but before its append, it
+appends nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import pykka
@@ -51,13 +56,20 @@ def present_value(value: Any) -> str:
         return f"error {value['code']}{extra}: {value['message']}"
     if "schedules" in value:
         items = value["schedules"]
-        listed = ", ".join(f"{v['id']} {v['state']} at {v['scheduledAt']}" for v in items)
+        listed = ", ".join(f"{v['id']} {v['state']} {_rule(v)}" for v in items)
         return f"{len(items)} active reminder(s)" + (f": {listed}" if listed else "")
     if "deleted" in value:
         return f"deleted {value['id']}" if value["deleted"] else f"{value['id']} not found"
     if "scheduledAt" in value:
-        return f"created {value['id']} due {value['scheduledAt']} ({value['state']})"
+        return f"created {value['id']} {_rule(value)} ({value['state']})"
     return render_value(value)
+
+
+def _rule(view: dict[str, Any]) -> str:
+    """When a view's reminder is due, in words: ``due …``, or ``every Ns, next …``."""
+    if view.get("kind") == "every":
+        return f"every {view.get('everySeconds')}s, next {view['scheduledAt']}"
+    return f"due {view['scheduledAt']}"
 
 
 def _result(value: ToolError | dict[str, object]) -> ToolResult:
@@ -69,7 +81,7 @@ def _create(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
     parsed = parse_create_input(arguments)
     if not isinstance(parsed, CreateInput):
         return parsed
-    return CreateSchedule(parsed.prompt, parsed.after_seconds, reply)
+    return CreateSchedule(parsed.prompt, parsed.when, reply)
 
 
 def _list(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
@@ -107,12 +119,18 @@ def _executor(
             result: Future[ToolResult] = Future()
 
             def on_reply(done: Future[Any]) -> None:
-                if done.exception() is not None:
-                    result.set_result(_result(internal_error()))
-                else:
-                    result.set_result(_result(done.result()))
+                if done.cancelled():
+                    return  # only the host cancels: ``result`` is cancelled already
+                outcome = internal_error() if done.exception() is not None else done.result()
+                with contextlib.suppress(InvalidStateError):  # the host cancelled meanwhile
+                    result.set_result(_result(outcome))
+
+            def on_result(done: Future[ToolResult]) -> None:
+                if done.cancelled():
+                    reply.cancel()  # the owner sees it and skips what has not started
 
             reply.add_done_callback(on_reply)
+            result.add_done_callback(on_result)
             try:
                 owner.tell(request)
             except pykka.ActorDeadError:

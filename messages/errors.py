@@ -1,4 +1,4 @@
-"""The closed v1 error codes and the exceptions of the durable protocol."""
+"""The closed error codes and the exceptions of the durable protocol."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ __all__ = [
 
 
 class ErrorCode(enum.StrEnum):
-    """A closed v1 domain error code; its value is the wire string."""
+    """A closed domain error code; its value is the wire string.
+
+    The first seven are the codes of the ``after``-only protocol; the last three
+    came with absolute (``at``) and fixed-rate (``every``) reminders.
+    """
 
     INVALID_PROMPT = "invalid_prompt"
     INVALID_SELECTOR = "invalid_selector"
@@ -23,10 +27,13 @@ class ErrorCode(enum.StrEnum):
     CORRUPT_SCHEDULE_LOG = "corrupt_schedule_log"
     PERSISTENCE_UNCERTAIN = "persistence_uncertain"
     INTERNAL_ERROR = "internal_error"
+    INVALID_TIME_ZONE = "invalid_time_zone"
+    NOT_FUTURE = "not_future"
+    FREQUENCY_TOO_HIGH = "frequency_too_high"
 
 
 ERROR_CODES: tuple[str, ...] = tuple(code.value for code in ErrorCode)
-"""Every v1 error code string, in declaration order."""
+"""Every error code string, in declaration order (the seven ``after``-only codes first)."""
 
 
 class ScheduleError(Exception):

@@ -10,9 +10,13 @@ from typing import Protocol
 
 from messages.errors import ScheduleLogError
 from messages.numbers import json_integer
+from messages.occurrence import advance_every_record
 from messages.records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
+    DeleteChange,
+    EveryRecord,
+    OneShotRecord,
     ScheduleChange,
     ScheduleRecord,
     decode_schedule_change,
@@ -64,11 +68,15 @@ class EventLike(Protocol):
 class FoldedSchedules:
     """The result of folding a log suffix.
 
-    ``active`` holds the live records in create order, ``seen_ids`` every id created
-    in the folded suffix in order, ``seed_length`` where the suffix starts and ``end``
-    the log length that was folded (one past the last folded event). Inconsistent
-    values (duplicate ids, active ids never seen, ``seed_length > end``) raise
-    ``ValueError``.
+    ``active`` holds the live records in create order (an advanced ``every`` record
+    keeps its position), ``seen_ids`` every id created in the folded suffix in
+    order, ``seed_length`` where the suffix starts and ``end`` the log length that
+    was folded (one past the last folded event). Inconsistent values (duplicate
+    ids, active ids never seen, ``seed_length > end``) raise ``ValueError``.
+
+    The earliest record overall and the earliest one-shot record are cached; the
+    fold keeps both caches right as records are created, removed and advanced,
+    and recomputes one lazily (one scan) only after its record left or moved.
     """
 
     active: tuple[ScheduleRecord, ...] = ()
@@ -78,6 +86,9 @@ class FoldedSchedules:
     _by_id: Mapping[str, ScheduleRecord] = field(init=False, compare=False, repr=False)
     _seen: AbstractSet[str] = field(init=False, compare=False, repr=False)
     _earliest: ScheduleRecord | _Unknown | None = field(init=False, compare=False, repr=False)
+    _earliest_one_shot: OneShotRecord | _Unknown | None = field(
+        init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         seen = frozenset(self.seen_ids)
@@ -91,6 +102,7 @@ class FoldedSchedules:
         object.__setattr__(self, "_seen", seen)
         object.__setattr__(self, "_by_id", by_id)
         object.__setattr__(self, "_earliest", _UNKNOWN if self.active else None)
+        object.__setattr__(self, "_earliest_one_shot", _UNKNOWN if self.active else None)
 
     @classmethod
     def _adopt(
@@ -102,6 +114,7 @@ class FoldedSchedules:
         seed_length: int,
         end: int,
         earliest: ScheduleRecord | _Unknown | None,
+        earliest_one_shot: OneShotRecord | _Unknown | None,
     ) -> FoldedSchedules:
         """Build from a finished :class:`_Fold`'s state, taking ownership of it.
 
@@ -118,6 +131,7 @@ class FoldedSchedules:
         setattr_(folded, "_by_id", by_id)
         setattr_(folded, "_seen", seen)
         setattr_(folded, "_earliest", earliest)
+        setattr_(folded, "_earliest_one_shot", earliest_one_shot)
         return folded
 
     def get(self, id: str) -> ScheduleRecord | None:
@@ -132,6 +146,15 @@ class FoldedSchedules:
             object.__setattr__(self, "_earliest", earliest)  # a cache; not compared
         return earliest
 
+    def earliest_one_shot(self) -> OneShotRecord | None:
+        """The active ``after``/``at`` record due first (ties in create order), or ``None``."""
+        earliest = self._earliest_one_shot
+        if isinstance(earliest, _Unknown):
+            one_shots = (r for r in self.active if not isinstance(r, EveryRecord))
+            earliest = min(one_shots, key=_target, default=None)
+            object.__setattr__(self, "_earliest_one_shot", earliest)  # a cache; not compared
+        return earliest
+
     def is_seen(self, id: str) -> bool:
         """Tell whether ``id`` was ever created in the folded suffix."""
         return id in self._seen
@@ -140,7 +163,7 @@ class FoldedSchedules:
 class _Fold:
     """Mutable fold state, frozen into a :class:`FoldedSchedules` at the end."""
 
-    __slots__ = ("active", "earliest", "seed_length", "seen", "seen_ids")
+    __slots__ = ("active", "earliest", "earliest_one_shot", "seed_length", "seen", "seen_ids")
 
     def __init__(self, folded: FoldedSchedules) -> None:
         # C-level copies (the previous fold stays immutable); no per-record Python work.
@@ -149,30 +172,67 @@ class _Fold:
         self.seen_ids = list(folded.seen_ids)
         self.seed_length = folded.seed_length
         self.earliest: ScheduleRecord | _Unknown | None = folded._earliest
+        self.earliest_one_shot: OneShotRecord | _Unknown | None = folded._earliest_one_shot
 
     def apply(self, change: ScheduleChange, where: str) -> None:
         if isinstance(change, CreateChange):
-            record = change.schedule
-            record_id = record.id
-            if record_id in self.seen:
-                raise ScheduleLogError(f"{where}: create id {record_id!r:.80} was reused")
-            self.seen.add(record_id)
-            self.seen_ids.append(record_id)
-            self.active[record_id] = record
-            earliest = self.earliest
-            # Ties keep create order: a later record wins only with a strictly smaller target.
-            if earliest is None or (
-                not isinstance(earliest, _Unknown) and record.target_ms < earliest.target_ms
-            ):
-                self.earliest = record
-        else:
-            removed = self.active.pop(change.id, None)
-            if removed is None:
+            self._create(change.schedule, where)
+            return
+        record = self.active.get(change.id)
+        if record is None:
+            raise ScheduleLogError(f"{where}: {change.operation} of inactive id {change.id!r:.80}")
+        if isinstance(change, DeleteChange):
+            self._remove(record)
+        elif isinstance(record, EveryRecord):
+            accepted = change.accepted_ms
+            if accepted is None:
                 raise ScheduleLogError(
-                    f"{where}: {change.operation} of inactive id {change.id!r:.80}"
+                    f"{where}: dispatch of every record {change.id!r:.80} lacks acceptedAt"
                 )
-            if removed is self.earliest:
-                self.earliest = _UNKNOWN
+            try:
+                advanced = advance_every_record(record, accepted)
+            except ScheduleLogError as error:
+                raise ScheduleLogError(f"{where}: {error.message}") from error
+            if advanced is None:
+                self._remove(record)
+            else:
+                # In place: the dict keeps the key's create position. The target only
+                # grows, so a cached earliest other than this record stays earliest.
+                self.active[record.id] = advanced
+                if record is self.earliest:
+                    self.earliest = _UNKNOWN
+        elif change.accepted_at is not None:
+            raise ScheduleLogError(
+                f"{where}: dispatch of one-shot record {change.id!r:.80} carries acceptedAt"
+            )
+        else:
+            self._remove(record)
+
+    def _create(self, record: ScheduleRecord, where: str) -> None:
+        record_id = record.id
+        if record_id in self.seen:
+            raise ScheduleLogError(f"{where}: create id {record_id!r:.80} was reused")
+        self.seen.add(record_id)
+        self.seen_ids.append(record_id)
+        self.active[record_id] = record
+        # Ties keep create order: a later record wins only with a strictly smaller target.
+        target = record.target_ms
+        earliest = self.earliest
+        if earliest is None or (not isinstance(earliest, _Unknown) and target < earliest.target_ms):
+            self.earliest = record
+        if not isinstance(record, EveryRecord):
+            one_shot = self.earliest_one_shot
+            if one_shot is None or (
+                not isinstance(one_shot, _Unknown) and target < one_shot.target_ms
+            ):
+                self.earliest_one_shot = record
+
+    def _remove(self, record: ScheduleRecord) -> None:
+        del self.active[record.id]
+        if record is self.earliest:
+            self.earliest = _UNKNOWN
+        if record is self.earliest_one_shot:
+            self.earliest_one_shot = _UNKNOWN
 
     def fold(self, events: Sequence[EventLike], start: int, stop: int) -> None:
         for index in range(start, stop):
@@ -194,6 +254,7 @@ class _Fold:
             seed_length=self.seed_length,
             end=end,
             earliest=self.earliest,
+            earliest_one_shot=self.earliest_one_shot,
         )
 
 
@@ -207,8 +268,12 @@ def _seed_length(value: object, length: int) -> int:
 def fold_schedule_events(events: Sequence[EventLike], seed_length: object = 0) -> FoldedSchedules:
     """Fold ``events[seed_length:]`` (a fork does not inherit its parent's reminders).
 
-    Other event types are skipped. A malformed change, a reused create id, or a
-    delete/dispatch of an inactive id raises ``ScheduleLogError`` naming the
+    Other event types are skipped. A delete retires any record; a one-shot
+    dispatch retires its record; an ``every`` dispatch advances its record in place
+    to the next target selected by its ``acceptedAt`` (or retires it when exhausted).
+    A malformed change, a reused create id, a delete/dispatch of an inactive id,
+    a dispatch whose shape does not fit its record's kind, or an ``acceptedAt``
+    before the record's current target raises ``ScheduleLogError`` naming the
     event's seq; so does a ``seed_length`` that is not an integer in ``0..len(events)``.
     """
     length = len(events)

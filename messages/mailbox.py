@@ -12,6 +12,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from messages.tool_values import CreateSelector
+
 __all__ = [
     "AgentIdle",
     "AppendEvent",
@@ -86,8 +88,10 @@ class RunTurn:
 # A management transaction is: CreateSchedule | ListSchedules | DeleteSchedule
 # (admitted) -> PreflightSettled -> [append] -> BarrierSettled (create/delete).
 # A delivery transaction is: RequestDrive | TimerFired | AgentIdle (a drive)
-# -> PreflightSettled -> [reserve, follow-up, dispatch append, release]
-# -> BarrierSettled. DisposeOwner ends the owner once the step in flight settles.
+# -> PreflightSettled -> [reserve, follow-up, dispatch append(s), release]
+# -> BarrierSettled (one follow-up and one dispatch for a due one-shot; one
+# follow-up and one dispatch per member for a batch of due every reminders).
+# DisposeOwner ends the owner once the step in flight settles.
 # RestartOwner (from the plugin, its supervisor) resumes delivery after a contained
 # failure; ClockJumped (from the plugin's clock watchdog) re-drives an armed timer.
 
@@ -106,23 +110,32 @@ class RequestDrive:
 
 @dataclass(frozen=True, slots=True)
 class CreateSchedule:
-    """Admitted ``schedule_create`` with shape-checked input; the reply is the tool value."""
+    """Admitted ``schedule_create`` with shape-checked input; the reply is the tool value.
+
+    ``when`` is the one selector the call named (``after_seconds``, ``at`` or
+    ``every_seconds``); an ``at`` value is judged only after the preflight.
+    A ``reply`` the caller cancelled before the transaction starts (or before its
+    append) stops the transaction there: no flush (or no append) happens.
+    """
 
     prompt: str
-    after_seconds: int
+    when: CreateSelector
     reply: Future[Any]
 
 
 @dataclass(frozen=True, slots=True)
 class ListSchedules:
-    """Admitted ``schedule_list``; the reply is the tool value."""
+    """Admitted ``schedule_list``; the reply is the tool value (cancelled: no flush)."""
 
     reply: Future[Any]
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteSchedule:
-    """Admitted ``schedule_delete`` with a shape-checked id; the reply is the tool value."""
+    """Admitted ``schedule_delete`` with a shape-checked id; the reply is the tool value.
+
+    Cancelling ``reply`` stops the transaction as for :class:`CreateSchedule`.
+    """
 
     id: str
     reply: Future[Any]

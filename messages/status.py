@@ -30,6 +30,7 @@ class OwnerStatus:
     waiting_for_idle: bool = False
     queued: int = 0
     deliveries: int = 0
+    """Dispatches this owner appended (each member of a batch counts)."""
     contained_failures: int = 0
     restarts: int = 0
     """How many times the supervisor restarted this owner in place."""

@@ -1,5 +1,12 @@
 """Tool inputs and values: shape checks before the queue, and every value a tool returns.
 
+``schedule_create`` takes ``prompt`` plus exactly one selector: ``after_seconds``,
+``at`` or ``every_seconds``. :func:`parse_create_input` judges the shape, the
+prompt and the two numeric selectors before the queue; the ``at`` value is only
+copied (see :class:`AtSelector`) and judged in the queue, after the preflight,
+where :meth:`CreateSelector.record <AfterSelector.record>` builds the record with
+one clock sample and :func:`input_error` turns a refusal into its fixed value.
+
 Diagnostic messages are fixed per code and situation; none embeds input or
 exception text, so a tool value never leaks backend details and the same
 situation always renders the same bytes.
@@ -17,20 +24,37 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal, TypeAlias
 
-from messages.errors import ErrorCode
+from messages.absolute import LOCAL_AT_KEYS
+from messages.creation import (
+    CREATE_ARGUMENT_KEYS,
+    SelectorKey,
+    check_after_seconds,
+    check_every_seconds,
+    create_after_schedule_record,
+    create_at_schedule_record,
+    create_every_schedule_record,
+    create_selector,
+)
+from messages.errors import ErrorCode, ScheduleInputError
 from messages.numbers import MAX_SAFE_INTEGER, json_integer
+from messages.records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
 from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
     "CREATE_KEYS",
     "DELETE_KEYS",
     "MAX_ACTIVE_SCHEDULES",
+    "MAX_AT_TEXT_LENGTH",
     "MAX_PROMPT_LENGTH",
     "MAX_SCHEDULE_ID_LENGTH",
+    "AfterSelector",
+    "AtSelector",
     "CreateInput",
+    "CreateSelector",
     "DeleteInput",
+    "EverySelector",
     "ListInput",
     "Operation",
     "ToolError",
@@ -53,8 +77,8 @@ __all__ = [
 Operation = Literal["create", "list", "delete", "dispatch"]
 """The operation a ``persistence_uncertain`` error is about."""
 
-CREATE_KEYS = frozenset({"prompt", "after_seconds"})
-"""The only argument keys ``schedule_create`` accepts in protocol version 1."""
+CREATE_KEYS = CREATE_ARGUMENT_KEYS
+"""The argument keys ``schedule_create`` accepts: ``prompt`` and the three selectors."""
 
 DELETE_KEYS = frozenset({"id"})
 """The only argument key ``schedule_delete`` accepts."""
@@ -77,13 +101,23 @@ deliver; only their deletion through the tool is refused."""
 MAX_ACTIVE_SCHEDULES = 1000
 """The most active reminders one session may hold; a create beyond it is refused."""
 
+MAX_AT_TEXT_LENGTH = 64
+"""The longest ``at`` string (or ``date``/``time``/``time_zone`` field) kept for judging.
+
+The longest valid one is a 29-character instant; the longest zone name has 32
+characters. A longer string is copied as ``""``, which is refused with exactly
+the code the long string would get, so the bound changes no answer and the
+owner's queue never holds megabytes of ``at`` text."""
+
 _MESSAGES: Mapping[str, str] = {
     "not_object": "Tool arguments must be a JSON object.",
     "create_keys": (
-        "schedule_create accepts only prompt and after_seconds; at, every_seconds, cron and "
-        "time_zone are not supported by schedule protocol version 1."
+        "schedule_create accepts only prompt and one of after_seconds, at or every_seconds; "
+        "cron and a time_zone outside at are not supported."
     ),
-    "create_missing_rule": "schedule_create requires after_seconds.",
+    "create_selector_count": (
+        "schedule_create needs exactly one of after_seconds, at or every_seconds."
+    ),
     "delete_keys": "schedule_delete accepts only id.",
     "prompt": "prompt must be a non-empty string of valid Unicode text.",
     "prompt_too_long": f"prompt must be at most {MAX_PROMPT_LENGTH} characters long.",
@@ -92,6 +126,26 @@ _MESSAGES: Mapping[str, str] = {
         "hold; delete one or let one be delivered before creating another."
     ),
     "after_seconds": f"after_seconds must be an integer from 1 to {MAX_SAFE_INTEGER}.",
+    "every_seconds": (
+        f"every_seconds must be a whole number of seconds, at least {MIN_EVERY_SECONDS}."
+    ),
+    "frequency_too_high": (
+        f"every_seconds must be at least {MIN_EVERY_SECONDS} (five minutes); "
+        "reminders cannot repeat more often."
+    ),
+    "at": (
+        "at must be an instant with an explicit offset, such as 2026-08-06T09:00:00+08:00 or "
+        "2026-08-06T01:00:00Z, or an object with exactly date (YYYY-MM-DD), time (HH:MM:SS) "
+        "and time_zone, naming a real date and time that exists in that zone."
+    ),
+    "time_zone": (
+        "time_zone must be UTC or a tz database zone name such as Asia/Shanghai or "
+        "America/New_York; abbreviations such as EST and offsets are not zone names."
+    ),
+    "not_future": "The reminder time must be later than now.",
+    "at_out_of_range": (
+        "The reminder time must fall within 0001-01-01T00:00:00.000Z..9999-12-31T23:59:59.999Z."
+    ),
     "delete_id": "id must be a non-empty string without leading or trailing whitespace.",
     "delete_id_too_long": (
         f"id must be at most {MAX_SCHEDULE_ID_LENGTH} characters long; "
@@ -135,11 +189,59 @@ class ToolError:
 
 
 @dataclass(frozen=True, slots=True)
+class AfterSelector:
+    """``after_seconds``: due that many seconds after the create's clock sample."""
+
+    seconds: int
+    key: ClassVar[SelectorKey] = "after_seconds"
+
+    def record(self, id: str, prompt: str, now_ms: object) -> AfterRecord:
+        """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
+        return create_after_schedule_record(id, prompt, self.seconds, now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class AtSelector:
+    """``at``: due at an absolute instant; ``value`` is judged only in the queue.
+
+    ``value`` is a plain copy of the argument, made at the tool boundary without
+    judging it: an exact ``str``; a ``dict`` of at most four exact-``str`` keys
+    whose string values are exact ``str`` and whose other values are ``None``;
+    or ``None`` for anything else. Strings longer than
+    :data:`MAX_AT_TEXT_LENGTH` become ``""``. Every copy gets the same answer
+    as the original would.
+    """
+
+    value: object
+    key: ClassVar[SelectorKey] = "at"
+
+    def record(self, id: str, prompt: str, now_ms: object) -> AtRecord:
+        """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
+        return create_at_schedule_record(id, prompt, self.value, now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class EverySelector:
+    """``every_seconds``: due every that many seconds, the first one interval after now."""
+
+    seconds: int
+    key: ClassVar[SelectorKey] = "every_seconds"
+
+    def record(self, id: str, prompt: str, now_ms: object) -> EveryRecord:
+        """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
+        return create_every_schedule_record(id, prompt, self.seconds, now_ms)
+
+
+CreateSelector: TypeAlias = AfterSelector | AtSelector | EverySelector
+"""When a created reminder is due: the one selector a ``schedule_create`` call named."""
+
+
+@dataclass(frozen=True, slots=True)
 class CreateInput:
     """Shape-checked ``schedule_create`` input (prompt still untrimmed)."""
 
     prompt: str
-    after_seconds: int
+    when: CreateSelector
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,28 +333,67 @@ def valid_prompt(value: object) -> bool:
     return type(value) is str and not has_lone_surrogate(value) and ecma_trim(value) != ""
 
 
-def parse_create_input(arguments: object) -> CreateInput | ToolError:
-    """Check ``schedule_create`` arguments in the spec's order: selector, prompt, rule.
+def _at_text(value: object) -> str | None:
+    """An exact copy of a string (``""`` past :data:`MAX_AT_TEXT_LENGTH`), else ``None``."""
+    length = _str_length(value)
+    if length is None:
+        return None
+    return _exact_str(value) if length <= MAX_AT_TEXT_LENGTH else ""
 
-    The returned input holds an exact ``str`` and an exact ``int``.
+
+def _plain_at(value: object) -> object:
+    """The ``at`` argument copied to exact built-ins, not judged (see :class:`AtSelector`)."""
+    text = _at_text(value)
+    if text is not None:
+        return text
+    fields = _plain_object(value, len(LOCAL_AT_KEYS))
+    if fields is None:
+        return None
+    return {key: _at_text(field) for key, field in fields.items()}
+
+
+def _selector(key: SelectorKey, raw: object) -> CreateSelector:
+    """The selector named ``key`` with its value converted; raises ``ScheduleInputError``."""
+    if key == "at":
+        return AtSelector(_plain_at(raw))
+    if key == "every_seconds":
+        return EverySelector(check_every_seconds(_exact_integer(raw)))
+    return AfterSelector(check_after_seconds(_exact_integer(raw)))
+
+
+def parse_create_input(arguments: object) -> CreateInput | ToolError:
+    """Check ``schedule_create`` arguments in the contract's order, before the queue.
+
+    1. any key other than ``prompt``, ``after_seconds``, ``at``, ``every_seconds``,
+       or not exactly one of the three selectors present (a present ``null``
+       counts) → ``invalid_selector``;
+    2. a missing, blank, too long or non-Unicode prompt → ``invalid_prompt``;
+    3. ``after_seconds`` not an integer in 1..2**53-1 → ``invalid_rule``;
+    4. ``every_seconds`` not a safe integer → ``invalid_rule``, below 300 →
+       ``frequency_too_high``.
+
+    ``at`` is not judged here (only copied). The returned input holds an exact
+    ``str`` prompt and a selector of exact built-ins.
     """
     given = _plain_object(arguments, len(CREATE_KEYS))
     if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
     if any(key not in CREATE_KEYS for key in given):
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_keys")
-    if "after_seconds" not in given:
-        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_missing_rule")
+    key = create_selector(given)
+    if key is None:
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_selector_count")
     raw_prompt = given.get("prompt")
     if (_str_length(raw_prompt) or 0) > MAX_PROMPT_LENGTH:
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt_too_long")
     prompt = _exact_str(raw_prompt)
     if prompt is None or not valid_prompt(prompt):
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt")
-    after_seconds = _exact_integer(given["after_seconds"])
-    if after_seconds is None or not 1 <= after_seconds <= MAX_SAFE_INTEGER:
-        return ToolError.of(ErrorCode.INVALID_RULE, "after_seconds")
-    return CreateInput(prompt, after_seconds)
+    try:
+        when = _selector(key, given[key])
+    except ScheduleInputError as error:
+        return input_error(error.code, key)
+    return CreateInput(prompt, when)
 
 
 def parse_list_input(arguments: object) -> ListInput | ToolError:
@@ -321,16 +462,28 @@ def time_out_of_range_error() -> ToolError:
     return ToolError.of(ErrorCode.TIME_OUT_OF_RANGE, "time_out_of_range")
 
 
-_INPUT_SITUATIONS: Mapping[ErrorCode, str] = {
-    ErrorCode.INVALID_PROMPT: "prompt",
-    ErrorCode.INVALID_RULE: "after_seconds",
-    ErrorCode.TIME_OUT_OF_RANGE: "time_out_of_range",
+_INPUT_SITUATIONS: Mapping[tuple[SelectorKey, ErrorCode], str] = {
+    ("after_seconds", ErrorCode.INVALID_RULE): "after_seconds",
+    ("after_seconds", ErrorCode.TIME_OUT_OF_RANGE): "time_out_of_range",
+    ("every_seconds", ErrorCode.INVALID_RULE): "every_seconds",
+    ("every_seconds", ErrorCode.FREQUENCY_TOO_HIGH): "frequency_too_high",
+    ("every_seconds", ErrorCode.TIME_OUT_OF_RANGE): "time_out_of_range",
+    ("at", ErrorCode.INVALID_RULE): "at",
+    ("at", ErrorCode.INVALID_TIME_ZONE): "time_zone",
+    ("at", ErrorCode.TIME_OUT_OF_RANGE): "at_out_of_range",
+    ("at", ErrorCode.NOT_FUTURE): "not_future",
 }
 
 
-def input_error(code: ErrorCode) -> ToolError:
-    """The fixed error value for a ``ScheduleInputError`` code raised while building a record."""
-    situation = _INPUT_SITUATIONS.get(code)
+def input_error(code: ErrorCode, selector: SelectorKey = "after_seconds") -> ToolError:
+    """The fixed error value for a ``ScheduleInputError`` raised while judging ``selector``.
+
+    ``invalid_prompt`` has one message for every selector; a code the selector
+    cannot raise is reported as ``internal_error``.
+    """
+    if code == ErrorCode.INVALID_PROMPT:
+        return ToolError.of(code, "prompt")
+    situation = _INPUT_SITUATIONS.get((selector, code))
     return ToolError.of(code, situation) if situation is not None else internal_error()
 
 

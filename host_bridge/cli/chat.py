@@ -1,8 +1,10 @@
 """``dsh-schedule chat``: an interactive shell where the person plays the model.
 
 One persistent session on the embedded store; each command is a real tool call
-made by the session's root agent. Due reminders arrive as ``[SCHEDULE REMINDER]``
-follow-up turns of that agent and are printed while the shell waits for input.
+made by the session's root agent: ``/create`` (``after_seconds``), ``/at`` and
+``/every``. Due reminders arrive as ``[SCHEDULE REMINDER]`` follow-up turns of
+that agent (``[SCHEDULE REMINDER BATCH]`` for repeating ones) and are printed
+while the shell waits for input.
 
 Input is read by a background thread that feeds a queue, so the main thread
 can show reminders while no line is typed; with piped input the lines are
@@ -12,6 +14,7 @@ processed in order and the shell shuts down cleanly at ``/quit`` or end of input
 from __future__ import annotations
 
 import io
+import json
 import queue
 import re
 import sys
@@ -60,9 +63,14 @@ DEFAULT_SESSION = "chat"
 MAX_WAIT_SECONDS = 86_400
 TOOL_TIMEOUT_SECONDS = 30.0
 REMINDER_HEADER = "[SCHEDULE REMINDER]"
+BATCH_HEADER = "[SCHEDULE REMINDER BATCH]"
 
 COMMANDS_HELP = """\
-  /create SECONDS TEXT  call schedule_create (a reminder TEXT in SECONDS seconds)
+  /create SECONDS TEXT  call schedule_create with after_seconds (TEXT in SECONDS seconds)
+  /at WHEN TEXT         call schedule_create with at; WHEN is an instant with an offset
+                        (2026-08-06T09:00:00+08:00, or ...Z for UTC) or DATE TIME ZONE
+                        (2026-08-06 09:00:00 Asia/Shanghai)
+  /every SECONDS TEXT   call schedule_create with every_seconds (repeats; at least 300)
   /list                 call schedule_list
   /delete ID            call schedule_delete
   /wait SECONDS         wait up to SECONDS for due reminders (returns once one arrives)
@@ -71,6 +79,7 @@ COMMANDS_HELP = """\
 """The shell's commands, as shown by ``/help``."""
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,18 @@ class _Eof:
 class _Reminder:
     text: str
     received_ms: int
+
+    @property
+    def occurrences(self) -> list[str]:
+        """The ``occurrence_at`` of each reminder the message carries (unparsable: none)."""
+        rows = self.text.splitlines()
+        try:
+            if rows[0] == BATCH_HEADER:
+                items = json.loads(rows[2].removeprefix("reminders_json: "))
+                return [str(item["occurrence_at"]) for item in items]
+            return [row[15:] for row in rows if row.startswith("occurrence_at: ")]
+        except (IndexError, KeyError, TypeError, ValueError):
+            return []
 
 
 _Item = _Line | _Eof | _Reminder
@@ -120,7 +141,7 @@ class ChatShell:
     def _model(self, turn: Turn) -> str | None:
         """The agent's model: queue every reminder turn for the shell to print."""
         text = turn.message.text
-        if text.startswith(REMINDER_HEADER):
+        if text.startswith((REMINDER_HEADER, BATCH_HEADER)):
             self._inbox.put(_Reminder(text, wall_clock_ms()))
         return None
 
@@ -217,6 +238,10 @@ class ChatShell:
             click.echo(COMMANDS_HELP)
         elif name == "/create":
             self._create(rest)
+        elif name == "/at":
+            self._at(rest)
+        elif name == "/every":
+            self._every(rest)
         elif name == "/list":
             self._list()
         elif name == "/delete":
@@ -239,6 +264,31 @@ class ChatShell:
         after: Any = int(seconds) if _INTEGER.fullmatch(seconds) else seconds
         self._call("schedule_create", {"prompt": text.strip(), "after_seconds": after})
 
+    def _at(self, rest: str) -> None:
+        words = rest.split(None, 3)
+        at: Any
+        if words and _DATE.fullmatch(words[0]):  # DATE TIME ZONE TEXT
+            if len(words) < 4:
+                click.echo("usage: /at DATE TIME ZONE TEXT  or  /at INSTANT TEXT (try /help)")
+                return
+            at = {"date": words[0], "time": words[1], "time_zone": words[2]}
+            text = words[3]
+        else:  # INSTANT TEXT; the tool judges the instant, as it would a model's
+            words = rest.split(None, 1)
+            if len(words) < 2:
+                click.echo("usage: /at INSTANT TEXT  or  /at DATE TIME ZONE TEXT (try /help)")
+                return
+            at, text = words
+        self._call("schedule_create", {"prompt": text.strip(), "at": at})
+
+    def _every(self, rest: str) -> None:
+        seconds, _, text = rest.partition(" ")
+        if not seconds or not text.strip():
+            click.echo("usage: /every SECONDS TEXT")
+            return
+        every: Any = int(seconds) if _INTEGER.fullmatch(seconds) else seconds
+        self._call("schedule_create", {"prompt": text.strip(), "every_seconds": every})
+
     def _list(self) -> None:
         value = self._call("schedule_list", {}, echo=False)
         items = value.get("schedules") if isinstance(value, dict) else None
@@ -248,12 +298,18 @@ class ChatShell:
         if not items:
             click.echo("no active reminders")
             return
-        rows = [["ID", "STATE", "DUE (UTC)", "PROMPT"]]
+        rows = [["ID", "KIND", "STATE", "NEXT (UTC)", "PROMPT"]]
         rows += [
-            [visible(v["id"]), v["state"], visible(v["scheduledAt"]), show_text(v["prompt"])]
+            [
+                visible(v["id"]),
+                _kind(v),
+                v["state"],
+                visible(v["scheduledAt"]),
+                show_text(v["prompt"]),
+            ]
             for v in items
         ]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
@@ -317,15 +373,19 @@ class ChatShell:
         if self._prompt_shown:
             click.echo("")
             self._prompt_shown = False
-        self._shown += 1
-        header = f"reminder received at {format_ms(reminder.received_ms)}"
-        for row in reminder.text.splitlines():
-            if row.startswith("occurrence_at: "):
-                try:
-                    late = (reminder.received_ms - parse_instant(row[15:])) / 1000
-                    header += f" ({late:.3f} s after its due time)"
-                except Exception:
-                    pass
+        occurrences = reminder.occurrences
+        self._shown += max(1, len(occurrences))
+        received = format_ms(reminder.received_ms)
+        if reminder.text.startswith(BATCH_HEADER):
+            header = f"reminder batch ({len(occurrences)} due) received at {received}"
+        else:
+            header = f"reminder received at {received}"
+        if occurrences:
+            try:
+                late = (reminder.received_ms - max(map(parse_instant, occurrences))) / 1000
+                header += f" ({late:.3f} s after its due time)"
+            except Exception:
+                pass
         click.echo(header + ":")
         for row in reminder.text.splitlines():
             click.echo(f"  {safe_json(row)}")  # the framing's values are JSON strings
@@ -347,6 +407,13 @@ class ChatShell:
     def resume_command(self) -> str:
         """The command line that comes back to this session on the same store."""
         return shell_words(["dsh-schedule", "chat", "--session", self._session_id, *self._location])
+
+
+def _kind(view: dict[str, Any]) -> str:
+    """A view's kind with its seconds: ``after 60s``, ``at``, ``every 300s``."""
+    kind = str(view.get("kind"))
+    seconds = view.get("afterSeconds", view.get("everySeconds"))
+    return visible(kind if seconds is None else f"{kind} {seconds}s")
 
 
 @click.command(
@@ -374,6 +441,10 @@ class ChatShell:
 @location_options
 def chat_command(session_id: str) -> None:
     """Play the model on one persistent session: create, list and delete reminders.
+
+    Reminders are one-shot after a delay (/create), one-shot at a wall-clock
+    time with an offset or a time zone (/at), or repeating (/every, at least
+    every 300 seconds; missed repeats are skipped, only the latest is delivered).
 
     Due reminders are printed while the shell waits for input. Leaving and
     coming back resumes the session and delivers what came due meanwhile.

@@ -33,6 +33,7 @@ from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
 from host_bridge.embedded.stores import is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
+from host_bridge.protocols import Timers
 from messages.instant import format_instant
 
 __all__ = [
@@ -347,16 +348,22 @@ def _refuse_read_only(path: Path) -> None:
         )
 
 
-def open_host(data_dir: Path) -> EmbeddedHost:
+def open_host(
+    data_dir: Path, *, clock: Callable[[], int] | None = None, timers: Timers | None = None
+) -> EmbeddedHost:
     """A durable :class:`EmbeddedHost` on ``data_dir`` (or ``--store``) for a command that writes.
 
-    An SQLite store that is read-only, or one that cannot be opened, exits 2.
+    ``clock`` and ``timers`` replace the host's wall clock and timer service
+    (the caller closes timers it passes). An SQLite store that is read-only,
+    or one that cannot be opened, exits 2.
     """
     spec = store_spec()
     if spec is None or not is_postgres_url(spec):
         _refuse_read_only(Path(spec) if spec is not None else store_path(data_dir))
     try:
-        return EmbeddedHost(data_dir, store=spec)
+        if clock is None:
+            return EmbeddedHost(data_dir, store=spec, timers=timers)
+        return EmbeddedHost(data_dir, store=spec, clock=clock, timers=timers)
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
 

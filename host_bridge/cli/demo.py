@@ -3,13 +3,17 @@
 The run, on the real wall clock and the real timer thread:
 
 1. a host starts, Schedule is installed, a root agent with a scripted model is spawned;
-2. the user asks for three reminders, a list and a deletion (real tool calls);
+2. the user asks for three reminders (two ``after_seconds``, one ``at`` in Shanghai
+   time), a list and a deletion (real tool calls);
 3. the first reminder comes due and arrives as a ``[SCHEDULE REMINDER]`` follow-up turn;
-4. the host is shut down with the third reminder still pending, and stays down
-   until that reminder is overdue;
-5. a new host opens the same store, resumes the session with a new agent, and the
-   overdue reminder is delivered once;
-6. the session's durable ``schedule/change`` records are printed and checked.
+4. the host is shut down with the ``at`` reminder still pending;
+5. meanwhile a second host, on its own session and on a clock running many times
+   faster than real time (``every_seconds`` has a 300-second floor), shows a
+   repeating reminder delivered twice as ``[SCHEDULE REMINDER BATCH]`` turns;
+   then the first session stays down until its ``at`` reminder is overdue;
+6. a new host opens the same store, resumes the first session with a new agent,
+   and the overdue reminder is delivered once;
+7. both sessions' durable ``schedule/change`` records are printed and checked.
 
 Every wait is on a future, a condition or the owner's status; the only timed
 waits are the progress ticker's (an event wait with a timeout) and the
@@ -19,6 +23,8 @@ deliberate downtime, which waits for wall-clock time to pass.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import json
 import threading
 import time
@@ -50,13 +56,13 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
-from host_bridge.clock import wall_clock_ms
+from host_bridge.clock import ThreadTimers, TimerHandle, wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import Session
+from host_bridge.protocols import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session
 from host_bridge.tools import present_value
 from messages import (
     SCHEDULE_CHANGE_TYPE,
@@ -66,10 +72,16 @@ from messages import (
     validate_schedule_stream,
 )
 from messages.instant import parse_instant
+from messages.zones import load_time_zone
 
 __all__ = ["DemoTiming", "demo_command", "run_demo"]
 
 REMINDER_HEADER = "[SCHEDULE REMINDER]"
+BATCH_HEADER = "[SCHEDULE REMINDER BATCH]"
+EVERY_SECONDS = 300
+"""The repeating reminder's interval: the shortest ``every_seconds`` allows."""
+AT_ZONE = "Asia/Shanghai"
+"""The time zone the user names for the ``at`` reminder."""
 GRACE_SECONDS = 30.0
 """How long past its due time a reminder may take to arrive before the demo gives up."""
 OVERDUE_MARGIN_MS = 500
@@ -78,21 +90,63 @@ OVERDUE_MARGIN_MS = 500
 
 @dataclass(frozen=True)
 class DemoTiming:
-    """The three reminder delays (seconds) and the progress tick of one demo run."""
+    """The three reminder delays (seconds), the progress tick and the compressed clock's speed.
+
+    ``speed``: how many times faster than real time the clock of the repeating
+    reminder's host runs (its part runs while the first session's host is down).
+    """
 
     on_time: int
     deleted: int
     pending: int
     tick: float
+    speed: int
 
     @property
     def estimate(self) -> int:
         """Roughly how long the run takes, in seconds."""
-        return self.pending + 2
+        return self.pending + 3
 
 
-FAST = DemoTiming(on_time=2, deleted=3, pending=5, tick=0.5)
-NORMAL = DemoTiming(on_time=8, deleted=12, pending=16, tick=2.0)
+FAST = DemoTiming(on_time=2, deleted=3, pending=5, tick=0.5, speed=300)
+NORMAL = DemoTiming(on_time=8, deleted=12, pending=16, tick=2.0, speed=150)
+
+
+class CompressedClock:
+    """A wall clock starting at the real time now and running ``speed`` times faster.
+
+    ``monotonic`` is the compressed elapsed time, so the clock never looks like
+    it jumped; :class:`CompressedTimers` measures delays on the same scale.
+    """
+
+    def __init__(self, speed: int) -> None:
+        self.speed = speed
+        self._start_wall = wall_clock_ms()
+        self._start_ns = time.monotonic_ns()
+
+    def monotonic(self) -> int:
+        """Compressed milliseconds since creation."""
+        return (time.monotonic_ns() - self._start_ns) * self.speed // 1_000_000
+
+    def __call__(self) -> int:
+        """The compressed wall clock (epoch ms)."""
+        return self._start_wall + self.monotonic()
+
+
+class CompressedTimers:
+    """A timer service for a :class:`CompressedClock`: ``delay_ms`` of its time, never less."""
+
+    def __init__(self, speed: int) -> None:
+        self._speed = speed
+        self._real = ThreadTimers(name="dsh-demo-compressed-timers")
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once the compressed clock moved ``delay_ms`` on (rounded up)."""
+        return self._real.call_later(-(-max(0, delay_ms) // self._speed), callback)
+
+    def close(self) -> None:
+        """Stop the timer thread."""
+        self._real.close()
 
 
 class Transcript:
@@ -135,10 +189,18 @@ def _describe_change(data: Any) -> str:
     operation = data.get("operation")
     if operation == "create" and isinstance(data.get("schedule"), dict):
         schedule = data["schedule"]
-        return visible(
-            f"create {schedule.get('id')} after {schedule.get('afterSeconds')}s "
-            f"at {schedule.get('scheduledAt')} "
-        ) + show_text(str(schedule.get("prompt")))
+        kind = schedule.get("kind")
+        if kind == "every":
+            rule = f"every {schedule.get('everySeconds')}s, first at {schedule.get('scheduledAt')}"
+        elif kind == "at":
+            rule = f"at {schedule.get('scheduledAt')}"
+        else:
+            rule = f"after {schedule.get('afterSeconds')}s at {schedule.get('scheduledAt')}"
+        return visible(f"create {schedule.get('id')} {rule} ") + show_text(
+            str(schedule.get("prompt"))
+        )
+    if "acceptedAt" in data:
+        return visible(f"{operation} {data.get('id')} accepted at {data.get('acceptedAt')}")
     return visible(f"{operation} {data.get('id')}")
 
 
@@ -184,16 +246,24 @@ class Reminder:
     received_ms: int
 
 
-def _parse_framing(text: str) -> tuple[str, str, str]:
+def _parse_framing(text: str) -> list[tuple[str, str, str]]:
+    """``(schedule id, occurrence, prompt)`` of every reminder a framing carries."""
     fields: dict[str, str] = {}
     for row in text.splitlines()[2:]:
         key, _, value = row.partition(": ")
         fields[key] = value
-    return (
-        json.loads(fields["schedule_id_json"]),
-        fields["occurrence_at"],
-        json.loads(fields["reminder_prompt_json"]),
-    )
+    if text.startswith(BATCH_HEADER):
+        return [
+            (item["schedule_id"], item["occurrence_at"], item["reminder_prompt"])
+            for item in json.loads(fields["reminders_json"])
+        ]
+    return [
+        (
+            json.loads(fields["schedule_id_json"]),
+            fields["occurrence_at"],
+            json.loads(fields["reminder_prompt_json"]),
+        )
+    ]
 
 
 @dataclass
@@ -204,6 +274,7 @@ class ScriptedModel:
     transcript: Transcript
     steps: dict[str, Step]
     watch: LogWatch | None = None
+    clock: Callable[[], int] = wall_clock_ms
     results: list[dict[str, Any]] = field(default_factory=list)
     reminders: list[Reminder] = field(default_factory=list)
     _arrived: threading.Condition = field(default_factory=threading.Condition)
@@ -211,7 +282,7 @@ class ScriptedModel:
     def __call__(self, turn: Turn) -> str | None:
         """Run one turn."""
         text = turn.message.text
-        if text.startswith(REMINDER_HEADER):
+        if text.startswith((REMINDER_HEADER, BATCH_HEADER)):
             return self._reminder(text)
         step = self.steps.get(text)
         if step is None:
@@ -231,23 +302,30 @@ class ScriptedModel:
         return reply
 
     def _reminder(self, text: str) -> str:
-        now = wall_clock_ms()
-        schedule_id, occurrence, prompt = _parse_framing(text)
-        self.transcript.line(
-            "reminder", f"follow-up turn for {self.name} ({_lateness(now, occurrence)}):"
-        )
+        now = self.clock()
+        items = _parse_framing(text)
+        late = _lateness(now, max(occurrence for _, occurrence, _ in items))
+        self.transcript.line("reminder", f"follow-up turn for {self.name} ({late}):")
         self.transcript.block(text)
         with self._arrived:
-            self.reminders.append(Reminder(schedule_id, occurrence, prompt, now))
+            for schedule_id, occurrence, prompt in items:
+                self.reminders.append(Reminder(schedule_id, occurrence, prompt, now))
             self._arrived.notify_all()
-        self.transcript.line("model", f"Reminder for you: {visible(prompt)}")
-        return f"Reminder for you: {prompt}"
+        said = "; ".join(prompt for _, _, prompt in items)
+        self.transcript.line("model", f"Reminder for you: {visible(said)}")
+        return f"Reminder for you: {said}"
 
-    def wait_for(self, schedule_id: str, timeout: float) -> bool:
-        """Block until a reminder for ``schedule_id`` arrived (``False`` after ``timeout``)."""
+    def arrived(self, schedule_id: str) -> list[Reminder]:
+        """The reminders for ``schedule_id`` received so far."""
+        with self._arrived:
+            return [r for r in self.reminders if r.schedule_id == schedule_id]
+
+    def wait_for(self, schedule_id: str, timeout: float, count: int = 1) -> bool:
+        """Block until ``count`` reminders for ``schedule_id`` arrived (``False`` on timeout)."""
         with self._arrived:
             return self._arrived.wait_for(
-                lambda: any(r.schedule_id == schedule_id for r in self.reminders), timeout
+                lambda: sum(r.schedule_id == schedule_id for r in self.reminders) >= count,
+                timeout,
             )
 
 
@@ -257,17 +335,29 @@ def _lateness(now_ms: int, occurrence: str) -> str:
 
 
 def _wait_for_reminder(
-    model: ScriptedModel, schedule_id: str, due_ms: int, timing: DemoTiming, out: Transcript
+    model: ScriptedModel,
+    schedule_id: str,
+    due_ms: int,
+    timing: DemoTiming,
+    out: Transcript,
+    *,
+    count: int = 1,
+    speed: int = 1,
 ) -> None:
-    deadline = due_ms / 1000 + GRACE_SECONDS
-    while not model.wait_for(schedule_id, timing.tick):
-        now = wall_clock_ms()
-        if now / 1000 > deadline:
+    """Wait for the ``count``-th reminder of ``schedule_id``, due at ``due_ms`` (model's clock).
+
+    ``speed`` is how much faster than real time that clock runs; the grace
+    period is real time.
+    """
+    clock = model.clock
+    deadline = time.monotonic() + max(0, due_ms - clock()) / 1000 / speed + GRACE_SECONDS
+    while not model.wait_for(schedule_id, timing.tick, count):
+        if time.monotonic() > deadline:
             raise CommandFailed(
                 f"{schedule_id} never arrived: it was due at {format_ms(due_ms)} "
                 f"and nothing came within {GRACE_SECONDS:.0f} s"
             )
-        remaining = (due_ms - now) / 1000
+        remaining = (due_ms - clock()) / 1000
         if remaining > 0:
             out.line("wait", f"... {schedule_id} is due in {remaining:.1f} s")
         else:
@@ -285,49 +375,90 @@ def _wait_downtime(due_ms: int, schedule_id: str, timing: DemoTiming, out: Trans
         nothing.wait(min(timing.tick, remaining))
 
 
-def _steps(timing: DemoTiming) -> list[Step]:
-    def created(value: dict[str, Any]) -> str:
-        if "code" in value:
-            return f"Sorry, that failed ({value['code']})."
-        return f"OK, {visible(value['id'])} is set for {visible(value['scheduledAt'])}."
+def _local_at(target_ms: int) -> dict[str, str]:
+    """The ``at`` object a model would produce for ``target_ms`` said in :data:`AT_ZONE` time."""
+    moment = datetime.datetime.fromtimestamp(target_ms / 1000, load_time_zone(AT_ZONE))
+    return {
+        "date": moment.strftime("%Y-%m-%d"),
+        "time": moment.strftime("%H:%M:%S"),
+        "time_zone": AT_ZONE,
+    }
 
-    def listed(value: dict[str, Any]) -> str:
-        items = value.get("schedules", [])
-        names = ", ".join(f"{visible(v['id'])} ({show_text(v['prompt'])})" for v in items)
-        return f"You have {len(items)} reminder(s)" + (f": {names}." if names else ".")
 
-    def deleted(value: dict[str, Any]) -> str:
-        if not value.get("deleted"):
-            return "Nothing to cancel."
-        return f"Cancelled {visible(value['id'])}."
+def _created(value: dict[str, Any]) -> str:
+    if "code" in value:
+        return f"Sorry, that failed ({value['code']})."
+    if value.get("kind") == "every":
+        return (
+            f"OK, {visible(value['id'])} repeats every {value['everySeconds']} s, "
+            f"first at {visible(value['scheduledAt'])}."
+        )
+    return f"OK, {visible(value['id'])} is set for {visible(value['scheduledAt'])}."
 
+
+def _listed(value: dict[str, Any]) -> str:
+    items = value.get("schedules", [])
+    names = ", ".join(
+        f"{visible(v['id'])} ({visible(str(v['kind']))}, {show_text(v['prompt'])})" for v in items
+    )
+    return f"You have {len(items)} reminder(s)" + (f": {names}." if names else ".")
+
+
+def _deleted(value: dict[str, Any]) -> str:
+    if not value.get("deleted"):
+        return "Nothing to cancel."
+    return f"Cancelled {visible(value['id'])}."
+
+
+def _steps(timing: DemoTiming, started_ms: int) -> list[Step]:
+    """The main session's script; the at reminder is due ``timing.pending`` s after the start."""
+    at = _local_at(-(-(started_ms + timing.pending * 1000) // 1000) * 1000)  # a whole second
     return [
         Step(
             f"Remind me in {timing.on_time} seconds to stretch my legs.",
             "schedule_create",
             {"prompt": "stretch your legs", "after_seconds": timing.on_time},
-            created,
+            _created,
         ),
         Step(
             f"And in {timing.deleted} seconds to check the oven.",
             "schedule_create",
             {"prompt": "check the oven", "after_seconds": timing.deleted},
-            created,
+            _created,
         ),
         Step(
-            f"And in {timing.pending} seconds to call Alice back.",
+            f"And at {at['time']} Shanghai time today to call Alice back.",
             "schedule_create",
-            {"prompt": "call Alice back", "after_seconds": timing.pending},
-            created,
+            {"prompt": "call Alice back", "at": at},
+            _created,
         ),
-        Step("Which reminders do I have?", "schedule_list", {}, listed),
+        Step("Which reminders do I have?", "schedule_list", {}, _listed),
         Step(
             "Cancel the oven one, I turned it off.",
             "schedule_delete",
             {"id": "schedule-2"},
-            deleted,
+            _deleted,
         ),
-        Step("What is left now?", "schedule_list", {}, listed),
+        Step("What is left now?", "schedule_list", {}, _listed),
+    ]
+
+
+def _every_steps() -> list[Step]:
+    """The repeating reminder's session: create it, stop it, list."""
+    return [
+        Step(
+            "Every 5 minutes, remind me to drink some water.",
+            "schedule_create",
+            {"prompt": "drink some water", "every_seconds": EVERY_SECONDS},
+            _created,
+        ),
+        Step(
+            "Twice is enough, stop the water reminders.",
+            "schedule_delete",
+            {"id": "schedule-1"},
+            _deleted,
+        ),
+        Step("What is left now?", "schedule_list", {}, _listed),
     ]
 
 
@@ -345,13 +476,31 @@ class _Live:
 
 
 def _start(
-    data_dir: Path, session_id: str, agent_id: str, steps: list[Step], out: Transcript
+    data_dir: Path,
+    session_id: str,
+    agent_id: str,
+    steps: list[Step],
+    out: Transcript,
+    *,
+    clock: CompressedClock | None = None,
+    timers: CompressedTimers | None = None,
 ) -> _Live:
-    """Open a host, install Schedule, open (create or resume) the session, spawn the agent."""
-    host = open_host(data_dir)
+    """Open a host, install Schedule, open (create or resume) the session, spawn the agent.
+
+    With a compressed ``clock`` (and its ``timers``), Schedule's flush timeout and
+    clock watchdog keep their real-time length.
+    """
+    host = open_host(data_dir, clock=clock, timers=timers)
     plugin: SchedulePlugin | None = None
     try:
-        plugin = install_schedule(host.context())
+        context = host.context()
+        if clock is not None:
+            context = dataclasses.replace(
+                context,
+                flush_timeout_ms=DEFAULT_FLUSH_TIMEOUT_MS * clock.speed,
+                clock_watch_ms=DEFAULT_CLOCK_WATCH_MS * clock.speed,
+            )
+        plugin = install_schedule(context)
         out.line("host", f"EmbeddedHost on {visible(str(data_dir))}; Schedule installed")
         try:
             session = host.sessions.open(session_id)
@@ -361,7 +510,7 @@ def _start(
         if events:
             out.line("host", f"resumed session {session_id} from the store ({events} events)")
             folded = fold_schedule_events(session.events, session.header.seed_length or 0)
-            now = wall_clock_ms()
+            now = host.clock()
             for record in folded.active:
                 view = schedule_view(record, now)
                 out.line(
@@ -370,7 +519,9 @@ def _start(
                 )
         else:
             out.line("host", f"created session {session_id}")
-        model = ScriptedModel(agent_id, out, {step.user: step for step in steps})
+        model = ScriptedModel(
+            agent_id, out, {step.user: step for step in steps}, clock=host.clock
+        )
         model.watch = LogWatch(session, out)
         out.line("host", f"spawning root agent {agent_id} with the scripted model")
         agent = host.spawn_root(session=session, model=model, agent_id=agent_id)
@@ -400,15 +551,17 @@ def _say(live: _Live, step: Step, out: Transcript) -> dict[str, Any]:
 def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     """Run the whole demo, printing its transcript; raises :class:`CommandFailed` on failure."""
     started = time.monotonic()
+    started_ms = wall_clock_ms()
     out = Transcript(started)
     session_id = f"demo-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    every_session = f"{session_id}-every"
     mode = "fast mode" if fast else "normal mode; --fast for a quicker run"
     out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
     out.plain(f"data dir: {visible(str(data_dir))}")
     out.plain(f"store:    {visible(describe_store(data_dir))}")
-    out.plain(f"session:  {session_id}")
-    out.plain(f"started:  {format_ms(wall_clock_ms())} (times below are seconds since start)")
-    steps = _steps(timing)
+    out.plain(f"session:  {session_id} (and {every_session} for the repeating reminder)")
+    out.plain(f"started:  {format_ms(started_ms)} (times below are seconds since start)")
+    steps = _steps(timing, started_ms)
 
     out.heading("1. A host starts; Schedule is installed; a root agent gets the tools")
     live = _start(data_dir, session_id, "agent-1", steps, out)
@@ -447,10 +600,14 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
         raise
     _stop(live)
     out.line("host", "closed: no agent, no timer, the store is closed")
+
+    out.heading("5. Meanwhile: a repeating reminder, on a compressed clock")
+    every = _run_every(data_dir, every_session, timing, out)
+    out.line("host", f"back to {session_id}: its host stays down until {pending['id']} is overdue")
     _wait_downtime(_target(pending), pending["id"], timing, out)
     out.line("host", f"{pending['id']} is now overdue and nobody was running to deliver it")
 
-    out.heading("5. Restart: a new host on the same store resumes the session")
+    out.heading("6. Restart: a new host on the same store resumes the first session")
     live = _start(data_dir, session_id, "agent-2", steps, out)
     try:
         _wait_for_reminder(live.model, pending["id"], _target(pending), timing, out)
@@ -468,30 +625,90 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
         raise
     _stop(live)
 
-    out.heading("6. The durable log: every schedule/change record of the session")
-    _show_log(data_dir, session_id, on_time["id"], pending["id"], out)
+    out.heading("7. The durable log: every schedule/change record of both sessions")
+    dispatched = _show_log(data_dir, session_id, out)
+    if dispatched != [on_time["id"], pending["id"]]:
+        raise CommandFailed(
+            f"expected one dispatch each of {on_time['id']} and {pending['id']}: {dispatched}"
+        )
+    out.plain(
+        f"stream check: valid; {on_time['id']} (after) and {pending['id']} (at) were each "
+        "dispatched exactly once."
+    )
+    out.plain("")
+    dispatched = _show_log(data_dir, every_session, out)
+    if dispatched != [every, every]:
+        raise CommandFailed(f"expected two dispatches of {every}: {dispatched}")
+    out.plain(f"stream check: valid; {every} (every) was dispatched twice, then deleted.")
     out.plain("")
     out.plain(
-        "Result: create, list, delete, on-time delivery, restart and overdue delivery "
-        f"(exactly once) all happened in {time.monotonic() - started:.1f} s."
+        "Result: after, at and every reminders were created, listed and deleted; delivered on "
+        "time, repeatedly, and after a restart (overdue, exactly once) in "
+        f"{time.monotonic() - started:.1f} s."
     )
     again = ["dsh-schedule", "inspect", "--session", session_id, *location_args()]
     out.plain(f"Look again with: {shell_words(again)}")
+
+
+def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcript) -> str:
+    """A host on a compressed clock: one every reminder delivered twice, then deleted."""
+    clock = CompressedClock(timing.speed)
+    timers = CompressedTimers(timing.speed)
+    interval = EVERY_SECONDS / timing.speed
+    out.line(
+        "host",
+        f"a second host on the same store, for session {session_id}; every_seconds is at "
+        f"least {EVERY_SECONDS}, so this host's clock runs {timing.speed}x faster than real "
+        f"time ({EVERY_SECONDS} s of it pass in {interval:g} s; its times and waits below "
+        "are on that clock)",
+    )
+    steps = _every_steps()
+    try:
+        live = _start(data_dir, session_id, "agent-3", steps, out, clock=clock, timers=timers)
+        try:
+            settle(live.plugin, live.agent)
+            created = _say(live, steps[0], out)
+            every = str(created["id"])
+            first = _target(created)
+            for count, due in ((1, first), (2, first + EVERY_SECONDS * 1000)):
+                _wait_for_reminder(
+                    live.model, every, due, timing, out, count=count, speed=timing.speed
+                )
+                settle(live.plugin, live.agent)
+                live.show_log()
+            occurrences = [parse_instant(r.occurrence_at) for r in live.model.arrived(every)]
+            if len(occurrences) != 2 or not first <= occurrences[0] < occurrences[1]:
+                raise CommandFailed(f"expected two occurrences of {every}, got {occurrences}")
+            if any((at - first) % (EVERY_SECONDS * 1000) for at in occurrences):
+                raise CommandFailed(f"{every} was delivered off its grid: {occurrences}")
+            _say(live, steps[1], out)
+            final = _say(live, steps[2], out)
+            if final.get("schedules"):
+                raise CommandFailed(f"reminders still active at the end: {final}")
+            out.line("host", "shutting down the second host")
+        except BaseException as error:
+            _stop(live, error)
+            raise
+        _stop(live)
+    finally:
+        timers.close()
+    return every
 
 
 def _target(view: dict[str, Any]) -> int:
     return parse_instant(view["scheduledAt"])
 
 
-def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: Transcript) -> None:
+def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
+    """Print a session's stored ``schedule/change`` records and check them; its dispatched ids."""
     with open_store_readonly(data_dir) as store:
         stored = store.load(session_id)
     if stored is None:
         raise CommandFailed(f"session {session_id} is not in the store")
     changes = [e for e in stored.events if e.type == SCHEDULE_CHANGE_TYPE]
     out.plain(
-        f"{len(stored.events)} events stored, {len(changes)} of them schedule/change "
-        "(the rest are the conversation's message events):"
+        f"{session_id}: {len(stored.events)} events stored, {len(changes)} of them "
+        "schedule/change (the rest are the conversation's message events):"
     )
     for event in changes:
         out.plain(f"  #{event.seq:<3} {format_ms(event.time)}  {_describe_change(event.data)}")
@@ -499,10 +716,7 @@ def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: 
         validate_schedule_stream(stored.events, stored.header.seed_length)
     except ScheduleLogError as error:
         raise CommandFailed(f"the stored stream is invalid: {error.message}") from None
-    dispatched = [e.data["id"] for e in changes if e.data.get("operation") == "dispatch"]
-    if dispatched != [on_time, pending]:
-        raise CommandFailed(f"expected one dispatch each of {on_time} and {pending}: {dispatched}")
-    out.plain(f"stream check: valid; {on_time} and {pending} were each dispatched exactly once.")
+    return [e.data["id"] for e in changes if e.data.get("operation") == "dispatch"]
 
 
 @click.command(
@@ -525,17 +739,22 @@ def _show_log(data_dir: Path, session_id: str, on_time: str, pending: str, out: 
 @click.option(
     "--fast",
     is_flag=True,
-    help=f"Short delays ({FAST.on_time}-{FAST.pending} s): about {FAST.estimate} s in total "
-    f"instead of about {NORMAL.estimate} s.",
+    help=f"Short delays ({FAST.on_time}-{FAST.pending} s, the repeating reminder on a clock "
+    f"{FAST.speed}x faster than real time): about {FAST.estimate} s in total instead of about "
+    f"{NORMAL.estimate} s.",
 )
 @location_options
 def demo_command(fast: bool) -> None:
     """Watch a scripted model create, list and delete reminders, and receive them.
 
-    Runs an embedded host on the real store and wall clock: reminders come due
-    and arrive as [SCHEDULE REMINDER] follow-up turns; the host is shut down
-    with one reminder pending, restarted after it is overdue, and the overdue
-    reminder is delivered exactly once. Exits 1 if any of that does not happen.
+    Runs an embedded host on the real store and wall clock: after and at
+    reminders come due and arrive as [SCHEDULE REMINDER] follow-up turns; the
+    host is shut down with the at reminder pending, restarted after it is
+    overdue, and the overdue reminder is delivered exactly once. Meanwhile a
+    second host shows a repeating (every) reminder delivered twice as
+    [SCHEDULE REMINDER BATCH] turns; every_seconds is at least 300, so that
+    host runs on a clock many times faster than real time, and says so.
+    Exits 1 if any of that does not happen.
     """
     try:
         run_demo(resolve_data_dir(), FAST if fast else NORMAL, fast=fast)

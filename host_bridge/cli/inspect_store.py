@@ -47,7 +47,13 @@ def _dispatch_seqs(events: Sequence[SessionEvent]) -> list[int]:
 
 
 def describe_session(store: SqliteEventStore, session_id: str, now_ms: int) -> dict[str, Any]:
-    """One session as a JSON-ready value: header, active reminders, dispatch receipts, error."""
+    """One session as a JSON-ready value: header, active reminders, dispatch receipts, error.
+
+    Active reminders are their tool views; an ``every`` view also carries
+    ``lastOccurrenceAt``, the occurrence its latest dispatch delivered (from that
+    dispatch's receipt; ``None`` before the first). A receipt of an ``every``
+    dispatch also carries the dispatch's ``acceptedAt``.
+    """
     out: dict[str, Any] = {
         "id": session_id,
         "parentSession": None,
@@ -72,20 +78,29 @@ def describe_session(store: SqliteEventStore, session_id: str, now_ms: int) -> d
     )
     try:
         folded = fold_schedule_events(events, seed)
-        out["active"] = [schedule_view(record, now_ms) for record in folded.active]
+        last_occurrence: dict[str, str] = {}  # of the session's own dispatches, by id
         for seq in _dispatch_seqs(events):
             receipt = schedule_reminder_presentation(events, seq, seed)
             if receipt is None:  # pragma: no cover - _dispatch_seqs picked a dispatch
                 continue
+            accepted = events[seq].data.get("acceptedAt")
             out["dispatches"].append(
                 {
                     "seq": seq,
                     "time": format_ms(events[seq].time),
                     "inherited": seq < seed,
                     **receipt,
+                    **({"acceptedAt": accepted} if accepted is not None else {}),
                     "deliveryMode": DELIVERY_MODE,
                 }
             )
+            if seq >= seed:
+                last_occurrence[receipt["scheduleId"]] = receipt["occurrenceAt"]
+        for record in folded.active:
+            view = schedule_view(record, now_ms)
+            if record.kind == "every":
+                view["lastOccurrenceAt"] = last_occurrence.get(record.id)
+            out["active"].append(view)
     except ScheduleLogError as error:
         out["error"] = error.message
     return out
@@ -99,6 +114,20 @@ def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
         ).rstrip()
         for row in rows
     ]
+
+
+def _seconds(view: dict[str, Any]) -> str:
+    """``after`` delay or ``every`` interval, e.g. ``60s``; ``-`` for ``at``."""
+    seconds = view.get("afterSeconds", view.get("everySeconds"))
+    return "-" if seconds is None else f"{seconds}s"
+
+
+def _last_occurrence(view: dict[str, Any]) -> str:
+    """For ``every``: the occurrence last delivered (``none yet`` before the first); else ``-``."""
+    if view.get("kind") != "every":
+        return "-"
+    last = view.get("lastOccurrenceAt")
+    return "none yet" if last is None else visible(str(last))
 
 
 def _human(session: dict[str, Any]) -> list[str]:
@@ -115,13 +144,15 @@ def _human(session: dict[str, Any]) -> list[str]:
     active, dispatches = session["active"], session["dispatches"]
     if active:
         lines.append("  active reminders:")
-        rows = [["ID", "STATE", "DUE (UTC)", "AFTER", "PROMPT"]]
+        rows = [["ID", "KIND", "STATE", "NEXT (UTC)", "SECONDS", "LAST OCCURRENCE", "PROMPT"]]
         rows += [
             [
                 visible(v["id"]),
+                visible(str(v["kind"])),
                 v["state"],
                 visible(v["scheduledAt"]),
-                f"{v['afterSeconds']}s",
+                _seconds(v),
+                _last_occurrence(v),
                 show_text(v["prompt"]),
             ]
             for v in active
@@ -170,7 +201,10 @@ def _human(session: dict[str, Any]) -> list[str]:
 def inspect_command(session_id: str | None, as_json: bool) -> None:
     """Show active reminders (with state) and every dispatch with its receipt.
 
-    The store is opened read-only. States are computed against the wall clock:
+    Each active reminder shows its kind (after, at or every), its next due
+    time and, for a repeating (every) reminder, the occurrence its latest
+    dispatch delivered. The store is opened read-only. States are computed
+    against the wall clock:
     `overdue` means due but not yet delivered (its session is not live). Each
     dispatch is rendered with schedule_reminder_presentation. Exits 1 when a
     session's log cannot be read or folded. Stored strings are printed with

@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeAlias
 
 import pykka
 
@@ -31,9 +31,19 @@ from host_bridge.futures import failed
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
 
-__all__ = ["EmbeddedSession", "EmbeddedSessionStore", "SessionError", "SessionLeaseRefusedError"]
+__all__ = [
+    "CreationGuard",
+    "EmbeddedSession",
+    "EmbeddedSessionStore",
+    "SessionError",
+    "SessionLeaseRefusedError",
+]
 
 _log = logging.getLogger("dsh_schedule.sessions")
+
+
+CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], None]
+"""Judges a new session's header and seed events before it goes live; raises to refuse."""
 
 
 class SessionError(RuntimeError):
@@ -207,6 +217,7 @@ class EmbeddedSessionStore:
         self._live: dict[str, EmbeddedSession] = {}
         self._opening: set[str] = set()
         self._guards: list[AppendGuard] = []
+        self._creation_guards: list[CreationGuard] = []
         self._lock = threading.Lock()
 
     @property
@@ -311,6 +322,23 @@ class EmbeddedSessionStore:
 
         return remove
 
+    def add_creation_guard(self, guard: CreationGuard) -> Callable[[], None]:
+        """Judge every later new session (created or forked) before it is stored or live.
+
+        ``guard(header, seed_events)`` raises to refuse it: the create or fork
+        call raises that error and nothing of the session is stored. Resumed
+        sessions are not judged (they were created before). Returns ``remove``.
+        """
+        with self._lock:
+            self._creation_guards.append(guard)
+
+        def remove() -> None:
+            with self._lock:
+                if guard in self._creation_guards:
+                    self._creation_guards.remove(guard)
+
+        return remove
+
     def close(self) -> None:
         """Detach every live session (the persistence store is closed by its owner)."""
         for session in self.list():
@@ -364,6 +392,11 @@ class EmbeddedSessionStore:
     ) -> EmbeddedSession:
         if not isinstance(header.id, str) or not header.id:
             raise SessionError("a session id must be a non-empty string")
+        if seed_payloads is not None:  # a new session (created or forked), not a resumed one
+            with self._lock:
+                creation_guards = tuple(self._creation_guards)
+            for guard in creation_guards:
+                guard(header, events)
         with self._lock:  # reserve the id; the store write below may suspend this greenlet
             if header.id in self._live or header.id in self._opening:
                 raise SessionError(f"session {header.id!r} is already live")

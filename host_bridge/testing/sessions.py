@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias
@@ -54,6 +54,20 @@ fails it, :data:`PENDING` leaves it pending."""
 ExceptionSpec: TypeAlias = BaseException | type[BaseException] | Callable[[], BaseException]
 AppendPredicate: TypeAlias = Callable[[str, Any], bool]
 AppendGuard: TypeAlias = Callable[["FakeSession", str, Any], None]
+StoreAppendGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], None]
+
+
+def _add_guard(lock: threading.Lock, guards: builtins.list[Any], guard: Any) -> Callable[[], None]:
+    with lock:
+        guards.append(guard)
+
+    def remove() -> None:
+        with lock:
+            if guard in guards:
+                guards.remove(guard)
+
+    return remove
 
 
 def _make_exception(spec: ExceptionSpec) -> BaseException:
@@ -212,6 +226,9 @@ class FakeSessionStore:
     Journal: ``("flush", session_id)`` at call time, then
     ``("flush-resolved", session_id, outcome)`` where outcome is ``True``,
     ``False`` or the exception, just before the future resolves.
+
+    Like the embedded store, it takes creation guards (run by :meth:`add`) and
+    store-wide append guards, so an invariant companion can be installed on it.
     """
 
     def __init__(self, journal: Journal | None = None) -> None:
@@ -223,6 +240,8 @@ class FakeSessionStore:
         self._flushes: list[FlushRecord] = []
         self._pending: deque[FlushRecord] = deque()
         self._durable: dict[str, int] = {}
+        self._creation_guards: list[CreationGuard] = []
+        self._append_guards: list[StoreAppendGuard] = []
 
     # -- the SessionStore protocol --------------------------------------------------
 
@@ -261,12 +280,41 @@ class FakeSessionStore:
     # -- scripting ----------------------------------------------------------------------
 
     def add(self, session: FakeSession) -> FakeSession:
-        """Make ``session`` live in the store; returns it. Duplicate ids raise ValueError."""
+        """Make ``session`` live in the store; returns it. Duplicate ids raise ValueError.
+
+        Creation guards run first, with the session's header and events; one
+        that raises refuses the session (the error propagates, nothing is added).
+        """
+        with self._lock:
+            creation_guards = tuple(self._creation_guards)
+        for guard in creation_guards:
+            guard(session.header, session.events)
         with self._lock:
             if session.id in self._sessions:
                 raise ValueError(f"session {session.id!r} already exists")
             self._sessions[session.id] = session
+        session.add_append_guard(self._judge_append)
         return session
+
+    def add_creation_guard(self, guard: CreationGuard) -> Callable[[], None]:
+        """Run ``guard(header, events)`` in :meth:`add` before a session is added.
+
+        Returns an idempotent remover.
+        """
+        return _add_guard(self._lock, self._creation_guards, guard)
+
+    def add_append_guard(self, guard: StoreAppendGuard) -> Callable[[], None]:
+        """Run ``guard(header, events, type, data)`` before each append of every added session.
+
+        It raises to reject (nothing is appended). Returns an idempotent remover.
+        """
+        return _add_guard(self._lock, self._append_guards, guard)
+
+    def _judge_append(self, session: FakeSession, type_: str, data: Any) -> None:
+        with self._lock:
+            guards = tuple(self._append_guards)
+        for guard in guards:
+            guard(session.header, session.events, type_, data)
 
     def remove(self, session: FakeSession) -> None:
         """Forget ``session`` (later flushes of it fail as unknown)."""

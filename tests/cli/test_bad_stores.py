@@ -199,4 +199,4 @@ def test_chat_on_postgres_hints_the_store_and_refuses_a_session_live_elsewhere(
         stdin="/list\n",
     )
     assert again.code == 0, again.err
-    assert "schedule-1  scheduled" in again.out
+    assert "schedule-1  after 3600s  scheduled" in again.out

@@ -45,7 +45,9 @@ def test_openai_layout_is_function_tools_with_valid_parameter_schemas(home: Path
         assert parameters["type"] == "object"
         assert "$schema" not in parameters
     create = tools[0]["function"]["parameters"]
-    assert set(create["required"]) == {"prompt", "after_seconds"}
+    assert create["required"] == ["prompt"]  # plus exactly one selector, said in words
+    assert set(create["properties"]) == {"prompt", "after_seconds", "at", "every_seconds"}
+    assert "additionalProperties" not in create  # the root stays open
 
 
 def test_format_is_case_insensitive(home: Path) -> None:

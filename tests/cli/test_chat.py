@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from messages import SCHEDULE_CHANGE_TYPE
+from messages import SCHEDULE_CHANGE_TYPE, format_instant
 from tests.cli.helpers import run_cli
 
 HEADER = "[SCHEDULE REMINDER]"
@@ -85,10 +86,10 @@ def test_commands_errors_and_end_of_input(data_dir: Path, home: Path) -> None:
     assert "/create SECONDS TEXT" in out
     assert "created schedule-1 due " in out
     assert "created schedule-2 due " in out
-    listed = [line for line in out.splitlines() if re.match(r"schedule-\d+ +scheduled ", line)]
-    assert [line.split()[:2] for line in listed] == [
-        ["schedule-1", "scheduled"],
-        ["schedule-2", "scheduled"],
+    listed = [line for line in out.splitlines() if re.match(r"schedule-\d+ +after ", line)]
+    assert [line.split()[:4] for line in listed] == [
+        ["schedule-1", "after", "3600s", "scheduled"],
+        ["schedule-2", "after", "7200s", "scheduled"],
     ]
     assert '"feed the cat"' in listed[1]  # the tool trims the prompt
     assert out.count("error invalid_rule: ") == 2
@@ -116,3 +117,62 @@ def test_an_unreadable_store_exits_2(data_dir: Path, home: Path) -> None:
     assert code == 2
     assert "corrupt or not an SQLite database" in err
     assert "Traceback" not in err
+
+
+def test_at_and_every_commands_call_the_tool_with_each_selector(
+    data_dir: Path, home: Path
+) -> None:
+    script = "\n".join(
+        [
+            "/help",
+            "/every 1800 stand up",
+            "/at 2099-01-01T09:00:00+08:00 new year",
+            "/at 2099-01-01 09:00:00 Asia/Shanghai new year, local",
+            "/every 60 too often",
+            "/every soon nope",
+            "/every 300",
+            "/at 2026-08-06T09:00:00 no offset",
+            "/at 2099-01-01 09:00:00 EST zone abbreviation",
+            "/at 2020-01-01T00:00:00Z the past",
+            "/at 2099-01-01 09:00:00",
+            "/at",
+            "/list",
+            "/quit",
+        ]
+    )
+    code, out, err = chat(data_dir, home, script, "--session", "kinds")
+    assert code == 0, err
+    assert err == ""
+    assert "/every SECONDS TEXT" in out and "/at WHEN TEXT" in out
+    assert "created schedule-1 every 1800s, next " in out
+    assert "created schedule-2 due 2099-01-01T01:00:00.000Z (scheduled)" in out
+    assert "created schedule-3 due 2099-01-01T01:00:00.000Z (scheduled)" in out
+    assert "error frequency_too_high: every_seconds must be at least 300" in out
+    assert out.count("error invalid_rule: ") == 2  # "soon" and the offset-less time
+    assert "error invalid_time_zone: " in out
+    assert "error not_future: The reminder time must be later than now." in out
+    assert "usage: /every SECONDS TEXT" in out
+    assert out.count("usage: /at ") == 2
+    rows = [line.split() for line in out.splitlines() if re.match(r"schedule-\d+ ", line)]
+    assert [row[:4] for row in rows] == [
+        ["schedule-1", "every", "1800s", "scheduled"],
+        ["schedule-2", "at", "scheduled", "2099-01-01T01:00:00.000Z"],
+        ["schedule-3", "at", "scheduled", "2099-01-01T01:00:00.000Z"],
+    ]
+    assert "3 reminder(s) still pending" in out
+    assert schedule_changes(data_dir, "kinds") == [
+        ("create", "schedule-1"),
+        ("create", "schedule-2"),
+        ("create", "schedule-3"),
+    ]
+
+
+def test_an_at_reminder_arrives_in_the_shell(data_dir: Path, home: Path) -> None:
+    due = format_instant(wall_clock_ms() + 1500)
+    code, out, err = chat(data_dir, home, f"/at {due} look up\n/wait 20\n/quit\n")
+    assert code == 0, err
+    assert f"created schedule-1 due {due} (scheduled)" in out
+    assert out.count(HEADER) == 1
+    assert f"occurrence_at: {due}" in out
+    assert "s after its due time):" in out
+    assert "1 reminder(s) shown this time, no reminders pending" in out

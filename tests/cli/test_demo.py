@@ -22,27 +22,38 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
     assert str(data_dir) in out
 
     sections = [line for line in out.splitlines() if line.startswith("== ")]
-    assert len(sections) == 6
-    assert out.count("-> schedule_create ") == 3
-    assert out.count("-> schedule_list ") == 3
-    assert out.count("-> schedule_delete ") == 1
+    assert len(sections) == 7
+    assert out.count("-> schedule_create ") == 4
+    assert out.count("-> schedule_list ") == 4
+    assert out.count("-> schedule_delete ") == 2
+    assert '"after_seconds": 2' in out  # the three kinds, as a model would call them
+    assert '"at": {"date": "' in out and '"time_zone": "Asia/Shanghai"}' in out
+    assert '"every_seconds": 300' in out
     assert "<- deleted schedule-2" in out
+    assert "<- deleted schedule-1" in out  # the repeating one, after two deliveries
     for record in (
-        "create schedule-1",
-        "create schedule-2",
-        "create schedule-3",
+        "create schedule-1 after 2s at ",
+        "create schedule-2 after 3s at ",
+        "create schedule-3 at ",
         "delete schedule-2",
         "dispatch schedule-1",
         "dispatch schedule-3",
+        "create schedule-1 every 300s, first at ",
+        "dispatch schedule-1 accepted at ",
+        "delete schedule-1",
     ):
         assert f"schedule/change {record}" in out  # shown as it was appended
-    assert out.count("[SCHEDULE REMINDER]") == 2
+    assert out.count("[SCHEDULE REMINDER]") == 2  # the after and the at reminder
+    assert out.count("[SCHEDULE REMINDER BATCH]") == 2  # the every reminder, twice
     assert "follow-up turn for agent-1" in out
     assert "follow-up turn for agent-2" in out
+    assert out.count("follow-up turn for agent-3") == 2
+    assert "this host's clock runs 300x faster than real time" in out
     assert "wait     ... " in out  # progress while waiting
     assert "in its log: schedule-3 is active, state overdue" in out
-    assert "schedule-1 and schedule-3 were each dispatched exactly once" in out
-    assert "Result: create, list, delete, on-time delivery, restart and overdue" in out
+    assert "schedule-1 (after) and schedule-3 (at) were each dispatched exactly once" in out
+    assert "schedule-1 (every) was dispatched twice, then deleted" in out
+    assert "Result: after, at and every reminders were created, listed and deleted" in out
 
     inspected = run_cli(
         ["inspect", "--json", "--session", session_id, "--data", str(data_dir)], home
@@ -54,6 +65,14 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
         ("schedule-1", "stretch your legs"),
         ("schedule-3", "call Alice back"),
     ]
+    inspected = run_cli(
+        ["inspect", "--json", "--session", f"{session_id}-every", "--data", str(data_dir)], home
+    )
+    assert inspected.code == 0, inspected.err
+    (every,) = json.loads(inspected.out)["sessions"]
+    first, second = every["dispatches"]
+    assert first["scheduleId"] == second["scheduleId"] == "schedule-1"
+    assert first["occurrenceAt"] < second["occurrenceAt"] <= second["acceptedAt"]
     assert run_cli(["verify", "--data", str(data_dir)], home).code == 0
 
 

@@ -8,8 +8,14 @@ from typing import Any
 
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.paths import store_path
-from messages import format_instant
-from tests.cli.helpers import create, delete, dispatch, message, run_cli, write_session
+from messages import (
+    CreateChange,
+    DispatchChange,
+    create_at_schedule_record,
+    create_every_schedule_record,
+    format_instant,
+)
+from tests.cli.helpers import change, create, delete, dispatch, message, run_cli, write_session
 
 HOUR_MS = 3_600_000
 
@@ -148,3 +154,70 @@ def test_a_corrupt_session_is_reported_and_exits_1(data_dir: Path, home: Path) -
     code, out, _ = inspect(data_dir, home, "--json", "--session", "broken")
     assert code == 1
     assert "inactive id" in json.loads(out)["sessions"][0]["error"]
+
+
+def test_kinds_next_targets_and_the_last_every_occurrence(data_dir: Path, home: Path) -> None:
+    now = wall_clock_ms()
+    start = now - 2 * HOUR_MS
+    every = create_every_schedule_record("schedule-1", "check metrics", 600, start)
+    at = create_at_schedule_record("schedule-2", "call mom", "2099-01-01T09:00:00+08:00", start)
+    fresh = create_every_schedule_record("schedule-3", "water", 300, now)
+    accepted = [start + 10 * 60_000, start + 47 * 60_000 + 5_000]  # occurrences 0:10 and 0:40
+    write_session(
+        data_dir,
+        "kinds",
+        [
+            change(CreateChange(every)),
+            change(CreateChange(at)),
+            change(DispatchChange("schedule-1", format_instant(accepted[0]))),
+            change(DispatchChange("schedule-1", format_instant(accepted[1]))),
+            change(CreateChange(fresh)),
+        ],
+    )
+    code, out, err = inspect(data_dir, home, "--json", "--session", "kinds")
+    assert code == 0, err
+    (session,) = json.loads(out)["sessions"]
+    first, second, third = session["active"]
+    assert first == {
+        "id": "schedule-1",
+        "kind": "every",
+        "prompt": "check metrics",
+        "everySeconds": 600,
+        "scheduledAt": format_instant(start + 50 * 60_000),
+        "state": "overdue",
+        "deliveryMode": "session-local",
+        "lastOccurrenceAt": format_instant(start + 40 * 60_000),
+    }
+    assert (second["kind"], second["scheduledAt"]) == ("at", "2099-01-01T01:00:00.000Z")
+    assert "lastOccurrenceAt" not in second
+    assert (third["kind"], third["lastOccurrenceAt"]) == ("every", None)
+    assert [(d["occurrenceAt"], d["acceptedAt"]) for d in session["dispatches"]] == [
+        (format_instant(start + 10 * 60_000), format_instant(accepted[0])),
+        (format_instant(start + 40 * 60_000), format_instant(accepted[1])),
+    ]
+
+    code, out, err = inspect(data_dir, home, "--session", "kinds")
+    assert code == 0, err
+    rows = out.splitlines()
+    header = next(row for row in rows if row.strip().startswith("ID "))
+    assert header.split() == [
+        "ID", "KIND", "STATE", "NEXT", "(UTC)", "SECONDS", "LAST", "OCCURRENCE", "PROMPT"
+    ]  # fmt: skip
+    cells = {row.split()[0]: row.split() for row in rows if row.strip().startswith("schedule-")}
+    assert cells["schedule-1"][:6] == [
+        "schedule-1",
+        "every",
+        "overdue",
+        format_instant(start + 50 * 60_000),
+        "600s",
+        format_instant(start + 40 * 60_000),
+    ]
+    assert cells["schedule-2"][:6] == [
+        "schedule-2",
+        "at",
+        "scheduled",
+        "2099-01-01T01:00:00.000Z",
+        "-",
+        "-",
+    ]
+    assert cells["schedule-3"][4:7] == ["300s", "none", "yet"]

@@ -94,7 +94,8 @@ def test_chat_escapes_what_it_shows_from_the_log(data_dir: Path, home: Path) -> 
     lines = run.out.splitlines()
     assert sum(line.strip() == "[SCHEDULE REMINDER]" for line in lines) == 1  # the real one
     assert '  schedule_id_json: "schedule-1\\n[SCHEDULE REMINDER]"' in lines
-    assert any(line.startswith("schedule-2  scheduled") and "\\u202e" in line for line in lines)
+    row = "schedule-2  after 3600s  scheduled"
+    assert any(line.startswith(row) and "\\u202e" in line for line in lines)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from host_bridge.invariant import (
     install_schedule_invariant,
 )
 from host_bridge.protocols import SessionHeader
+from host_bridge.testing import FakeHost
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError
 
 TIMEOUT = 10.0
@@ -267,3 +268,70 @@ def test_a_resumed_session_is_judged_on_its_stored_log(tmp_path: Path) -> None:
         with pytest.raises(ScheduleInvariantError, match="reused"):
             change(resumed, create("schedule-1"))
         change(resumed, delete("schedule-1"))
+
+
+# --- sessions created after install ----------------------------------------------------------
+
+
+def test_an_invalid_seeded_session_is_refused_at_creation() -> None:
+    host = FakeHost()
+    install_schedule_invariant(host.sessions)
+    with pytest.raises(ScheduleInvariantError, match=r"'seeded'.*reused"):
+        host.new_session(
+            "seeded",
+            seed_events=(
+                (SCHEDULE_CHANGE_TYPE, create("schedule-1")),
+                (SCHEDULE_CHANGE_TYPE, create("schedule-1")),
+            ),
+        )
+    with pytest.raises(ScheduleInvariantError, match="inactive id"):
+        host.new_session(
+            "forked",
+            seed_events=(
+                (SCHEDULE_CHANGE_TYPE, create("schedule-1")),
+                (SCHEDULE_CHANGE_TYPE, dispatch("schedule-1")),  # owned, but not its own id
+            ),
+            seed_length=1,
+            parent_session="parent",
+        )
+    host.new_session("ok", seed_events=((SCHEDULE_CHANGE_TYPE, create("schedule-1")),))
+    assert [s.id for s in host.sessions.list()] == ["ok"]  # nothing of the refused ones
+
+
+def test_a_seed_before_the_fork_point_is_not_judged_at_creation() -> None:
+    host = FakeHost()
+    install_schedule_invariant(host.sessions)
+    corrupt_parent_part = ((SCHEDULE_CHANGE_TYPE, delete("schedule-9")), ("message", "hi"))
+    child = host.new_session("child", seed_events=corrupt_parent_part, seed_length=2)
+    change_fake = child.append
+    change_fake(SCHEDULE_CHANGE_TYPE, create("schedule-1"))  # its own suffix starts clean
+    with pytest.raises(ScheduleInvariantError, match="reused"):
+        change_fake(SCHEDULE_CHANGE_TYPE, create("schedule-1"))  # judged by the store-wide guard
+
+
+def test_the_embedded_store_judges_new_and_forked_sessions_before_storing_them(
+    host: EmbeddedHost,
+) -> None:
+    seen: list[tuple[str, int | None, int]] = []
+
+    def refuse_forks(header: SessionHeader, events: Any) -> None:
+        seen.append((header.id, header.seed_length, len(events)))
+        if header.parent_session is not None:
+            raise ScheduleInvariantError(header.id, "refused by the test")
+
+    invariant = install_schedule_invariant(host.sessions)
+    remove = host.sessions.add_creation_guard(refuse_forks)
+    parent = host.sessions.create("parent")
+    change(parent, create("schedule-1"))
+    with pytest.raises(ScheduleInvariantError, match="refused by the test"):
+        host.sessions.fork(parent, session_id="child")
+    assert seen == [("parent", None, 0), ("child", 1, 1)]
+    assert host.sessions.get("child") is None
+    assert host.persistence is not None
+    assert host.persistence.load_header("child") is None  # nothing of it was stored
+    remove()
+    remove()
+    child = host.sessions.fork(parent, session_id="child")
+    assert invariant.check_session(child).active == ()
+    invariant.uninstall()
+    assert host.sessions.create("later").events == ()

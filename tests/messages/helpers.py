@@ -35,14 +35,40 @@ def create(id: str, prompt: str = "p", after: object = 5, at: object = AT) -> di
     return {"version": 1, "operation": "create", "schedule": schedule}
 
 
+def create_at(id: str, prompt: str = "p", at: object = AT) -> dict[str, object]:
+    """A ``create`` payload of an ``at`` record."""
+    schedule = {"id": id, "kind": "at", "prompt": prompt, "scheduledAt": at}
+    return {"version": 1, "operation": "create", "schedule": schedule}
+
+
+def create_every(
+    id: str, prompt: str = "p", every: object = 300, at: object = AT
+) -> dict[str, object]:
+    """A ``create`` payload of an ``every`` record."""
+    schedule = {
+        "id": id,
+        "kind": "every",
+        "prompt": prompt,
+        "everySeconds": every,
+        "scheduledAt": at,
+    }
+    return {"version": 1, "operation": "create", "schedule": schedule}
+
+
 def delete(id: object) -> dict[str, object]:
     """A ``delete`` payload."""
     return {"version": 1, "operation": "delete", "id": id}
 
 
 def dispatch(id: object) -> dict[str, object]:
-    """A ``dispatch`` payload."""
+    """A one-shot ``dispatch`` payload."""
     return {"version": 1, "operation": "dispatch", "id": id}
+
+
+def dispatch_every(id: object, accepted: object) -> dict[str, object]:
+    """An ``every`` dispatch payload accepted at ``accepted`` (an instant string or ms)."""
+    accepted_at = format_instant(accepted) if isinstance(accepted, int) else accepted
+    return {"version": 1, "operation": "dispatch", "id": id, "acceptedAt": accepted_at}
 
 
 def other(data: object = None) -> tuple[str, object]:

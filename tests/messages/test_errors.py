@@ -15,7 +15,7 @@ from messages import (
 )
 
 
-def test_error_codes_are_the_closed_v1_set_in_order() -> None:
+def test_error_codes_are_the_closed_set_in_order() -> None:
     assert ERROR_CODES == (
         "invalid_prompt",
         "invalid_selector",
@@ -24,6 +24,9 @@ def test_error_codes_are_the_closed_v1_set_in_order() -> None:
         "corrupt_schedule_log",
         "persistence_uncertain",
         "internal_error",
+        "invalid_time_zone",
+        "not_future",
+        "frequency_too_high",
     )
     assert all(type(code) is str for code in ERROR_CODES)
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
+    AfterRecord,
     CreateChange,
     DeleteChange,
     DispatchChange,
@@ -39,7 +40,7 @@ from tests.messages.helpers import (
 
 
 def rec(id: str, prompt: str = "p", after: int = 5, at: str = AT) -> ScheduleRecord:
-    return ScheduleRecord(id, prompt, after, at)
+    return AfterRecord(id, prompt, after, at)
 
 
 def ids(folded: FoldedSchedules) -> list[str]:

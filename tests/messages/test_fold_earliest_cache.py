@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
+    AfterRecord,
     FoldedSchedules,
     ScheduleRecord,
     apply_schedule_change,
@@ -91,6 +92,6 @@ def test_cached_earliest_survives_removal_of_another_record() -> None:
 
 
 def test_publicly_built_folds_compute_earliest_lazily() -> None:
-    record = ScheduleRecord("x", "p", 1, _INSTANTS[1])
+    record = AfterRecord("x", "p", 1, _INSTANTS[1])
     assert FoldedSchedules((record,), ("x",), 0, 1).earliest() is record
     assert FoldedSchedules().earliest() is None

@@ -10,8 +10,8 @@ import pytest
 
 from messages import (
     REMINDER_SOURCE,
+    AfterRecord,
     ScheduleLogError,
-    ScheduleRecord,
     render_reminder_framing,
     schedule_reminder_presentation,
 )
@@ -25,7 +25,7 @@ HEADER = (
 
 
 def frame(id: str, prompt: str, at: str = AT) -> str:
-    return render_reminder_framing(ScheduleRecord(id, prompt, 5, at))
+    return render_reminder_framing(AfterRecord(id, prompt, 5, at))
 
 
 def test_reminder_source() -> None:

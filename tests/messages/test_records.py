@@ -18,6 +18,7 @@ from messages import (
     MIN_INSTANT_MS,
     PROTOCOL_VERSION,
     SCHEDULE_CHANGE_TYPE,
+    AfterRecord,
     CreateChange,
     DeleteChange,
     DispatchChange,
@@ -34,7 +35,7 @@ from messages import (
 from tests.messages.helpers import AT, AT_MS, create, delete, dispatch
 
 WHITESPACE = sorted(ECMASCRIPT_WHITESPACE)
-RECORD = ScheduleRecord("schedule-1", "p", 5, AT)
+RECORD = AfterRecord("schedule-1", "p", 5, AT)
 
 
 def _with(payload: dict[str, object], **changes: object) -> dict[str, object]:
@@ -84,7 +85,7 @@ def test_record_json_key_order() -> None:
 def test_record_is_frozen_hashable_and_replace_recomputes_target() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         RECORD.prompt = "x"  # type: ignore[misc]
-    assert hash(RECORD) == hash(ScheduleRecord("schedule-1", "p", 5, AT))
+    assert hash(RECORD) == hash(AfterRecord("schedule-1", "p", 5, AT))
     later = dataclasses.replace(RECORD, scheduled_at="2026-01-01T00:00:01.000Z")
     assert later.target_ms == AT_MS + 1000
     assert later != RECORD
@@ -92,7 +93,7 @@ def test_record_is_frozen_hashable_and_replace_recomputes_target() -> None:
 
 def test_record_rejects_non_canonical_scheduled_at() -> None:
     with pytest.raises(ValueError, match="form"):
-        ScheduleRecord("schedule-1", "p", 5, "2026-01-01T00:00:00Z")
+        AfterRecord("schedule-1", "p", 5, "2026-01-01T00:00:00Z")
 
 
 @pytest.mark.parametrize(
@@ -158,6 +159,7 @@ def test_decode_accepts(payload: dict[str, object], expected: ScheduleChange) ->
     change = decode_schedule_change(payload)
     assert change == expected
     if isinstance(change, CreateChange):
+        assert isinstance(change.schedule, AfterRecord)
         assert type(change.schedule.after_seconds) is int
 
 
@@ -200,14 +202,14 @@ REJECTIONS: list[tuple[str, object, str]] = [
     ("extra schedule key", _schedule(every_seconds=5), "unknown key 'every_seconds' in schedule"),
     ("at key", _schedule(at=AT), "unknown key 'at' in schedule"),
     ("kind missing", _schedule(kind=_DROP), "missing key 'kind' in schedule"),
+    ("after relabelled at", _schedule(kind="at"), "unknown key 'afterSeconds' in schedule"),
     ("prompt missing", _schedule(prompt=_DROP), "missing key 'prompt' in schedule"),
     ("afterSeconds missing", _schedule(afterSeconds=_DROP), "missing key 'afterSeconds'"),
     ("scheduledAt missing", _schedule(scheduledAt=_DROP), "missing key 'scheduledAt'"),
     ("schedule id missing", _schedule(id=_DROP), "missing key 'id' in schedule"),
     ("snake case", _schedule(afterSeconds=_DROP, after_seconds=5), "unknown key 'after_seconds'"),
-    ("kind at", _schedule(kind="at"), 'kind must be "after"'),
-    ("kind upper", _schedule(kind="AFTER"), 'kind must be "after"'),
-    ("kind None", _schedule(kind=None), 'kind must be "after"'),
+    ("kind upper", _schedule(kind="AFTER"), "kind must be one of"),
+    ("kind None", _schedule(kind=None), "kind must be one of"),
     ("id empty", delete(""), "id must be a non-empty string equal to its own trim"),
     ("id int", delete(1), "id must be"),
     ("id None", dispatch(None), "id must be"),
@@ -301,7 +303,7 @@ ids = st.text(st.characters(codec=None, exclude_categories=()), min_size=1, max_
 )
 prompts = st.text(min_size=1, max_size=40).map(lambda s: s.strip(_WS) or "p")
 records = st.builds(
-    ScheduleRecord,
+    AfterRecord,
     ids,
     prompts,
     st.integers(1, 2**53 - 1),
@@ -334,7 +336,7 @@ def test_create_round_trips_through_json_text(record: ScheduleRecord) -> None:
 
 def test_create_after_builds_the_record() -> None:
     record = create_after_schedule_record("schedule-3", "call mom", 90, AT_MS)
-    assert record == ScheduleRecord("schedule-3", "call mom", 90, "2026-01-01T00:01:30.000Z")
+    assert record == AfterRecord("schedule-3", "call mom", 90, "2026-01-01T00:01:30.000Z")
     assert record.target_ms == AT_MS + 90_000
 
 

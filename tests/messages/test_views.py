@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from messages import DELIVERY_MODE, ScheduleRecord, canonical_json, schedule_view
+from messages import (
+    DELIVERY_MODE,
+    AfterRecord,
+    AtRecord,
+    EveryRecord,
+    canonical_json,
+    schedule_view,
+)
 from tests.messages.helpers import AT, AT_MS
 
-RECORD = ScheduleRecord("schedule-1", "call mom", 60, AT)
+RECORD = AfterRecord("schedule-1", "call mom", 60, AT)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +50,36 @@ def test_view_keys_values_and_rendering() -> None:
 
 
 def test_view_works_before_1970() -> None:
-    record = ScheduleRecord("schedule-1", "p", 1, "1969-12-31T23:59:59.999Z")
+    record = AfterRecord("schedule-1", "p", 1, "1969-12-31T23:59:59.999Z")
     assert schedule_view(record, -2)["state"] == "scheduled"
     assert schedule_view(record, -1)["state"] == "overdue"
+
+
+def test_at_view_key_order() -> None:
+    view = schedule_view(AtRecord("schedule-2", "standup", AT), AT_MS)
+    assert list(view.items()) == [
+        ("id", "schedule-2"),
+        ("kind", "at"),
+        ("prompt", "standup"),
+        ("scheduledAt", AT),
+        ("state", "overdue"),
+        ("deliveryMode", "session-local"),
+    ]
+
+
+def test_every_view_key_order_and_state_of_the_current_target() -> None:
+    record = EveryRecord("schedule-3", "stretch", 1800, AT)
+    assert list(schedule_view(record, AT_MS - 1).items()) == [
+        ("id", "schedule-3"),
+        ("kind", "every"),
+        ("prompt", "stretch"),
+        ("everySeconds", 1800),
+        ("scheduledAt", AT),
+        ("state", "scheduled"),
+        ("deliveryMode", "session-local"),
+    ]
+    assert schedule_view(record, AT_MS)["state"] == "overdue"
+    assert canonical_json(schedule_view(record, AT_MS)) == (
+        '{"id":"schedule-3","kind":"every","prompt":"stretch","everySeconds":1800,'
+        '"scheduledAt":"2026-01-01T00:00:00.000Z","state":"overdue","deliveryMode":"session-local"}'
+    )

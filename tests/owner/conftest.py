@@ -17,7 +17,8 @@ import pytest
 
 from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from host_bridge.protocols import SessionEvent
+from host_bridge.plugin import install_schedule
+from host_bridge.protocols import HostContext, SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
 from messages.mailbox import (
     CreateSchedule,
@@ -29,6 +30,8 @@ from messages.mailbox import (
 )
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.status import OwnerStatus
+from messages.tool_values import AfterSelector, AtSelector, CreateSelector, EverySelector
+from tests.owner.helpers import Tools
 from tests.schema_check import checked
 
 
@@ -43,6 +46,7 @@ class Harness:
         seed_length: int | None = None,
         start: bool = True,
         runtime: Runtime | None = None,
+        context: HostContext | None = None,
     ) -> None:
         self.host = host
         self.runtime = runtime if runtime is not None else get_runtime("threading")
@@ -54,7 +58,8 @@ class Harness:
         self.session = session
         self.status_box = OwnerStatusBox(self.agent.id)
         owner_class = self.runtime.bind(ScheduleOwner)
-        self.owner = owner_class.start(self.agent, host.context(), self.status_box)
+        self.context = context if context is not None else host.context()
+        self.owner = owner_class.start(self.agent, self.context, self.status_box)
         if start:
             self.send(StartOwner())
 
@@ -74,9 +79,25 @@ class Harness:
         self.settle()
 
     def create(self, prompt: str = "stretch", after_seconds: int = 60) -> Future[Any]:
+        return self.create_when(prompt, AfterSelector(after_seconds))
+
+    def create_when(self, prompt: str, when: CreateSelector) -> Future[Any]:
+        """Send a create with any selector; the reply future (not yet checked)."""
         reply: Future[Any] = Future()
-        self.send(CreateSchedule(prompt, after_seconds, reply))
+        self.send(CreateSchedule(prompt, when, reply))
         return reply
+
+    def created_at(self, prompt: str, at: object) -> dict[str, Any]:
+        """Create an ``at`` reminder; its view."""
+        value = self.value(self.create_when(prompt, AtSelector(at)), "create")
+        assert value.get("kind") == "at", value
+        return dict(value)
+
+    def created_every(self, prompt: str, every_seconds: int) -> dict[str, Any]:
+        """Create an ``every`` reminder; its view."""
+        value = self.value(self.create_when(prompt, EverySelector(every_seconds)), "create")
+        assert value.get("kind") == "every", value
+        return dict(value)
 
     def list_schedules(self) -> Future[Any]:
         reply: Future[Any] = Future()
@@ -161,3 +182,13 @@ def host(runtime: Runtime) -> Iterator[FakeHost]:
 @pytest.fixture
 def harness(host: FakeHost, runtime: Runtime) -> Harness:
     return Harness(host, runtime=runtime)
+
+
+@pytest.fixture
+def tools(host: FakeHost, runtime: Runtime) -> Tools:
+    """Schedule installed on ``host``, one root agent, its owner settled."""
+    plugin = install_schedule(host.context(), runtime=runtime)
+    agent = host.spawn_root("agent-1")
+    tools = Tools(host, plugin, agent)
+    tools.settle()
+    return tools

@@ -20,6 +20,7 @@ from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, sett
 from host_bridge.watchdog import ClockWatchdog
 from messages.instant import format_instant, parse_instant
 from messages.mailbox import CreateSchedule
+from messages.tool_values import AfterSelector
 from tests.schema_check import checked
 
 SECOND = 1000
@@ -171,7 +172,7 @@ class Watching:
         owner = self.plugin.owner_of(agent if agent is not None else self.agent)
         assert owner is not None
         reply: Future[Any] = Future()
-        owner.tell(CreateSchedule(prompt, after_seconds, reply))
+        owner.tell(CreateSchedule(prompt, AfterSelector(after_seconds), reply))
         settle(owner)
         return checked("create", reply.result(timeout=0))
 

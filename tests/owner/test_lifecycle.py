@@ -92,7 +92,7 @@ def test_unexpected_exception_is_contained_logged_once_and_visible(
     harness: Harness, mocker: MockerFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
     harness.created("x", 60)
-    mocker.patch("actors.schedule_owner.plan_delivery", side_effect=KeyError("boom"))
+    mocker.patch("actors.schedule_owner.continue_fold", side_effect=KeyError("boom"))
     with caplog.at_level(logging.DEBUG, logger="dsh_schedule.owner"):
         harness.drive()
         harness.send(RequestDrive("again"))

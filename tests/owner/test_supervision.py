@@ -22,6 +22,7 @@ from host_bridge.testing import PENDING, FakeAgent, FakeClock, FakeHost, FakeSes
 from messages.mailbox import CreateSchedule, ListSchedules, RequestDrive, RestartOwner
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.status import OwnerStatus
+from messages.tool_values import AfterSelector
 from tests.schema_check import checked
 
 SECOND = 1000
@@ -110,7 +111,7 @@ class Supervised:
 
     def create(self, prompt: str = "stretch", after_seconds: int = 1) -> Any:
         reply: Future[Any] = Future()
-        self.send(CreateSchedule(prompt, after_seconds, reply))
+        self.send(CreateSchedule(prompt, AfterSelector(after_seconds), reply))
         return checked("create", reply.result(timeout=0))
 
     def listed(self) -> Any:
@@ -272,7 +273,7 @@ def test_a_tool_call_queued_while_a_restart_is_pending_is_answered_exactly_once(
     rig.host.sessions.script(PENDING)  # the next preflight waits
     create = AnswerLog()
     listing = AnswerLog()
-    rig.send(CreateSchedule("queued", 60, create))
+    rig.send(CreateSchedule("queued", AfterSelector(60), create))
     rig.send(ListSchedules(listing))  # waits behind the create
     rig.advance(SECOND)  # the restart arrives while the create is in flight
     assert rig.status.restarts == 1
@@ -314,7 +315,7 @@ def test_an_owner_without_a_supervisor_stays_faulted(
 
     harness = Harness(host, runtime=runtime)
     harness.created("x", 1)
-    mocker.patch("actors.schedule_owner.plan_delivery", side_effect=KeyError("boom"))
+    mocker.patch("actors.schedule_owner.continue_fold", side_effect=KeyError("boom"))
     harness.advance(SECOND)
     mocker.stopall()
     assert harness.status.state == "faulted"

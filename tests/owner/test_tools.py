@@ -9,50 +9,13 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import ToolResult
-from host_bridge.testing import PENDING, FakeAgent, FakeHost, settle
+from host_bridge.plugin import install_schedule
+from host_bridge.testing import PENDING, FakeHost
 from messages.instant import MAX_INSTANT_MS
-from messages.text import canonical_json
+from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
 
 SAFE = 2**53 - 1
-
-
-class Tools:
-    """Calls the installed tools of one agent and validates every value."""
-
-    def __init__(self, host: FakeHost, plugin: SchedulePlugin, agent: FakeAgent) -> None:
-        self.host = host
-        self.plugin = plugin
-        self.agent = agent
-
-    def call(self, name: str, arguments: Any, *, agent: FakeAgent | None = None) -> Any:
-        result = self.host.tools.execute(name, arguments, agent=agent or self.agent, timeout=5)
-        assert isinstance(result, ToolResult)
-        assert not result.is_error, result
-        assert result.content == canonical_json(result.value)
-        return checked(name, result.value)
-
-    def settle(self) -> None:
-        owner = self.plugin.owner_of(self.agent)
-        assert owner is not None
-        settle(owner)
-
-
-@pytest.fixture
-def tools(host: FakeHost, runtime: Runtime) -> Tools:
-    plugin = install_schedule(host.context(), runtime=runtime)
-    agent = host.spawn_root("agent-1")
-    tools = Tools(host, plugin, agent)
-    tools.settle()
-    return tools
-
-
-def error(code: str, value: Any) -> str:
-    assert set(value) >= {"code", "message"}, value
-    assert value["code"] == code, value
-    return str(value["message"])
 
 
 # --- validation before the queue --------------------------------------------------------
@@ -75,7 +38,9 @@ def test_non_object_arguments_are_invalid_selector(tools: Tools, name: str, argu
         {"prompt": "x", "after_seconds": 5, "every_seconds": 60},
         {"prompt": "x", "after_seconds": 5, "cron": "* * * * *"},
         {"prompt": "x", "after_seconds": 5, "time_zone": "UTC"},
-        {"prompt": "x", "at": "2030-01-01T00:00:00.000Z"},
+        {"prompt": "x", "at": "2030-01-01T00:00:00.000Z", "every_seconds": 300},
+        {"prompt": "x", "cron": "* * * * *"},
+        {"prompt": "x", "time_zone": "UTC", "at": "2030-01-01T00:00:00Z"},
         {"prompt": "x"},
         {},
         {"after_seconds": 5, "afterSeconds": 5, "prompt": "x"},

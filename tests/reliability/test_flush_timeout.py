@@ -16,6 +16,7 @@ from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS
 from host_bridge.testing import PENDING, FakeHost, settle
 from messages.mailbox import CreateSchedule, DisposeOwner, ListSchedules, StartOwner
 from messages.records import SCHEDULE_CHANGE_TYPE
+from messages.tool_values import AfterSelector
 from tests.schema_check import checked
 
 HOUR_S = 3600
@@ -38,7 +39,7 @@ class Owner:
 
     def create(self, prompt: str = "p", seconds: int = HOUR_S) -> Future[Any]:
         reply: Future[Any] = Future()
-        self.send(CreateSchedule(prompt, seconds, reply))
+        self.send(CreateSchedule(prompt, AfterSelector(seconds), reply))
         return reply
 
     def list(self) -> Future[Any]:

@@ -63,7 +63,8 @@ FUZZ = settings(
 )
 STORE_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))  # reopens the store each time
 
-PRE_QUEUE = {"invalid_selector", "invalid_prompt", "invalid_rule"}
+PRE_QUEUE = {"invalid_selector", "invalid_prompt", "invalid_rule", "frequency_too_high"}
+"""Codes a create answers before the queue, except that ``at`` errors come after a preflight."""
 
 
 # --- strategies ---------------------------------------------------------------------------
@@ -285,9 +286,41 @@ hostile_objects = st.one_of(
     st.builds(PosingAsDict),
     st.dictionaries(st.builds(LyingStr, keys), json_values, max_size=3),
 )
+at_texts = st.one_of(
+    any_text,
+    weird_text,
+    st.sampled_from(
+        [
+            "2026-08-06T09:00:00+08:00",
+            "2036-08-06T09:00:00Z",
+            "9999-12-31T23:59:59.999Z",
+            "2026-08-06T09:00:00",
+            "UTC",
+            "Asia/Shanghai",
+            "Not/A_Zone",
+            "2026-08-06",
+            "09:00:00.5",
+            "x" * 100,
+        ]
+    ),
+)
+at_values = st.one_of(
+    json_values,
+    at_texts,
+    st.fixed_dictionaries(
+        {"date": at_texts, "time": at_texts, "time_zone": st.one_of(at_texts, json_values)}
+    ),
+    st.dictionaries(
+        st.sampled_from(["date", "time", "time_zone", "zone", ""]),
+        st.one_of(at_texts, json_values),
+        max_size=4,
+    ),
+)
 create_json_arguments = st.one_of(
     json_values,
     argument_objects,
+    st.fixed_dictionaries({"prompt": st.one_of(any_text, weird_text), "at": at_values}),
+    st.fixed_dictionaries({"prompt": st.one_of(any_text, weird_text), "every_seconds": numbers}),
     st.fixed_dictionaries({"prompt": st.one_of(any_text, weird_text, json_values)}),
     st.fixed_dictionaries(
         {"prompt": st.one_of(any_text, weird_text), "after_seconds": st.one_of(numbers, scalars)}
@@ -308,6 +341,21 @@ create_arguments = st.one_of(  # what a host's own Python code may hand the tool
         {
             "prompt": st.one_of(any_text, weird_text, hostile_scalars),
             "after_seconds": st.one_of(numbers, hostile_scalars),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"prompt": st.just("p"), "every_seconds": st.one_of(numbers, hostile_scalars)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "prompt": st.just("p"),
+            "at": st.one_of(
+                hostile_scalars,
+                hostile_objects,
+                st.fixed_dictionaries(
+                    {"date": hostile_scalars, "time": hostile_scalars, "time_zone": hostile_scalars}
+                ),
+            ),
         }
     ),
     hostile_objects,
@@ -355,8 +403,14 @@ class ToolFuzz:
             assert self.agent.session.events[-1].type == SCHEDULE_CHANGE_TYPE
         else:
             assert grew == 0, value  # a rejected or read-only call appends nothing
+        flushed = self.host.sessions.flush_count - flushes_before
         if value.get("code") in PRE_QUEUE and str(MAX_ACTIVE_SCHEDULES) not in value["message"]:
-            assert self.host.sessions.flush_count == flushes_before  # rejected before the queue
+            if value["message"].startswith("at "):
+                assert flushed >= 1  # an at value is judged only after the preflight
+            else:
+                assert flushed == 0  # rejected before the queue
+        if value.get("code") in {"invalid_time_zone", "not_future"}:
+            assert flushed >= 1
         return value
 
 

@@ -113,6 +113,43 @@ def test_append_guards_reject_and_can_be_removed() -> None:
     assert [e.data for e in session.events] == ["good", "bad"]
 
 
+def test_store_guards_judge_creation_and_every_sessions_appends() -> None:
+    store = FakeSessionStore()
+    created: list[tuple[str, int]] = []
+    appended: list[tuple[str, int, Any]] = []
+
+    def on_create(header: Any, events: Any) -> None:
+        created.append((header.id, len(events)))
+        if header.id == "refused":
+            raise ValueError("no")
+
+    def on_append(header: Any, events: Any, type_: str, data: Any) -> None:
+        appended.append((header.id, len(events), data))
+        if data == "bad":
+            raise ValueError("rejected")
+
+    early = store.add(FakeSession("early"))
+    remove_create = store.add_creation_guard(on_create)
+    remove_append = store.add_append_guard(on_append)
+    with pytest.raises(ValueError, match="no"):
+        store.add(FakeSession("refused", seed_events=(("t", 1),)))
+    late = store.add(FakeSession("late", seed_events=(("t", 1),)))
+    assert created == [("refused", 1), ("late", 1)]
+    assert store.get("refused") is None
+    early.append("t", "ok")
+    late.append("t", "ok")
+    with pytest.raises(ValueError, match="rejected"):
+        late.append("t", "bad")
+    assert appended == [("early", 0, "ok"), ("late", 1, "ok"), ("late", 2, "bad")]
+    assert len(late.events) == 2
+    remove_create()
+    remove_append()
+    remove_append()
+    store.add(FakeSession("refused"))
+    late.append("t", "bad")
+    assert len(created) == 2 and len(appended) == 3
+
+
 def test_detached_session_rejects_appends() -> None:
     session, _, _ = make()
     session.detach()
