@@ -72,7 +72,9 @@ def catalog_markdown() -> str:
         "`everySeconds`, `scheduledAt`, `deliveryMode`). A reminder view has one of three",
         "shapes, told apart by `kind` (`after`, `at`, `every`). Every error value is",
         '`{"code", "message"}`, plus `operation` and `id` for `persistence_uncertain`. Tool',
-        "content is the compact JSON of the value.",
+        "content is the compact JSON of the value. The order in which inputs are checked,",
+        "when each error code is answered and the records these tools write are in",
+        "[the protocol](protocol.md#6-tool-inputs).",
         "",
     ]
     for spec in TOOL_SPECS:
