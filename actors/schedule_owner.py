@@ -19,6 +19,9 @@ with nothing left to write) is not posted: its ``PreflightSettled`` or
 ``BarrierSettled`` is handled right after the current handler, by the same
 ``handle_`` method (see :meth:`ScheduleOwner.on_receive`).
 
+After a delivery whose barrier succeeded the owner drives again at once (the
+next record may be due already), unless the log holds no active record.
+
 Recompute after management. Every successful management preflight asks for a
 drive (queued behind the transaction). A create asks when it finishes and
 leaves it out only when the drive could do nothing but re-arm the timer that
@@ -407,7 +410,7 @@ class ScheduleOwner(MailboxActor):
             return
         _cancel_deadline(txn)
         if txn.kind == "deliver":
-            if message.ok and not self._disposing:
+            if message.ok and not self._disposing and not self._nothing_left():
                 self._request_drive()  # the next earliest record may already be due
             elif not message.ok:
                 self._log.info(
@@ -521,6 +524,18 @@ class ScheduleOwner(MailboxActor):
             return False
         self._decided = folded
         return True
+
+    def _nothing_left(self) -> bool:
+        """After a successful dispatch barrier: does the log hold no active record at all?
+
+        Only this owner appends schedule changes, and none is in flight, so
+        an empty fold (confirmed or not) leaves a drive nothing to deliver or
+        arm: it is left out. A log that cannot be folded is left to the drive.
+        """
+        try:
+            return not self._refold().active
+        except (ScheduleLogError, UnreadableLogError):
+            return False
 
     def _list_after_preflight(self, txn: _Txn) -> None:
         folded = self._fold_or_answer(txn)
