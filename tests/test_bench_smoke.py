@@ -16,6 +16,7 @@ import pytest
 from bench import (
     _aps,
     clock_faults,
+    create_loop,
     create_throughput,
     delivery_precision,
     fold_cost,
@@ -71,6 +72,10 @@ def test_create_throughput_against_apscheduler(tmp_path: Path) -> None:
     assert [row["system"] for row in out["summary"]] == ["ours", "apscheduler", "apscheduler"]
     assert set(out["ratios"]) == {"default", "wal"}
     assert out["runs"]["apscheduler_wal"][0]["pragmas"]["journal_mode"] == "wal"
+
+
+def test_create_loop() -> None:
+    assert create_loop.main(["--creates", "5"]) > 0
 
 
 def test_group_commit(tmp_path: Path) -> None:
