@@ -14,6 +14,22 @@ Transaction shapes (see :mod:`messages.mailbox`)::
     deliver  drive          -> flush -> PreflightSettled -> reserve, follow-up, append dispatch(es),
                                                            release -> flush -> BarrierSettled
 
+A flush already settled when the owner asks for it (typically a preflight
+with nothing left to write) is not posted: its ``PreflightSettled`` or
+``BarrierSettled`` is handled right after the current handler, by the same
+``handle_`` method (see :meth:`ScheduleOwner.on_receive`).
+
+After a delivery whose barrier succeeded the owner drives again at once (the
+next record may be due already), unless the log holds no active record.
+
+Recompute after management. Every successful management preflight asks for a
+drive (queued behind the transaction). A create asks when it finishes and
+leaves it out only when the drive could do nothing but re-arm the timer that
+is armed: the create's barrier succeeded, the records at its start are
+exactly those the timer was decided from, and the new record is not due
+before the armed target (see ``_drive_needless``). Anything else (no timer, a
+change since the decision, an earlier record, a failed barrier) drives.
+
 A delivery decides twice from one clock sample each (:func:`messages.delivery.plan_delivery`):
 after the preflight (is anything due?) and again inside the turn reservation,
 which is what it acts on. A due one-shot (``after``/``at``) goes first, one per
@@ -118,6 +134,9 @@ class _Txn:
     schedule_id: str | None = None
     dispatched: tuple[str, ...] = ()  # a delivery's dispatched ids, in append order
     deadline: Cancellable | None = None  # the flush timeout of the step in flight
+    recompute: bool = False  # ask for a drive when the transaction finishes
+    unchanged: FoldedSchedules | None = None  # a create's fold, when it equals the decided one
+    timer_generation: int = 0  # the armed timer when ``unchanged`` was taken
 
 
 class UnreadableLogError(RuntimeError):
@@ -183,6 +202,7 @@ class ScheduleOwner(MailboxActor):
         self._status.watch_inbox(self.actor_inbox.empty)
         self._supervisor = supervisor
         self._queue: deque[ToolRequest | _Drive] = deque()  # admitted work survives a restart
+        self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
         self._timer_generation = 0  # generations only grow, so a stale wake never matches
@@ -203,6 +223,8 @@ class ScheduleOwner(MailboxActor):
         self._fold: FoldedSchedules | None = None
         self._timer: Cancellable | None = None
         self._timer_delay: int | None = None
+        self._timer_target: int | None = None  # the target the armed timer waits for
+        self._decided: FoldedSchedules | None = None  # the fold the armed timer was decided from
         self._waiting_for_idle = False
         self._faulted: str | None = None
         self._restart_pending = False
@@ -210,14 +232,29 @@ class ScheduleOwner(MailboxActor):
     # --- mailbox ----------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
-        """Handle one message; an unexpected exception is contained, never escapes."""
+        """Handle one message, then the steps it settled at once; exceptions are contained.
+
+        A flush that is already settled when the owner asks for it (say, a
+        preflight with nothing left to write) needs no trip through the
+        mailbox: its :class:`PreflightSettled` or :class:`BarrierSettled` is
+        queued in :attr:`_steps` and handled right after the current handler,
+        by its ``handle_`` method as if it had arrived by mail.
+        """
+        try:
+            result = self._handle_contained(message)
+            steps = self._steps
+            while steps:
+                self._handle_contained(steps.popleft())
+            return result
+        finally:
+            self._publish()
+
+    def _handle_contained(self, message: Any) -> Any:
         try:
             return super().on_receive(message)
         except Exception:
             self._contain(message)
             return None
-        finally:
-            self._publish()
 
     def on_stop(self) -> None:
         """Cancel the timer, answer what is still queued, resolve every dispose request."""
@@ -270,6 +307,8 @@ class ScheduleOwner(MailboxActor):
             return
         self._timer = None
         self._timer_delay = None
+        self._timer_target = None
+        self._decided = None
         self._request_drive()
 
     def handle_AgentIdle(self, message: AgentIdle) -> None:
@@ -347,7 +386,13 @@ class ScheduleOwner(MailboxActor):
         if not message.ok:
             self._answer(txn, persistence_uncertain(txn.kind, appended=False, id=txn.schedule_id))
             return self._finish()
-        self._request_drive()  # every successful management preflight asks for a recompute
+        # Every successful management preflight asks for a recompute. A create asks
+        # when it finishes, unless it proves the drive would only re-arm the armed
+        # timer (see _drive_needless); every other transaction asks now.
+        if isinstance(request, CreateSchedule):
+            txn.recompute = True
+        else:
+            self._request_drive()
         if request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops after its preflight", txn.kind)
             return self._finish()
@@ -365,7 +410,7 @@ class ScheduleOwner(MailboxActor):
             return
         _cancel_deadline(txn)
         if txn.kind == "deliver":
-            if message.ok and not self._disposing:
+            if message.ok and not self._disposing and not self._nothing_left():
                 self._request_drive()  # the next earliest record may already be due
             elif not message.ok:
                 self._log.info(
@@ -377,12 +422,14 @@ class ScheduleOwner(MailboxActor):
             operation: Literal["create", "delete"] = "create" if txn.kind == "create" else "delete"
             self._answer(txn, persistence_uncertain(operation, appended=True, id=txn.schedule_id))
             return self._finish()
-        if not self._disposing:
-            self._request_drive()
         if txn.kind == "create":
             assert txn.record is not None
+            if self._drive_needless(txn, txn.record):
+                txn.recompute = False
             self._answer(txn, schedule_view(txn.record, self._host.clock()))
         else:
+            if not self._disposing:
+                self._request_drive()
             assert txn.schedule_id is not None
             self._answer(txn, delete_value(txn.schedule_id))
         self._finish()
@@ -409,6 +456,10 @@ class ScheduleOwner(MailboxActor):
         folded = self._fold_or_answer(txn)
         if folded is None:
             return self._finish()
+        decided = self._decided
+        if self._timer is not None and decided is not None and _same_schedules(folded, decided):
+            txn.unchanged = folded
+            txn.timer_generation = self._timer_generation
         if len(folded.active) >= MAX_ACTIVE_SCHEDULES:
             self._answer(txn, active_limit_error())
             return self._finish()
@@ -435,6 +486,56 @@ class ScheduleOwner(MailboxActor):
         if not self._append_or_answer(txn, DeleteChange(request.id).to_json()):
             return self._finish()
         self._barrier(txn)
+
+    def _drive_needless(self, txn: _Txn, record: ScheduleRecord) -> bool:
+        """After a successful create barrier: would the drive it asks for only re-arm the timer?
+
+        Yes when a timer is armed, is the one armed when the create started,
+        the fold at the create's start held exactly the records that timer was
+        decided from, the log now holds those plus the new record, and the new
+        record is not due before the armed target: a drive would then find the
+        same earliest target and arm the same timer. The fold with the new
+        record becomes the decided one, so consecutive creates chain. Anything
+        else (no timer, a change meanwhile, an earlier record, a failed barrier,
+        which never gets here) leaves the drive to run as usual.
+        """
+        before = txn.unchanged
+        target = self._timer_target
+        if (
+            before is None
+            or self._timer is None
+            or target is None
+            or txn.timer_generation != self._timer_generation
+            or record.target_ms < target
+        ):
+            return False
+        try:
+            folded = self._refold()
+        except (ScheduleLogError, UnreadableLogError):
+            return False  # the drive will say so
+        active = folded.active
+        if (
+            len(folded.seen_ids) != len(before.seen_ids) + 1
+            or not active
+            or active[-1].id != record.id
+            or active[-1].target_ms != record.target_ms
+            or active[:-1] != before.active
+        ):
+            return False
+        self._decided = folded
+        return True
+
+    def _nothing_left(self) -> bool:
+        """After a successful dispatch barrier: does the log hold no active record at all?
+
+        Only this owner appends schedule changes, and none is in flight, so
+        an empty fold (confirmed or not) leaves a drive nothing to deliver or
+        arm: it is left out. A log that cannot be folded is left to the drive.
+        """
+        try:
+            return not self._refold().active
+        except (ScheduleLogError, UnreadableLogError):
+            return False
 
     def _list_after_preflight(self, txn: _Txn) -> None:
         folded = self._fold_or_answer(txn)
@@ -484,7 +585,7 @@ class ScheduleOwner(MailboxActor):
         if isinstance(plan, _NoDecision):
             return self._finish()
         if isinstance(plan, WaitFor):
-            self._arm(plan.delay_ms)
+            self._arm(plan)
             return self._finish()
         self._cancel_timer()
         release = self._agent.reserve_turn_admission()
@@ -549,7 +650,7 @@ class ScheduleOwner(MailboxActor):
             if plan is None or isinstance(plan, _NoDecision):
                 return False
             if isinstance(plan, WaitFor):
-                self._arm(plan.delay_ms)
+                self._arm(plan)
                 return False
             if isinstance(plan, DeliverNow):
                 return self._deliver_one(txn, plan)
@@ -666,18 +767,25 @@ class ScheduleOwner(MailboxActor):
         self._flush(txn, BarrierSettled)
 
     def _flush(self, txn: _Txn, settled: type[PreflightSettled] | type[BarrierSettled]) -> None:
-        """Ask the host for a durability barrier; its outcome arrives as a message."""
+        """Ask the host for a durability barrier; its outcome arrives as a message.
+
+        A flush settled already is handled as a step of the current message
+        (see :meth:`on_receive`), not posted.
+        """
         try:
             future = self._sessions.flush(self._session)
         except Exception:
             self._log.warning("flush of session %r raised", self._session.id)
-            self._post(settled(txn.id, False))
+            self._steps.append(settled(txn.id, False))
+            return
+        if future.done():
+            self._steps.append(settled(txn.id, _flushed(future)))
             return
         post = self._post
+        txn_id = txn.id
 
         def on_done(done: Future[bool]) -> None:
-            ok = not done.cancelled() and done.exception() is None and done.result() is True
-            post(settled(txn.id, ok))
+            post(settled(txn_id, _flushed(done)))
 
         future.add_done_callback(on_done)
         if not future.done():  # a settled flush has posted its outcome already
@@ -698,11 +806,14 @@ class ScheduleOwner(MailboxActor):
             )
 
     def _finish(self) -> None:
-        if self._txn is not None:
-            _cancel_deadline(self._txn)
+        txn = self._txn
+        if txn is not None:
+            _cancel_deadline(txn)
         self._txn = None
         if self._disposing:
             self.stop()
+        elif txn is not None and txn.recompute:
+            self._request_drive()  # pumps
         else:
             self._pump()
 
@@ -725,19 +836,25 @@ class ScheduleOwner(MailboxActor):
         self._fold = folded
         return folded
 
-    def _arm(self, delay_ms: int) -> None:
+    def _arm(self, plan: WaitFor) -> None:
+        """Arm the one timer for ``plan``, decided from the current fold."""
         self._cancel_timer()
         self._timer_generation += 1
         generation = self._timer_generation
         post = self._post
+        delay_ms = plan.delay_ms
         self._timer = self._host.timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
         self._timer_delay = delay_ms
+        self._timer_target = plan.record.target_ms
+        self._decided = self._fold
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
             self._timer_delay = None
+            self._timer_target = None
+            self._decided = None
             self._timer_generation += 1
 
     def _await_idle(self) -> None:
@@ -849,6 +966,18 @@ class ScheduleOwner(MailboxActor):
                 busy=self._txn is not None or bool(queue),
             )
         )
+
+
+def _flushed(done: Future[bool]) -> bool:
+    """Whether a settled flush counts as a successful checkpoint (only ``True`` does)."""
+    return not done.cancelled() and done.exception() is None and done.result() is True
+
+
+def _same_schedules(folded: FoldedSchedules, decided: FoldedSchedules) -> bool:
+    """Whether two folds of one log hold the same records (no change folded in between)."""
+    return folded is decided or (
+        len(folded.seen_ids) == len(decided.seen_ids) and folded.active == decided.active
+    )
 
 
 def _cancel_deadline(txn: _Txn) -> None:

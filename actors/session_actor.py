@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from actors.base import MailboxActor
 from host_bridge.protocols import SessionEvent, SessionHeader
@@ -52,6 +52,12 @@ AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
 """Called before an append with (header, current events, type, data); raising rejects it."""
 
 
+class _Counted(Protocol):
+    """An actor inbox that counts every ``put`` (``queue.Queue`` and the gevent inbox do)."""
+
+    unfinished_tasks: int
+
+
 class EventSink(Protocol):
     """The log a SessionActor appends to (an :class:`host_bridge.eventlog.EventLog`)."""
 
@@ -63,13 +69,21 @@ class EventSink(Protocol):
 
 
 class SessionCore:
-    """One live session's state and its append/flush logic.
+    """One live session's state and its append/flush logic: the SessionActor's critical section.
 
-    A :class:`SessionActor` serialises calls into it. Nothing here blocks or
-    switches greenlets, so on the gevent runtime a host may also call it
-    *inline* from a greenlet of the session actor's own hub (see
-    :class:`host_bridge.embedded.sessions.EmbeddedSession`): such a call is
-    atomic with respect to the actor, and saves the mailbox round trip.
+    Every append and flush runs inside :meth:`section`, a lock the session's
+    :class:`SessionActor` takes for each message it handles. A caller may
+    also run an append or flush itself, on its own thread (or greenlet),
+    when the actor has nothing unhandled: :meth:`enter_if_idle` takes the
+    section only if every message ever put into the actor's inbox was
+    handled already, so such a call never overtakes a queued one, and the
+    actor (which takes the same section) never runs beside it. The section
+    is therefore still the single point that orders a session's appends and
+    flushes, and a flush still goes to the persistence listener (group
+    commit happens there); it just saves the two thread hand-offs of a
+    mailbox round trip. Nothing inside the section waits for another
+    thread or switches greenlets, and no callback runs in it (durable
+    progress is tracked after leaving, see :meth:`track_progress`).
 
     **Staged appends.** ``append(..., staged=True)`` opens a *stage*: the event
     is in the live log at once (its seq is assigned, snapshots show it) but is
@@ -111,6 +125,37 @@ class SessionCore:
         self._progress_lock = threading.Lock()  # durable progress settles on the store's thread
         self._durable_length = durable_length  # e.g. the events a resume read from the store
         self._durable_listeners: list[Callable[[int], None]] = []
+        self.section = threading.Lock()
+        """The critical section: held by the actor per message and by an inline caller."""
+        self._inbox: _Counted | None = None  # the serving actor's inbox, once it serves
+        self.handled = 0
+        """Messages the serving actor finished (written by its thread only)."""
+
+    def serve(self, inbox: _Counted) -> None:
+        """Called by the :class:`SessionActor` that serialises this core, with its inbox."""
+        self._inbox = inbox
+
+    def enter_if_idle(self) -> bool:
+        """Take :attr:`section` when the actor has nothing unhandled; else ``False``.
+
+        The inbox counts every ``put`` (``unfinished_tasks``) before the sender's
+        ``tell`` returns, and the actor counts a message in :attr:`handled` only
+        after handling it; so equality means no message is queued or being
+        handled, and a message put from now on is concurrent with this caller.
+        On ``True`` the caller must :meth:`leave`.
+        """
+        inbox = self._inbox
+        if inbox is None:
+            return False
+        self.section.acquire()
+        if inbox.unfinished_tasks == self.handled:
+            return True
+        self.section.release()
+        return False
+
+    def leave(self) -> None:
+        """Release :attr:`section` after :meth:`enter_if_idle` returned ``True``."""
+        self.section.release()
 
     @property
     def persistent(self) -> bool:
@@ -170,20 +215,38 @@ class SessionCore:
         self._staged.clear()
 
     def flush(self) -> Future[bool]:
-        """A barrier covering every append so far, staged ones included (failed when detached)."""
+        """A barrier covering every append so far, staged ones included (failed when detached).
+
+        :meth:`start_flush` followed by :meth:`track_progress`; inside the
+        section, call those two apart (the second after leaving it).
+        """
+        future, covered = self.start_flush()
+        self.track_progress(future, covered)
+        return future
+
+    def start_flush(self) -> tuple[Future[bool], int]:
+        """Request a barrier covering every append so far; returns it and the length it covers.
+
+        Runs no callback: pass both to :meth:`track_progress` (outside the
+        section) so durable-progress listeners hear of it.
+        """
         if self.detached:
-            return _failed(self.detached_error())
+            return _failed(self.detached_error()), 0
         if self._listener is None:
-            return _resolved(False)
+            return _resolved(False), 0
         try:
             self.commit_staged()
             covered = len(self._log)
             future = self._listener.flush(self.header.id)
         except Exception as error:
             _log.warning("persistence listener refused a flush of session %r", self.header.id)
-            return _failed(error)
-        future.add_done_callback(lambda done: self._settled(done, covered))
-        return future
+            return _failed(error), 0
+        return future, covered
+
+    def track_progress(self, future: Future[bool], covered: int) -> None:
+        """Advance :attr:`durable_length` to ``covered`` when ``future`` resolves ``True``."""
+        if covered:
+            future.add_done_callback(lambda done: self._settled(done, covered))
 
     def on_durable(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Call ``listener(durable_length)`` whenever a flush makes more events durable.
@@ -222,18 +285,34 @@ class SessionCore:
 
 
 class SessionActor(MailboxActor):
-    """One live session. Its mailbox orders appends and flush barriers.
+    """One live session. It orders the session's appends and flush barriers.
 
     A :class:`~messages.mailbox.FlushSession` handled after an append covers
     that append, because every append was handed to the persistence listener
     before the actor took the next message. Coalescing of concurrent barriers
     into one durable commit happens in the listener (group commit). The host
     keeps a reference to the same :class:`SessionCore`.
+
+    The order is kept by the core's critical section (:attr:`SessionCore.section`),
+    which this actor holds while it handles a message. A caller that finds
+    the actor with nothing unhandled runs its append or flush in the same
+    section itself (:meth:`SessionCore.enter_if_idle`) instead of sending a
+    message and waiting for the reply: the same order, without the two
+    thread hand-offs. A busy actor is never overtaken: the caller then sends
+    its message behind the others.
     """
 
     def __init__(self, core: SessionCore) -> None:
         super().__init__()
         self._core = core
+        core.serve(cast(_Counted, self.actor_inbox))  # queue.Queue or GeventInbox
+
+    def on_receive(self, message: Any) -> Any:
+        """Handle one message, then count it handled (see :meth:`SessionCore.enter_if_idle`)."""
+        try:
+            return super().on_receive(message)
+        finally:
+            self._core.handled += 1
 
     @property
     def core(self) -> SessionCore:
@@ -242,8 +321,10 @@ class SessionActor(MailboxActor):
 
     def handle_AppendEvent(self, message: AppendEvent) -> None:
         """Judge, encode, write behind and commit one event to the live log."""
+        core = self._core
         try:
-            event = self._core.append(message.type, message.data, staged=message.staged)
+            with core.section:
+                event = core.append(message.type, message.data, staged=message.staged)
         except BaseException as error:
             _fail(message.reply, error)
         else:
@@ -251,11 +332,16 @@ class SessionActor(MailboxActor):
 
     def handle_FlushSession(self, message: FlushSession) -> None:
         """Start a flush barrier covering every append handled so far."""
-        _forward(self._core.flush(), message.reply)
+        core = self._core
+        with core.section:
+            future, covered = core.start_flush()
+        core.track_progress(future, covered)
+        _forward(future, message.reply)
 
     def handle_DetachSession(self, message: DetachSession) -> None:
         """Detach: every later append or flush is rejected."""
-        self._core.detached = True
+        with self._core.section:
+            self._core.detached = True
         _succeed(message.reply, None)
 
     def on_stop(self) -> None:
@@ -272,7 +358,8 @@ class SessionActor(MailboxActor):
         self._reject_leftovers()
 
     def _reject_leftovers(self) -> None:
-        self._core.detached = True
+        with self._core.section:
+            self._core.detached = True
         kept: list[Any] = []
         while not self.actor_inbox.empty():  # only this thread takes from the inbox
             envelope = self.actor_inbox.get()

@@ -239,6 +239,28 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         print(line(row))
 
 
+PER_OP_LABELS = {
+    "messages": "messages",
+    "futures": "futures",
+    "notifications": "notifications",
+    "voluntary_switches": "context switches (voluntary)",
+    "involuntary_switches": "(involuntary)",
+    "flush_requests": "flush requests",
+    "commits": "commits",
+}
+"""How :func:`print_per_op` names each per-operation count (see :mod:`bench._counts`)."""
+
+
+def print_per_op(title: str, counts: dict[str, float | None]) -> None:
+    """One line of per-operation counts, in a fixed order; missing ones are skipped."""
+    cells = [
+        f"{label} {counts[key]:.2f}"
+        for key, label in PER_OP_LABELS.items()
+        if counts.get(key) is not None
+    ]
+    print(f"{title}: " + ", ".join(cells))
+
+
 def verdict(met: bool | None) -> str:
     """``met``, ``MISSED`` or ``n/a``."""
     if met is None:

@@ -15,8 +15,15 @@ In one process, alternating runs (ours, APScheduler, APScheduler, ours, ...):
   return while the scheduler runs), ``get_jobs()``, ``remove_job()``. Twice: with
   the job store's SQLite as SQLAlchemy opens it (``default``) and tuned like ours
   (``wal``: WAL, synchronous=FULL).
-* the raw ``fsync`` rate of the data directory's disk (before and after), and our
-  creates/s as a fraction of the limit that two fsyncs per create imply.
+* the raw ``fsync`` rate of the data directory's disk and the rate of one thread
+  inserting and committing one row at a time to an SQLite file there (WAL,
+  ``synchronous=FULL``), before and after: a durable create needs one commit, so
+  the second is the realistic ceiling, and our creates/s are given as a fraction
+  of it (and of the limit that two fsyncs per create imply);
+* per create (see :mod:`bench._counts`): voluntary context switches, flush
+  requests and commits from the timed runs, and, from one extra untimed run
+  under a profile hook, mailbox messages handled, futures made and condition
+  notifications.
 
 Prints two tables and writes ``bench/results/create_throughput.json``.
 """
@@ -43,12 +50,14 @@ from bench._common import (
     median,
     open_host,
     print_machine,
+    print_per_op,
     print_table,
     quiet_logs,
     verdict,
     write_results,
 )
-from bench.store_commit_rate import raw_fsync_rate
+from bench._counts import CallCounter, Counters
+from bench.store_commit_rate import raw_fsync_rate, sqlite_commit_rate
 from messages.tool_values import MAX_ACTIVE_SCHEDULES
 
 NAME = "create_throughput"
@@ -58,6 +67,15 @@ TARGET_RATIO = 2.0
 
 TARGET_FSYNC_FRACTION = 0.5
 """Our creates/s must be at least this fraction of (raw fsync rate / 2)."""
+
+TARGET_SQLITE_FRACTION = 0.7
+"""Our creates/s must be at least this fraction of one thread's SQLite insert+commit rate."""
+
+TARGET_SWITCHES = 8.0
+"""At most this many voluntary context switches per create (threading runtime)."""
+
+COUNTED_CREATES = 200
+"""Creates in the untimed run under the call-counting profile hook."""
 
 AFTER_SECONDS = 3600
 """Reminders are an hour ahead: nothing comes due while measuring."""
@@ -88,14 +106,19 @@ class _Timer:
 
 
 def _summary(
-    creates: _Timer, lists: _Timer, deletes: _Timer, count: int, commits: int | None
+    creates: _Timer,
+    lists: _Timer,
+    deletes: _Timer,
+    count: int,
+    per_create: dict[str, float | None] | None,
 ) -> dict[str, Any]:
     return {
         "creates": count,
         "creates_per_s": count / creates.wall_s,
         "create_latency": distribution(creates.latencies_ms),
         "create_cpu_us": creates.cpu_s / count * 1e6,
-        "commits_per_create": None if commits is None else commits / count,
+        "commits_per_create": None if per_create is None else per_create["commits"],
+        "per_create": per_create,
         "list_ms_median": median(lists.latencies_ms),
         "listed": count,
         "deletes_per_s": count / deletes.wall_s,
@@ -111,13 +134,13 @@ def run_ours(root: Path, count: int, list_reps: int, runtime: str) -> dict[str, 
         agent = host.spawn()
         ids: list[str] = []
         creates, lists, deletes = _Timer(), _Timer(), _Timer()
-        commits0 = host.commit_count
+        counters = Counters(host.host.persistence)
 
         def create(index: int) -> None:
             ids.append(host.create(agent, f"reminder {index}", AFTER_SECONDS)["id"])
 
         creates.run(count, create)
-        commits = host.commit_count - commits0
+        per_create = counters.stop().per(count)
         listed: list[int] = []
         lists.run(list_reps, lambda _: listed.append(len(host.list(agent)["schedules"])))
         if any(n != count for n in listed):
@@ -127,7 +150,33 @@ def run_ours(root: Path, count: int, list_reps: int, runtime: str) -> dict[str, 
         host.close()
         shutil.rmtree(data, ignore_errors=True)
     config = f"embedded, {runtime} (WAL, synchronous=FULL)"
-    return {"system": "ours", "config": config} | _summary(creates, lists, deletes, count, commits)
+    return {"system": "ours", "config": config} | _summary(
+        creates, lists, deletes, count, per_create
+    )
+
+
+def count_ours(root: Path, count: int, runtime: str) -> dict[str, float]:
+    """Messages, futures and notifications per create, in an untimed run under a profile hook."""
+    data = Path(tempfile.mkdtemp(prefix="counted-", dir=root))
+    gevent_runtime = None
+    if runtime == "gevent":
+        from actors.runtime import get_runtime
+
+        gevent_runtime = get_runtime("gevent")
+    with CallCounter(gevent_runtime) as counter:
+        host = open_host(data, runtime)
+        try:
+            agent = host.spawn()
+            for index in range(10):  # warm-up: first drive, first fold, lazy imports
+                host.create(agent, f"warm-up {index}", AFTER_SECONDS)
+            counter.mark()
+            for index in range(count):
+                host.create(agent, f"reminder {index}", AFTER_SECONDS)
+            counted = counter.since_mark()
+        finally:
+            host.close()
+            shutil.rmtree(data, ignore_errors=True)
+    return {key: value / count for key, value in counted.items()}
 
 
 def run_apscheduler(root: Path, count: int, list_reps: int, config: str) -> dict[str, Any]:
@@ -160,6 +209,16 @@ def run_apscheduler(root: Path, count: int, list_reps: int, config: str) -> dict
     } | _summary(creates, lists, deletes, count, None)
 
 
+def _median_per_create(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """The median of each per-create count over the runs that have them."""
+    counted = [run["per_create"] for run in runs if run.get("per_create")]
+    if not counted:
+        return None
+    return {
+        key: median([float(c[key]) for c in counted if c[key] is not None]) for key in counted[0]
+    }
+
+
 def _median_of(runs: Sequence[dict[str, Any]], key: str) -> float:
     return median([float(run[key]) for run in runs])
 
@@ -176,6 +235,7 @@ def _aggregate(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "create_p99_ms": median([run["create_latency"]["p99_ms"] for run in runs]),
         "create_cpu_us": _median_of(runs, "create_cpu_us"),
         "commits_per_create": first["commits_per_create"],
+        "per_create": _median_per_create(runs),
         "list_ms_median": _median_of(runs, "list_ms_median"),
         "deletes_per_s": _median_of(runs, "deletes_per_s"),
     }
@@ -187,11 +247,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--creates", type=int, default=1000, help="creates per run (default 1000)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     parser.add_argument("--list-reps", type=int, default=20, help="lists timed per run")
-    parser.add_argument("--fsync-seconds", type=float, default=2.0, help="fsync probe duration")
+    parser.add_argument(
+        "--fsync-seconds", type=float, default=2.0, help="fsync and SQLite probe duration"
+    )
+    parser.add_argument(
+        "--counted",
+        type=int,
+        default=COUNTED_CREATES,
+        help=f"creates in the untimed call-counting run (default {COUNTED_CREATES}; 0: skip)",
+    )
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.creates, args.rounds, args.list_reps, args.fsync_seconds = 20, 1, 3, 0.2
+        args.counted = 20
     if not 1 <= args.creates <= MAX_ACTIVE_SCHEDULES:
         parser.error(
             f"--creates must be in 1..{MAX_ACTIVE_SCHEDULES} (one session's active reminders)"
@@ -205,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with data_root(args.data, "dsh-bench-create-") as root:
         info = machine_info(root)
         fsync_before = raw_fsync_rate(root, args.fsync_seconds)
+        sqlite_before = sqlite_commit_rate(root, args.fsync_seconds)
         ours: list[dict[str, Any]] = []
         theirs: dict[str, list[dict[str, Any]]] = {config: [] for config in configs}
         for round_index in range(args.rounds):
@@ -216,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 else:
                     theirs[who].append(run_apscheduler(root, args.creates, args.list_reps, who))
         fsync_after = raw_fsync_rate(root, args.fsync_seconds)
+        sqlite_after = sqlite_commit_rate(root, args.fsync_seconds)
+        calls = count_ours(root, args.counted, args.runtime) if args.counted > 0 else None
 
     fsync_rate = (fsync_before + fsync_after) / 2
     two_fsync_limit = fsync_rate / 2
@@ -225,7 +297,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         config: our_rate / _aggregate(runs)["creates_per_s"] for config, runs in theirs.items()
     }
     fraction = our_rate / two_fsync_limit
+    sqlite_rate = (sqlite_before + sqlite_after) / 2
+    sqlite_fraction = our_rate / sqlite_rate
+    per_create = dict(summary[0]["per_create"] or {}) | (calls or {})
+    summary[0]["per_create"] = per_create
+    switches = per_create.get("voluntary_switches")
     targets = {
+        "fraction_of_sqlite_commit_rate": {
+            "value": sqlite_fraction,
+            "target": f">= {TARGET_SQLITE_FRACTION}",
+            "met": sqlite_fraction >= TARGET_SQLITE_FRACTION,
+        },
+        "context_switches_per_create": {
+            "value": switches,
+            "target": f"<= {TARGET_SWITCHES} (threading runtime)",
+            "met": None if switches is None else switches <= TARGET_SWITCHES,
+        },
         "ratio_vs_apscheduler_default": {
             "value": ratios.get("default"),
             "target": f">= {TARGET_RATIO}",
@@ -278,6 +365,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"raw fsync: {fmt(fsync_before)}/s before, {fmt(fsync_after)}/s after; "
         f"two-fsync limit {fmt(two_fsync_limit)} creates/s"
     )
+    print(
+        f"SQLite insert+commit, one thread: {fmt(sqlite_before)}/s before, "
+        f"{fmt(sqlite_after)}/s after; ours = {sqlite_fraction:.0%} of it"
+    )
+    print_per_op("per create (ours)", per_create)
     print_table(
         ["target", "value", "goal", "verdict"],
         [
@@ -297,6 +389,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "runtime": args.runtime,
         },
         "apscheduler_skipped": skipped,
+        "sqlite_commit": {
+            "before_per_s": sqlite_before,
+            "after_per_s": sqlite_after,
+            "rate_per_s": sqlite_rate,
+        },
         "fsync": {
             "before_per_s": fsync_before,
             "after_per_s": fsync_after,

@@ -52,11 +52,13 @@ from bench._common import (
     machine_info,
     open_host,
     print_machine,
+    print_per_op,
     print_table,
     quiet_logs,
     verdict,
     write_results,
 )
+from bench._counts import Counters
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.protocols import UserMessage
 from messages.instant import parse_instant
@@ -194,6 +196,7 @@ def run_ours(
         if store is None:
             raise BenchError("the embedded host has no durable store")
         commits0, flushes0, cpu0 = store.commit_count, store.flush_requests, _cpu_seconds()
+        counters = Counters(store)
         deadline = max(0.0, (common - _now_ms()) / 1000) + WAIT_AFTER_DUE_S
         if not followups.all_seen.wait(deadline):
             raise BenchError(
@@ -205,6 +208,7 @@ def run_ours(
             "commits_per_delivery": (store.commit_count - commits0) / reminders,
             "flushes_per_delivery": (store.flush_requests - flushes0) / reminders,
             "cpu_us_per_delivery": (_cpu_seconds() - cpu0) / reminders * 1e6,
+            "per_delivery": counters.stop().per(reminders),
             "turns": sum(len(agent.turns) for agent in spawned),
         }
     finally:
@@ -346,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for row in rows
         ],
     )
+    work = ours["work"]
+    print(f"CPU per delivery (ours): {fmt(work['cpu_us_per_delivery'])} µs")
+    print_per_op("per delivery (ours)", work["per_delivery"])
     print(f"target: ours {target['target']}: {fmt(p99, 1)} ms -> {verdict(target['met'])}")
 
     payload = header(NAME, argv) | {

@@ -13,7 +13,11 @@ hold at most 1000 active reminders). The rate is those creates over the time
 from the start to the last confirmation. Levels run in alternating order (1, 10,
 100, then 100, 10, 1, ...) and the median per level is reported, with SQLite
 commits per create (group commit folds concurrent barriers into one commit) and
-the ratio to the single-agent rate.
+the ratio to the single-agent rate. Beside them, in the same run: one thread
+inserting and committing one row at a time to an SQLite file in the same
+directory (WAL, ``synchronous=FULL``; before and after), the ceiling of a single
+writer that needs one commit per operation, and each level's rate as a multiple
+of it. Per create: voluntary context switches, flush requests and commits.
 
 ``--emulate-commit-ms X`` adds X ms to every SQLite commit of the store (through
 its ``fault_hook`` test seam, inside the write transaction, before ``COMMIT``),
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import (
+    PER_OP_LABELS,
     BenchError,
     add_common_arguments,
     data_root,
@@ -54,11 +59,16 @@ from bench._common import (
     verdict,
     write_results,
 )
+from bench._counts import Counters
+from bench.store_commit_rate import sqlite_commit_rate
 
 NAME = "group_commit"
 
 TARGET_SCALE = 5.0
 """Aggregate creates/s with the most agents must be at least this multiple of one agent's."""
+
+TARGET_SQLITE_MULTIPLE = 2.0
+"""Aggregate creates/s with the most agents must be this multiple of one SQLite writer's rate."""
 
 AFTER_SECONDS = 3600
 
@@ -109,11 +119,13 @@ def measure(
         for thread in threads:
             thread.start()
         commits0, cpu0 = store.commit_count, _cpu_seconds()
+        counters = Counters(store)
         start_line.wait()
         started = time.perf_counter()
         for thread in threads:
             thread.join(timeout=600)
         commits, cpu = store.commit_count - commits0, _cpu_seconds() - cpu0
+        counts = counters.stop()
         if errors:
             raise BenchError(f"a create failed: {errors[0]}")
     finally:
@@ -128,6 +140,7 @@ def measure(
         "creates_per_s": len(every) / elapsed,
         "commits_per_create": commits / len(every) if every else None,
         "cpu_us_per_create": cpu / len(every) * 1e6 if every else None,
+        "per_create": counts.per(len(every)) if every else None,
         "latency": distribution(every),
     }
 
@@ -170,8 +183,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         levels = list(dict.fromkeys(min(level, 3) for level in levels))
         args.creates, args.rounds = 30, 1
 
+    probe_s = 0.2 if args.quick else 2.0
     with data_root(args.data, "dsh-bench-group-") as root:
         info = machine_info(root)
+        sqlite_before = sqlite_commit_rate(root, probe_s)
         runs: dict[int, list[dict[str, Any]]] = {level: [] for level in levels}
         for round_index in range(args.rounds):
             order = levels if round_index % 2 == 0 else list(reversed(levels))
@@ -186,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         store_url=args.store,
                     )
                 )
+        sqlite_after = sqlite_commit_rate(root, probe_s)
+    sqlite_rate = (sqlite_before + sqlite_after) / 2
 
     summary: list[dict[str, Any]] = []
     for level in levels:
@@ -203,17 +220,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 ),
                 "p50_ms": median([r["latency"]["p50_ms"] for r in level_runs]),
                 "p99_ms": median([r["latency"]["p99_ms"] for r in level_runs]),
+                "per_create": {
+                    key: median([r["per_create"][key] for r in level_runs if r["per_create"]])
+                    for key in ("voluntary_switches", "flush_requests", "commits")
+                },
             }
         )
     base = summary[0]["creates_per_s"] if summary else float("nan")
     for row in summary:
         row["scale_vs_first"] = row["creates_per_s"] / base
+        row["x_sqlite_writer"] = row["creates_per_s"] / sqlite_rate
     top = summary[-1] if summary else None
     scale = None if top is None or len(summary) < 2 else top["scale_vs_first"]
     target: dict[str, Any] = {
         "value": scale,
         "target": f">= {TARGET_SCALE}x ({levels[-1]} agents vs {levels[0]})" if levels else "",
         "met": None if scale is None else scale >= TARGET_SCALE,
+    }
+    multiple = None if top is None else top["x_sqlite_writer"]
+    sqlite_target: dict[str, Any] = {
+        "value": multiple,
+        "target": f">= {TARGET_SQLITE_MULTIPLE}x one SQLite writer ({levels[-1]} agents)"
+        if levels
+        else "",
+        "met": None if multiple is None or args.store else multiple >= TARGET_SQLITE_MULTIPLE,
     }
 
     print_machine(info)
@@ -224,22 +254,44 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"store: {'PostgreSQL' if args.store else 'SQLite'}"
         + (f"; EMULATED +{args.emulate_commit_ms:g} ms per commit" if emulated else "")
     )
+    switches_label = PER_OP_LABELS["voluntary_switches"].split(" (")[0]
     print_table(
-        ["agents", "creates/s", "x 1 agent", "commits/create", "CPU µs/create", "p50 ms", "p99 ms"],
+        [
+            "agents",
+            "creates/s",
+            "x 1 agent",
+            "x SQLite writer",
+            "commits/create",
+            "CPU µs/create",
+            f"{switches_label}/create",
+            "flushes/create",
+            "p50 ms",
+            "p99 ms",
+        ],
         [
             [
                 fmt(row["agents"]),
                 fmt(row["creates_per_s"]),
                 fmt(row["scale_vs_first"], 2),
+                fmt(row["x_sqlite_writer"], 2),
                 fmt(row["commits_per_create"], 3),
                 fmt(row["cpu_us_per_create"]),
+                fmt(row["per_create"]["voluntary_switches"], 1),
+                fmt(row["per_create"]["flush_requests"], 2),
                 fmt(row["p50_ms"], 2),
                 fmt(row["p99_ms"], 2),
             ]
             for row in summary
         ],
     )
+    print(
+        f"SQLite insert+commit, one thread, same directory: {fmt(sqlite_before)}/s before, "
+        f"{fmt(sqlite_after)}/s after"
+    )
     print(f"target: {target['target']}: {fmt(scale, 2)} -> {verdict(target['met'])}")
+    print(
+        f"target: {sqlite_target['target']}: {fmt(multiple, 2)} -> {verdict(sqlite_target['met'])}"
+    )
 
     name = NAME if args.runtime == "threading" else f"{NAME}_{args.runtime}"
     if args.store:
@@ -256,8 +308,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "runtime": args.runtime,
             "store": "postgresql" if args.store else "sqlite",
         },
+        "sqlite_commit": {
+            "before_per_s": sqlite_before,
+            "after_per_s": sqlite_after,
+            "rate_per_s": sqlite_rate,
+        },
         "summary": summary,
-        "targets": {"scale_most_vs_one_agent": target},
+        "targets": {"scale_most_vs_one_agent": target, "x_sqlite_writer": sqlite_target},
         "runs": {str(level): level_runs for level, level_runs in runs.items()},
     }
     path = write_results(args.results, name, payload)

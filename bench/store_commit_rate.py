@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -55,6 +56,39 @@ def raw_fsync_rate(directory: Path, seconds: float) -> float:
     finally:
         os.close(fd)
         path.unlink()
+
+
+SQLITE_ROW_BYTES = 200
+"""Payload of one row in :func:`sqlite_commit_rate` (about a create's msgpack event)."""
+
+
+def sqlite_commit_rate(directory: Path, seconds: float) -> float:
+    """INSERT + COMMIT per second of one thread on a fresh SQLite file in ``directory``.
+
+    The same settings as the store (WAL, ``synchronous=FULL``), one row of
+    :data:`SQLITE_ROW_BYTES` per transaction: the realistic ceiling of anything
+    that needs one durable commit per operation on this file system.
+    """
+    path = directory / "commit-probe.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, at INTEGER, payload BLOB)")
+        payload = os.urandom(SQLITE_ROW_BYTES)
+        count = 0
+        deadline = time.perf_counter() + seconds
+        start = time.perf_counter()
+        while time.perf_counter() < deadline:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO rows(at, payload) VALUES (?, ?)", (time.time_ns(), payload))
+            conn.execute("COMMIT")
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 class _Appender:
@@ -168,6 +202,8 @@ def main() -> None:
         print(f"data directory: {work}")
         fsyncs = raw_fsync_rate(work, args.seconds)
         print(f"raw fsync rate:            {fsyncs:10.0f} fsync/s")
+        inserts = sqlite_commit_rate(work, args.seconds)
+        print(f"SQLite insert+commit, one thread: {inserts:10.0f} commits/s")
         with SqliteEventStore(store_path(work)) as store:
             live = EmbeddedSessionStore(store)
             try:

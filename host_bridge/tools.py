@@ -11,10 +11,9 @@ appends nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 import pykka
@@ -105,6 +104,26 @@ _FACTORIES: dict[str, RequestFactory] = {
 }
 
 
+class _ToolReply(Future[Any]):
+    """One future for both ends of a tool call: the owner's reply and the host's result.
+
+    The owner answers with a tool value (``set_result(value)``); the future
+    then holds that value's :class:`ToolResult`, so the host's future needs no
+    second future chained to it. A failure (``set_exception``) becomes
+    ``internal_error``. A host that cancels it cancels the owner's reply, which
+    the owner checks before its flush and before its append.
+    """
+
+    def set_result(self, result: Any) -> None:
+        """Settle with the :class:`ToolResult` of the tool value ``result``."""
+        super().set_result(_result(result))
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """A failed reply answers ``internal_error`` (the exception is not shown)."""
+        _log.warning("a schedule tool reply failed: %r", type(exception).__name__)
+        super().set_result(_result(internal_error()))
+
+
 def _executor(
     agent: Agent, owner: pykka.ActorRef[Any], factory: RequestFactory
 ) -> Callable[[Any, ToolCall], Future[ToolResult]]:
@@ -112,30 +131,15 @@ def _executor(
         try:
             if call.agent is not agent:
                 return resolved(_result(cross_agent_error()))
-            reply: Future[Any] = Future()
+            reply = _ToolReply()
             request = factory(arguments, reply)
             if isinstance(request, ToolError):
                 return resolved(_result(request))
-            result: Future[ToolResult] = Future()
-
-            def on_reply(done: Future[Any]) -> None:
-                if done.cancelled():
-                    return  # only the host cancels: ``result`` is cancelled already
-                outcome = internal_error() if done.exception() is not None else done.result()
-                with contextlib.suppress(InvalidStateError):  # the host cancelled meanwhile
-                    result.set_result(_result(outcome))
-
-            def on_result(done: Future[ToolResult]) -> None:
-                if done.cancelled():
-                    reply.cancel()  # the owner sees it and skips what has not started
-
-            reply.add_done_callback(on_reply)
-            result.add_done_callback(on_result)
             try:
                 owner.tell(request)
             except pykka.ActorDeadError:
                 return resolved(_result(internal_error("not_live")))
-            return result
+            return reply
         except Exception:
             _log.exception("schedule tool failed before reaching its owner")
             return resolved(_result(internal_error()))

@@ -16,6 +16,7 @@ import pytest
 from bench import (
     _aps,
     clock_faults,
+    create_loop,
     create_throughput,
     delivery_precision,
     fold_cost,
@@ -49,11 +50,19 @@ def test_create_throughput(tmp_path: Path) -> None:
     assert ours["creates_per_s"] > 0
     assert ours["commits_per_create"] > 0
     assert out["fsync"]["rate_per_s"] > 0
+    assert out["sqlite_commit"]["rate_per_s"] > 0
     assert set(out["targets"]) == {
+        "fraction_of_sqlite_commit_rate",
+        "context_switches_per_create",
         "ratio_vs_apscheduler_default",
         "ratio_vs_apscheduler_wal",
         "fraction_of_two_fsync_limit",
     }
+    per_create = ours["per_create"]
+    assert per_create["flush_requests"] >= 2  # a preflight and a barrier at least
+    assert per_create["messages"] >= 1
+    assert per_create["futures"] >= 1
+    assert per_create["voluntary_switches"] >= 0
     assert out["targets"]["ratio_vs_apscheduler_default"]["met"] is None
 
 
@@ -65,12 +74,18 @@ def test_create_throughput_against_apscheduler(tmp_path: Path) -> None:
     assert out["runs"]["apscheduler_wal"][0]["pragmas"]["journal_mode"] == "wal"
 
 
+def test_create_loop() -> None:
+    assert create_loop.main(["--creates", "5"]) > 0
+
+
 def test_group_commit(tmp_path: Path) -> None:
     out = run(group_commit.main, "group_commit", tmp_path)
     assert [row["agents"] for row in out["summary"]] == [1, 3]
     assert all(row["creates_per_s"] > 0 for row in out["summary"])
     assert out["summary"][0]["commits_per_create"] == 1.0
-    assert "scale_most_vs_one_agent" in out["targets"]
+    assert out["summary"][0]["per_create"]["commits"] == 1.0
+    assert out["sqlite_commit"]["rate_per_s"] > 0
+    assert set(out["targets"]) == {"scale_most_vs_one_agent", "x_sqlite_writer"}
 
 
 def test_fold_cost(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 
 import pykka
 
-from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking, wait_for
+from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
@@ -61,11 +61,12 @@ class SessionLeaseRefusedError(SessionLeaseError, SessionError):
 class EmbeddedSession(LogBackedSession):
     """A live session of the embedded host (implements the ``Session`` protocol).
 
-    Appends and flushes go through the session's :class:`SessionActor`
-    mailbox. On the gevent runtime a caller that runs on the actor's own hub
-    thread (an owner or turn actor) calls the shared :class:`SessionCore`
-    inline instead: it never blocks, so it is atomic with respect to the actor,
-    and the caller neither waits for another greenlet nor stalls the hub.
+    Appends and flushes are ordered by the session's :class:`SessionActor`.
+    When the actor has nothing unhandled, the caller runs the append or flush
+    in the actor's critical section itself (:meth:`SessionCore.enter_if_idle`),
+    on any thread or greenlet and on either runtime; otherwise it sends the
+    actor a message behind the queued ones and waits for the reply. Either way
+    the section orders it, and no call overtakes one queued before it.
     """
 
     def __init__(
@@ -75,14 +76,12 @@ class EmbeddedSession(LogBackedSession):
         actor: pykka.ActorRef[SessionActor],
         *,
         core: SessionCore | None = None,
-        runtime: Runtime | None = None,
         store: SqliteEventStore | None = None,
     ) -> None:
         self._header = header
         self._log = log
         self._actor = actor
         self._core = core
-        self._inline = runtime if core is not None and runtime is not None else None
         self._detached = False
         self._store = store
         self._inbox_claimed = False
@@ -110,11 +109,12 @@ class EmbeddedSession(LogBackedSession):
         return self._core is not None and self._core.persistent
 
     def append(self, type: str, data: Any) -> SessionEvent:
-        """Append one event through the session's mailbox and return it once committed.
+        """Append one event in the session actor's critical section; return it once committed.
 
-        The wait follows the caller (:func:`actors.runtime.wait_for`): an actor
-        greenlet on the gevent runtime is suspended while the session actor (on
-        the same hub or elsewhere) commits, instead of blocking the hub.
+        Runs in the caller when the actor is idle. Otherwise it goes through the
+        mailbox and the wait follows the caller (:func:`actors.runtime.wait_for`):
+        an actor greenlet on the gevent runtime is suspended while the session
+        actor (on the same hub or elsewhere) commits, instead of blocking the hub.
         """
         return self._append(type, data, staged=False)
 
@@ -128,10 +128,12 @@ class EmbeddedSession(LogBackedSession):
         return self._append(type, data, staged=True)
 
     def _append(self, type_: str, data: Any, *, staged: bool) -> SessionEvent:
-        inline = self._inline
-        if inline is not None and inline.on_hub_thread():
-            assert self._core is not None
-            return self._core.append(type_, data, staged=staged)
+        core = self._core
+        if core is not None and core.enter_if_idle():
+            try:
+                return core.append(type_, data, staged=staged)
+            finally:
+                core.leave()
         reply: Future[SessionEvent] = Future()
         try:
             self._actor.tell(AppendEvent(type_, data, reply, staged))
@@ -165,10 +167,14 @@ class EmbeddedSession(LogBackedSession):
 
     def request_flush(self) -> Future[bool]:
         """Queue a flush barrier behind every append made so far."""
-        inline = self._inline
-        if inline is not None and inline.on_hub_thread():
-            assert self._core is not None
-            return self._core.flush()
+        core = self._core
+        if core is not None and core.enter_if_idle():
+            try:
+                future, covered = core.start_flush()
+            finally:
+                core.leave()
+            core.track_progress(future, covered)
+            return future
         reply: Future[bool] = Future()
         try:
             self._actor.tell(FlushSession(reply))
@@ -427,9 +433,7 @@ class EmbeddedSessionStore:
                 durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable
             )
             actor = self._session_actor.start(core)
-            session = EmbeddedSession(
-                header, log, actor, core=core, runtime=self._runtime, store=self._persistence
-            )
+            session = EmbeddedSession(header, log, actor, core=core, store=self._persistence)
             with self._lock:
                 self._live[header.id] = session
         except BaseException:

@@ -113,22 +113,15 @@ class ScopedToolRegistry:
         An unknown tool, a tool that raises, a failed future or a non-``ToolResult``
         value resolve to an ``is_error`` result.
         """
-        tool = self.get(name, agent=agent)
-        if tool is None:
-            return _resolved(_error("unknown_tool", f"No tool named {name!r} is available.", name))
-        with self._lock:
-            call = ToolCall(f"call-{next(self._call_ids)}", agent)
-        try:
-            inner = tool.execute(arguments, call)
-        except Exception:
-            _log.warning("tool %s raised for agent %s", name, agent.id, exc_info=True)
-            return _resolved(_error("tool_failed", "The tool failed.", name))
+        started = self._start(name, arguments, agent)
+        if isinstance(started, ToolResult):
+            return _resolved(started)
         outer: Future[ToolResult] = Future()
 
         def settle(done: Future[ToolResult]) -> None:
             outer.set_result(self._outcome(name, agent, done))
 
-        inner.add_done_callback(settle)
+        started.add_done_callback(settle)
         return outer
 
     def execute(
@@ -136,16 +129,36 @@ class ScopedToolRegistry:
     ) -> ToolResult:
         """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result.
 
-        The wait follows the caller (:func:`actors.runtime.wait_for`): a model
-        running in a greenlet actor suspends only its greenlet, so the tool's
-        owner can answer on the same gevent hub.
+        Judged like :meth:`submit`, but waiting on the tool's own future (no
+        second future). The wait follows the caller (:func:`actors.runtime.wait_for`):
+        a model running in a greenlet actor suspends only its greenlet, so the
+        tool's owner can answer on the same gevent hub.
         """
-        future = self.submit(name, arguments, agent=agent)
+        started = self._start(name, arguments, agent)
+        if isinstance(started, ToolResult):
+            return started
         try:
-            return wait_for(future, timeout)
+            wait_for(started, timeout)
         except TimeoutError:
-            _log.warning("tool %s timed out for agent %s", name, agent.id)
-            return _error("tool_timeout", "The tool did not finish in time.", name)
+            if not started.done():
+                _log.warning("tool %s timed out for agent %s", name, agent.id)
+                return _error("tool_timeout", "The tool did not finish in time.", name)
+        except Exception:
+            if not started.done():
+                raise
+        return self._outcome(name, agent, started)
+
+    def _start(self, name: str, arguments: Any, agent: Agent) -> Future[ToolResult] | ToolResult:
+        """The tool's future, or the error result when it is unknown or raised."""
+        tool = self.get(name, agent=agent)
+        if tool is None:
+            return _error("unknown_tool", f"No tool named {name!r} is available.", name)
+        call = ToolCall(f"call-{next(self._call_ids)}", agent)  # (count() is thread-safe)
+        try:
+            return tool.execute(arguments, call)
+        except Exception:
+            _log.warning("tool %s raised for agent %s", name, agent.id, exc_info=True)
+            return _error("tool_failed", "The tool failed.", name)
 
     @staticmethod
     def _outcome(name: str, agent: Agent, done: Future[ToolResult]) -> ToolResult:

@@ -51,9 +51,8 @@ def test_due_reminder_runs_preflight_reserve_followup_dispatch_release_barrier(
         ("release",),
         ("flush",),
         ("flushed", True),
-        # the owner drives again at once after a good barrier: nothing is left
-        ("flush",),
-        ("flushed", True),
+        # after a good barrier the owner drives again only when a record is left:
+        # with none, a drive could deliver nothing and arm nothing
     ]
     (message,) = harness.agent.received
     assert message.text == framing("schedule-1", start + MINUTE, "stretch")
@@ -61,6 +60,22 @@ def test_due_reminder_runs_preflight_reserve_followup_dispatch_release_barrier(
     assert harness.changes() == [("create", "schedule-1"), ("dispatch", "schedule-1")]
     assert harness.host.timers.armed() == []
     assert harness.status.deliveries == 1
+
+
+def test_a_good_dispatch_barrier_drives_again_when_records_are_left(harness: Harness) -> None:
+    harness.created("first", 60)
+    harness.created("second", 120)
+    harness.journal.clear()
+    harness.advance(MINUTE)
+    steps = harness.steps()
+    barrier = steps.index(("release",)) + 1
+    assert steps[barrier:] == [
+        ("flush",),
+        ("flushed", True),
+        ("flush",),  # the drive after the barrier: "second" is left, so it re-arms
+        ("flushed", True),
+    ]
+    assert harness.host.timers.armed() == [MINUTE]
 
 
 def test_dispatch_is_durable_only_after_its_barrier(harness: Harness) -> None:
