@@ -91,6 +91,7 @@ from host_bridge.embedded.store_errors import (
     StoreClosedError,
     StoreCorruptError,
     StoreError,
+    StoreMissingError,
     StoreVersionError,
     StoreWriteError,
 )
@@ -106,10 +107,13 @@ __all__ = [
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreMissingError",
     "StoreVersionError",
     "StoreWriteError",
     "StoredSession",
     "commit_failed",
+    "decode_session",
+    "schema_version",
 ]
 
 _log = logging.getLogger("dsh_schedule.store")
@@ -157,8 +161,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 _ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
 """SQLite error names of rows that can never be written, whatever the retry."""
 
-_TABLES = frozenset({"sessions", "events", "leases"})
-"""The tables besides ``meta`` that a store of :data:`SCHEMA_VERSION` has."""
+_TABLES: dict[int, frozenset[str]] = {
+    1: frozenset({"sessions", "events"}),
+    2: frozenset({"sessions", "events", "leases"}),
+}
+"""The tables besides ``meta`` that a store of each schema version has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,28 +720,14 @@ class SqliteEventStore:
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
 
-        def query(conn: sqlite3.Connection) -> list[Any]:
-            return [row[0] for row in conn.execute("SELECT id FROM sessions")]
-
-        ids = self._read(query)
-        if not all(isinstance(session_id, str) for session_id in ids):
-            raise StoreCorruptError(
-                f"{self._path}: the sessions table holds an id that is not text"
-            )
-        return sorted(ids)
+        return self._read(lambda conn: _select_session_ids(conn, self._path))
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
         if not _is_storable_id(session_id):
             return None
 
-        def query(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            row: tuple[Any, ...] | None = conn.execute(
-                "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            return row
-
-        row = self._read(query)
+        row = self._read(lambda conn: _select_header(conn, session_id))
         return None if row is None else _header(session_id, row)
 
     def load(self, session_id: str) -> StoredSession | None:
@@ -746,40 +739,18 @@ class SqliteEventStore:
         if not _is_storable_id(session_id):
             return None
 
-        def query(conn: sqlite3.Connection) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-            conn.execute("BEGIN")  # one snapshot for the header and the events
-            try:
-                head = conn.execute(
-                    "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
-                ).fetchone()
-                rows = (
-                    []
-                    if head is None
-                    else conn.execute(
-                        "SELECT seq, type, time, data FROM events"
-                        " WHERE session_id = ? ORDER BY seq",
-                        (session_id,),
-                    ).fetchall()
-                )
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            return head, rows
-
-        head, rows = self._read(query)
+        head, rows = self._read(lambda conn: _select_session(conn, session_id))
         return self._stored_session(session_id, head, rows)
 
     def _stored_session(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
     ) -> StoredSession | None:
         """Decode a header row and event rows read in one snapshot; note the next seq."""
-        if head is None:
-            return None
-        header = _header(session_id, tuple(head))
-        events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
-        with self._lock:
-            self._next_seq.setdefault(session_id, len(events))
-        return StoredSession(header, events)
+        stored = decode_session(session_id, head, rows)
+        if stored is not None:
+            with self._lock:
+                self._next_seq.setdefault(session_id, len(stored.events))
+        return stored
 
     # --- internals: queue ------------------------------------------------------------
 
@@ -1319,41 +1290,10 @@ class SqliteEventStore:
         _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        }
-        if "meta" not in tables:
-            if tables:
-                raise StoreError(
-                    f"{self._path} is an SQLite database but not a dsh-schedule session store"
-                )
-            return 0
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        value = None if row is None else row[0]
-        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
-            raise StoreCorruptError(f"{self._path} has no valid schema_version")
-        version = int(value)
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self._path} has schema version {version}, newer than the {SCHEMA_VERSION} "
-                "understood "
-                "by this version of dsh-schedule; upgrade dsh-schedule to open it"
-            )
-        if version == SCHEMA_VERSION and not tables >= _TABLES:
-            raise StoreCorruptError(f"{self._path} is missing session tables")
-        return version
+        return schema_version(conn, self._path)
 
     def _open_error(self, error: sqlite3.Error) -> StoreError:
-        category = _category(error)
-        if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-            return StoreCorruptError(
-                f"{self._path} is corrupt or not an SQLite database ({category}); "
-                "move it aside or restore a backup"
-            )
-        return StoreError(f"cannot open the session store {self._path} ({category})")
+        return _open_error(self._path, error)
 
     # --- internals: reads --------------------------------------------------------------
 
@@ -1365,12 +1305,7 @@ class SqliteEventStore:
             try:
                 return query(conn)
             except sqlite3.Error as error:
-                category = _category(error)
-                if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-                    raise StoreCorruptError(f"{self._path} is corrupt ({category})") from None
-                raise StoreError(
-                    f"cannot read the session store {self._path} ({category})"
-                ) from None
+                raise _read_error(self._path, error) from None
 
     def _stored_length(self, session_id: str) -> int | None:
         """The number of stored events of ``session_id``, or None when it is not stored."""
@@ -1400,6 +1335,110 @@ class SqliteEventStore:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> int:
+    """The schema version of the SQLite database open on ``conn``; 0 when it has no tables.
+
+    Only reads. Raises :class:`StoreError` for an SQLite database of another
+    application, :class:`StoreCorruptError` when ``meta`` holds no valid version
+    or a session table of that version is missing, and :class:`StoreVersionError`
+    for a version newer than :data:`SCHEMA_VERSION`. ``path`` names the file in messages.
+    """
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "meta" not in tables:
+        if tables:
+            raise StoreError(f"{path} is an SQLite database but not a dsh-schedule session store")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    value = None if row is None else row[0]
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1):
+        raise StoreCorruptError(f"{path} has no valid schema_version")
+    version = int(value)
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{path} has schema version {version}, newer than the {SCHEMA_VERSION} understood "
+            "by this version of dsh-schedule; upgrade dsh-schedule to open it"
+        )
+    if not tables >= _TABLES[version]:
+        raise StoreCorruptError(f"{path} is missing session tables")
+    return version
+
+
+def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failure to open the store at ``path`` means, without SQLite's text."""
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return StoreCorruptError(
+            f"{path} is corrupt or not an SQLite database ({category}); "
+            "move it aside or restore a backup"
+        )
+    return StoreError(f"cannot open the session store {path} ({category})")
+
+
+def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failed read of the store at ``path`` means, without SQLite's text."""
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return StoreCorruptError(f"{path} is corrupt ({category})")
+    return StoreError(f"cannot read the session store {path} ({category})")
+
+
+def _select_session_ids(conn: sqlite3.Connection, path: Path) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions")]
+    if not all(isinstance(session_id, str) for session_id in ids):
+        raise StoreCorruptError(f"{path}: the sessions table holds an id that is not text")
+    return sorted(ids)
+
+
+def _select_header(conn: sqlite3.Connection, session_id: str) -> tuple[Any, ...] | None:
+    """The ``(seed_length, parent_session)`` row of a session, or None."""
+    row: tuple[Any, ...] | None = conn.execute(
+        "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    return row
+
+
+def _select_session(
+    conn: sqlite3.Connection, session_id: str
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
+    """A session's header row and its event rows in seq order, read in one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        head = _select_header(conn, session_id)
+        rows = (
+            []
+            if head is None
+            else conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        )
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return head, rows
+
+
+def decode_session(
+    session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
+) -> StoredSession | None:
+    """A session from its header row and event rows (one snapshot); None without a header.
+
+    Raises :class:`StoreCorruptError` naming the session and seq when the rows
+    are not ``0 … n-1`` contiguous or a row does not decode.
+    """
+    if head is None:
+        return None
+    header = _header(session_id, tuple(head))
+    events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
+    return StoredSession(header, events)
 
 
 def _is_storable_id(value: object) -> bool:

@@ -12,6 +12,7 @@ __all__ = [
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreMissingError",
     "StoreVersionError",
     "StoreWriteError",
 ]
@@ -19,6 +20,10 @@ __all__ = [
 
 class StoreError(Exception):
     """The session store cannot do what was asked; the message is meant for operators."""
+
+
+class StoreMissingError(StoreError):
+    """There is no session store where one was to be read: no file, an empty one, no tables."""
 
 
 class StoreCorruptError(StoreError):
