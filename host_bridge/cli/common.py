@@ -30,8 +30,8 @@ import pykka
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
-from host_bridge.embedded.stores import is_postgres_url, open_store
+from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError
+from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from host_bridge.protocols import Timers
 from messages.instant import format_instant
@@ -77,8 +77,8 @@ EXIT_USAGE = 2
 """A usage error, or a session store the command cannot use."""
 
 READ_STORE_EXIT = (
-    "usage error, or the session store cannot be read: missing, unreadable, corrupt, "
-    "of a newer schema, or locked by another process"
+    "usage error, or the session store cannot be read: missing or empty, not a file, "
+    "unreadable, corrupt, not a session store, or of a newer schema"
 )
 """What exit code 2 means for a command that only reads the store."""
 
@@ -316,18 +316,22 @@ def shell_words(words: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
-    """Open the existing store (``--store``, else the one of ``data_dir``) for reading.
+def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[StoreReader]:
+    """Open the existing store (``--store``, else the one of ``data_dir``) strictly read-only.
 
-    A missing or bad store exits 2.
+    Nothing is created, migrated, locked or written (see
+    :func:`host_bridge.embedded.stores.open_store` with ``read_only=True``), so
+    this works on a read-only store and beside a process writing to it. A
+    missing or empty store exits 2 with ``there is nothing to VERB at …``; a
+    bad one exits 2 with the store's own one-line message.
     """
     spec = store_spec()
     try:
-        store = (
-            open_store(spec, create=False)
-            if spec is not None
-            else SqliteEventStore(store_path(data_dir), create=False)
-        )
+        store = open_store(spec if spec is not None else store_path(data_dir), read_only=True)
+    except StoreMissingError as error:
+        raise StoreUnavailable(
+            f"there is nothing to {verb} at {error.location} ({error.reason})"
+        ) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
     try:

@@ -689,7 +689,9 @@ class PostgresStoreReader:
         if version == 0:
             conn.close()
             raise StoreMissingError(
-                f"there is no session store in {self._label} (the database has none of its tables)"
+                f"there is no session store in {self._label} (the database has none of its tables)",
+                location=self._label,
+                reason="the database has none of its tables",
             )
         self._version = version
         self._conn: psycopg.Connection[Any] | None = conn

@@ -91,7 +91,9 @@ class SqliteStoreReader:
             conn.close()
             raise StoreMissingError(
                 f"{self._path} is an SQLite database without tables: "
-                "no session store was written to it"
+                "no session store was written to it",
+                location=str(self._path),
+                reason="an SQLite database without tables",
             )
         self._version = version
         self._conn = conn
@@ -195,7 +197,9 @@ def _needs_immutable(path: Path) -> bool:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise StoreMissingError(f"there is no session store at {path}") from None
+        raise StoreMissingError(
+            f"there is no session store at {path}", location=str(path), reason="no such file"
+        ) from None
     except OSError as error:
         raise StoreError(
             f"cannot read the session store {path} ({error.strerror or type(error).__name__})"
@@ -204,7 +208,11 @@ def _needs_immutable(path: Path) -> bool:
         raise StoreError(f"{path} is not a file")
     wal_bytes = _size(_sidecar(path, "-wal"))
     if info.st_size == 0 and wal_bytes == 0:
-        raise StoreMissingError(f"{path} is empty: no session store was written to it")
+        raise StoreMissingError(
+            f"{path} is empty: no session store was written to it",
+            location=str(path),
+            reason="the file is empty",
+        )
     if not os.access(path, os.R_OK):
         raise StoreError(f"cannot read the session store {path} (permission denied)")
     directory = path.parent

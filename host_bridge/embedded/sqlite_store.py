@@ -1242,7 +1242,11 @@ class SqliteEventStore:
                     f" ({error.strerror or type(error).__name__})"
                 ) from None
         elif not self._path.exists():
-            raise StoreError(f"there is no session store at {self._path}")
+            raise StoreMissingError(
+                f"there is no session store at {self._path}",
+                location=str(self._path),
+                reason="no such file",
+            )
         if self._path.exists() and not self._path.is_file():
             raise StoreError(f"{self._path} is not a file")
         try:

@@ -23,7 +23,17 @@ class StoreError(Exception):
 
 
 class StoreMissingError(StoreError):
-    """There is no session store where one was to be read: no file, an empty one, no tables."""
+    """There is no session store where one was to be read: no file, an empty one, no tables.
+
+    ``location`` names the place (a path, or a URL without password) and
+    ``reason`` says in a few words what is there instead (``"no such file"``,
+    ``"the file is empty"``…), for callers that word their own message.
+    """
+
+    def __init__(self, message: str, *, location: str, reason: str) -> None:
+        super().__init__(message)
+        self.location = location
+        self.reason = reason
 
 
 class StoreCorruptError(StoreError):

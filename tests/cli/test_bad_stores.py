@@ -132,7 +132,7 @@ def test_a_missing_store_is_created_by_chat_and_refused_by_inspect(
     data_dir: Path, home: Path
 ) -> None:
     refused = run_cli(["inspect", "--data", str(data_dir)], home)
-    assert_one_line_error(refused, 2, "there is no session store at")
+    assert_one_line_error(refused, 2, "there is nothing to inspect at")
     chat = run_cli(["chat", "--data", str(data_dir)], home, stdin="/quit\n")
     assert chat.code == 0, chat.err
     assert store_path(data_dir).exists()
