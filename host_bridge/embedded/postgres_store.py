@@ -69,6 +69,7 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.sqlite_store import (
+    CLOSE_TIMEOUT,
     SqliteEventStore,
     StoredSession,
     _Commit,
@@ -424,10 +425,17 @@ class PostgresEventStore(SqliteEventStore):
 
     # --- close -----------------------------------------------------------------
 
-    def close(self) -> None:
-        """Write what is queued, stop the writer, drop every lease and close the connections."""
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Write what is queued, stop the writer, drop every lease and close the connections.
+
+        Bounded like :meth:`SqliteEventStore.close`: a writer still inside its
+        transaction after ``timeout`` seconds is left to finish on its own (its
+        connection stays open until it does, and its lease rows stay share-locked,
+        so a store taking over one of its sessions waits for that transaction);
+        the lease connection and the read pool are closed at once.
+        """
         try:
-            super().close()
+            super().close(timeout)
         finally:
             self._close_connections()
 

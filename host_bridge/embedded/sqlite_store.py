@@ -79,7 +79,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -101,6 +101,7 @@ __all__ = [
     "AUTO_WRITE_BYTES",
     "AUTO_WRITE_ROWS",
     "BUSY_TIMEOUT_MS",
+    "CLOSE_TIMEOUT",
     "SCHEMA_VERSION",
     "SessionLeaseError",
     "SqliteEventStore",
@@ -123,6 +124,9 @@ SCHEMA_VERSION = 2
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
+
+CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`SqliteEventStore.close` waits for its last write by default."""
 
 AUTO_WRITE_ROWS = 4096
 """Queued rows that make the writer commit even when no flush is waiting."""
@@ -310,6 +314,9 @@ class SqliteEventStore:
         self._forget_when_synced: set[str] = set()
         self._waiters: list[_Waiter] = []
         self._closed = False
+        self._close_deadline: float | None = None  # monotonic; set by start_closing()
+        self._close_wait = 0.0  # the seconds that deadline allowed
+        self._in_flight: list[_Waiter] = []  # the flush requests of the writer's current round
         self._writer_stopped = False
         self._auto_write_blocked = False
         self._final_error: StoreWriteError | None = None
@@ -560,17 +567,25 @@ class SqliteEventStore:
         """Give up ``session_id`` after its queued rows are written; nothing if not held here.
 
         When those rows cannot be written the session stays held (the next
-        flush retries them) and the error is logged.
+        flush retries them) and the error is logged. After :meth:`start_closing`
+        it waits for them only until the close deadline, then keeps the session
+        the same way.
         """
         with self._lock:
             if session_id not in self._leases:
                 return
         try:
-            self._request_flush(session_id).result()
+            self._request_flush(session_id).result(self._time_left())
         except SessionLeaseError:
             pass  # lost: nothing of it will be written any more
         except StoreError as error:
             _log.error("keeping session %r: its rows are not durable (%s)", session_id, error)
+            return
+        except TimeoutError:
+            _log.error(
+                "keeping session %r: its rows were not written before the store's close deadline",
+                session_id,
+            )
             return
         with self._lease_lock:
             with self._lock:
@@ -677,13 +692,43 @@ class SqliteEventStore:
             return None
         return None if _is_dead_local_owner(owner) else owner
 
-    def close(self) -> None:
+    def start_closing(self, timeout: float | None) -> None:
+        """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.
+
+        From this call on, :meth:`release_session` waits for a session's rows
+        and :meth:`close` for its last write at most until that deadline (an
+        earlier deadline set before stays); ``None`` sets none. The store keeps
+        working meanwhile. A host calls it before it detaches its sessions, so
+        that a writer stuck in a commit (a hung disk or database) cannot hold
+        the whole shutdown.
+        """
+        if timeout is None:
+            return
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            if self._close_deadline is None or deadline < self._close_deadline:
+                self._close_deadline = deadline
+                self._close_wait = max(0.0, timeout)
+
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Write what is queued, stop the writer, give back every session, close; idempotent.
 
         Raises :class:`StoreWriteError` when that last write failed (those rows
         were never acknowledged and are not durable). Every later call fails
         with :class:`StoreClosedError` (``flush`` returns a failed future).
+
+        Waits for the last write at most ``timeout`` seconds (``None``: as long
+        as it takes), or until an earlier :meth:`start_closing` deadline. When
+        the writer has not finished by then (blocked inside SQLite or the
+        database driver), the store stops waiting for it: it is closed at once,
+        every flush still pending fails with :class:`StoreWriteError`, the
+        error is logged, and the :class:`StoreWriteError` raised names the
+        rows that are not confirmed durable. The writer is a daemon thread: if
+        it finishes later it still commits what it holds and then gives back
+        the sessions; until then (or until the process exits) they stay locked,
+        so no other store can take a session whose rows may still be committed.
         """
+        self.start_closing(timeout)
         with self._wake:
             first = not self._closed
             if first and self._leases and self._session_locks is not None:
@@ -691,14 +736,46 @@ class SqliteEventStore:
                 self._holder_unsynced += 1
             self._closed = True
             self._wake.notify_all()
+        abandoned: StoreWriteError | None = None
         if threading.current_thread() is not self._thread:
-            self._thread.join()
+            self._thread.join(self._time_left())
+            if self._thread.is_alive() and first:
+                abandoned = self._stop_waiting_for_writer()
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()
                 self._read_conn = None
+        if first and abandoned is not None:
+            raise abandoned
         if first and self._final_error is not None:
             raise self._final_error
+
+    def _time_left(self) -> float | None:
+        """Seconds until the close deadline (0 once it passed); None without one."""
+        with self._lock:
+            deadline = self._close_deadline
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _stop_waiting_for_writer(self) -> StoreWriteError:
+        """The writer missed the close deadline: refuse all work, fail every pending flush."""
+        with self._lock:
+            self._writer_stopped = True
+            rows = sum(self._unsynced.values())
+            sessions = sorted(self._unsynced)
+            futures = [w.future for w in (*self._in_flight, *self._waiters)]
+            self._waiters = []
+            waited = self._close_wait
+        which = ", ".join(_show(s) for s in sessions[:5]) + (" …" if len(sessions) > 5 else "")
+        error = StoreWriteError(
+            f"closing the session store timed out after {waited:.3g} s: its writer did not "
+            f"finish the last write (a stuck disk or database?); {rows} unflushed rows"
+            + (f" of sessions {which}" if sessions else "")
+            + " are not confirmed durable",
+            category="CLOSE_TIMEOUT",
+        )
+        _settle_all([(future, error) for future in futures if not future.done()])
+        _log.error("session store %s: %s; the writer thread is left running", self._label, error)
+        return error
 
     def _give_back_all(self) -> None:
         """Once the writer stopped (on its thread): drop every session lock."""
@@ -825,6 +902,7 @@ class SqliteEventStore:
                         batch, self._queue, self._queued_bytes = self._queue, [], 0
                     # (else only holder rows are due: queued session rows wait for a flush)
                     waiters, self._waiters = self._waiters, []
+                    self._in_flight = waiters
                 result = self._write_round(batch, waiters)
                 _settle_all(self._settle(result, waiters))
                 if final:
@@ -1621,7 +1699,10 @@ def _failed(error: BaseException) -> Future[bool]:
 
 def _settle_all(outcomes: list[_Outcome]) -> None:
     for future, outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+        try:
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        except InvalidStateError:
+            pass  # failed already by a close that stopped waiting for the writer
