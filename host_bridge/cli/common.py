@@ -30,7 +30,7 @@ import pykka
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, store_path
-from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError
+from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError, check_write_lock
 from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from host_bridge.protocols import Timers
@@ -235,7 +235,7 @@ def location_options(function: F) -> F:
     """
     data = click.option(
         "--data",
-        type=click.Path(file_okay=False, dir_okay=True, path_type=Path),
+        type=click.Path(path_type=Path),
         default=None,
         metavar="DIR",
         expose_value=False,
@@ -265,9 +265,15 @@ def explicit_data_dir() -> Path | None:
 
 
 def resolve_data_dir() -> Path:
-    """``--data`` if given (the command's over the group's), else the default data directory."""
+    """``--data`` if given (the command's over the group's), else the default data directory.
+
+    For the commands that use a store: one that exists but is not a directory exits 2.
+    """
     given = explicit_data_dir()
-    return given if given is not None else default_data_dir()
+    directory = given if given is not None else default_data_dir()
+    if directory.exists() and not directory.is_dir():
+        raise StoreUnavailable(f"the data directory {directory} is not a directory")
+    return directory
 
 
 def store_spec() -> str | None:
@@ -343,6 +349,8 @@ def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[Store
 
 def _refuse_read_only(path: Path) -> None:
     """Exit 2 when the SQLite store at ``path`` (or its directory) cannot be written."""
+    if path.is_file() and not os.access(path, os.R_OK):
+        raise StoreUnavailable(f"cannot read the session store {path} (permission denied)")
     if path.exists() and not os.access(path, os.W_OK):
         raise StoreUnavailable(f"the session store {path} is read-only; this command writes to it")
     directory = path.parent
@@ -359,12 +367,15 @@ def open_host(
 
     ``clock`` and ``timers`` replace the host's wall clock and timer service
     (the caller closes timers it passes). An SQLite store that is read-only,
-    or one that cannot be opened, exits 2.
+    one another process keeps write-locked (past the busy timeout), or one
+    that cannot be opened, exits 2.
     """
     spec = store_spec()
-    if spec is None or not is_postgres_url(spec):
-        _refuse_read_only(Path(spec) if spec is not None else store_path(data_dir))
     try:
+        if spec is None or not is_postgres_url(spec):
+            path = Path(spec) if spec is not None else store_path(data_dir)
+            _refuse_read_only(path)
+            check_write_lock(path)
         if clock is None:
             return EmbeddedHost(data_dir, store=spec, timers=timers)
         return EmbeddedHost(data_dir, store=spec, clock=clock, timers=timers)

@@ -22,7 +22,7 @@ from host_bridge.cli.common import (
     visible,
 )
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
 from host_bridge.embedded.stores import StoreReader
 from host_bridge.protocols import SessionEvent
 from messages import (
@@ -53,7 +53,8 @@ def describe_session(store: StoreReader, session_id: str, now_ms: int) -> dict[s
     Active reminders are their tool views; an ``every`` view also carries
     ``lastOccurrenceAt``, the occurrence its latest dispatch delivered (from that
     dispatch's receipt; ``None`` before the first). A receipt of an ``every``
-    dispatch also carries the dispatch's ``acceptedAt``.
+    dispatch also carries the dispatch's ``acceptedAt``. Rows of this session
+    that do not read are its ``error``; any other store error is raised.
     """
     out: dict[str, Any] = {
         "id": session_id,
@@ -66,7 +67,9 @@ def describe_session(store: StoreReader, session_id: str, now_ms: int) -> dict[s
     }
     try:
         stored = store.load(session_id)
-    except StoreError as error:
+    except StoreCorruptError as error:
+        if error.session_id is None:
+            raise  # the store itself is damaged, not this session
         out["error"] = f"store: {error}"
         return out
     if stored is None:
@@ -224,9 +227,9 @@ def inspect_command(session_id: str | None, as_json: bool) -> None:
                 session_ids = [session_id]
             else:
                 session_ids = store.session_ids()
+            sessions = [describe_session(store, sid, now) for sid in session_ids]
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
-        sessions = [describe_session(store, sid, now) for sid in session_ids]
         path = store.label
     if as_json:
         document = {"store": str(path), "now": format_ms(now), "sessions": sessions}

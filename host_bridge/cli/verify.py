@@ -16,7 +16,7 @@ from host_bridge.cli.common import (
     resolve_data_dir,
     visible,
 )
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
 from host_bridge.embedded.stores import StoreReader
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
 
@@ -35,10 +35,17 @@ class SessionVerdict:
 
 
 def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
-    """Load one session and apply the fold policy to its owned suffix."""
+    """Load one session and apply the fold policy to its owned suffix.
+
+    Rows of this session that do not read (a bad payload, a gap in its seq
+    numbers) are its problem; any other store error (a damaged file, an I/O
+    error) is raised: the store itself cannot be read.
+    """
     try:
         stored = store.load(session_id)
-    except StoreError as error:
+    except StoreCorruptError as error:
+        if error.session_id is None:
+            raise
         return SessionVerdict(session_id, problem=f"store: {error}")
     if stored is None:
         return SessionVerdict(session_id, problem="store: the session disappeared while checking")
@@ -80,9 +87,9 @@ def verify_command() -> None:
         click.echo(f"store: {visible(store.label)}")
         try:
             session_ids = store.session_ids()
+            verdicts = [verify_session(store, session_id) for session_id in session_ids]
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
-        verdicts = [verify_session(store, session_id) for session_id in session_ids]
     invalid = [v for v in verdicts if v.problem is not None]
     for verdict in verdicts:
         if verdict.problem is None:

@@ -498,7 +498,10 @@ class PostgresEventStore(SqliteEventStore):
         if exists is None:
             return None
         if count and last != count - 1:
-            raise StoreCorruptError(f"session {_show(session_id)} has a gap in its stored events")
+            raise StoreCorruptError(
+                f"session {_show(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
         return int(count)
 
     def _query(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:

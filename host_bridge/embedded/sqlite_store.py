@@ -83,6 +83,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
 from host_bridge.embedded.session_locks import SessionLockFile
@@ -112,6 +113,7 @@ __all__ = [
     "StoreVersionError",
     "StoreWriteError",
     "StoredSession",
+    "check_write_lock",
     "commit_failed",
     "decode_session",
     "schema_version",
@@ -1412,7 +1414,10 @@ class SqliteEventStore:
         if exists is None:
             return None
         if count and last != count - 1:
-            raise StoreCorruptError(f"session {_show(session_id)} has a gap in its stored events")
+            raise StoreCorruptError(
+                f"session {_show(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
         return int(count)
 
 
@@ -1452,6 +1457,43 @@ def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> in
     return version
 
 
+def check_write_lock(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`StoreError` when another connection keeps the SQLite file write-locked.
+
+    Opening a store takes no write lock (unless it migrates), so a store that
+    another process keeps locked is otherwise found out at the first commit,
+    after the host started. This begins and rolls back an empty write
+    transaction on a connection of its own, waiting for the lock up to
+    :data:`BUSY_TIMEOUT_MS` like every write does, and raises when it is still
+    held then. It writes nothing and creates no file: a missing file, and any
+    failure other than a held lock, are left to opening the store to report.
+    """
+    target = Path(os.fspath(path))
+    if not target.is_file():
+        return
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(os.fspath(target))}?mode=rw",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as error:
+        category = _category(error)
+        if category.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            raise StoreError(
+                f"the session store {target} is locked by another process ({category} for "
+                f"{BUSY_TIMEOUT_MS / 1000:g} s); retry once that process is done"
+            ) from None
+    finally:
+        conn.close()
+
+
 def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
     """What a failure to open the store at ``path`` means, without SQLite's text."""
     category = _category(error)
@@ -1464,10 +1506,14 @@ def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
 
 
 def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failed read of the store at ``path`` means, without SQLite's text."""
+    """What a failed read of the store at ``path`` means, without SQLite's text.
+
+    A damaged file reads as it does on open (:func:`_open_error`), so a store
+    gets one message whichever page the damage is on.
+    """
     category = _category(error)
     if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-        return StoreCorruptError(f"{path} is corrupt ({category})")
+        return _open_error(path, error)
     return StoreError(f"cannot read the session store {path} ({category})")
 
 
@@ -1574,9 +1620,13 @@ def _event_row(session_id: str, event: SessionEvent, payload: bytes) -> _EventRo
 def _header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:
     seed_length, parent = row
     if seed_length is not None and (not isinstance(seed_length, int) or seed_length < 0):
-        raise StoreCorruptError(f"session {_show(session_id)} has an invalid seed_length")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has an invalid seed_length", session_id=session_id
+        )
     if parent is not None and not isinstance(parent, str):
-        raise StoreCorruptError(f"session {_show(session_id)} has an invalid parent_session")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has an invalid parent_session", session_id=session_id
+        )
     return SessionHeader(session_id, seed_length, parent)
 
 
@@ -1584,15 +1634,20 @@ def _event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEvent:
     seq, type_, time_ms, data = row
     if seq != index or not isinstance(seq, int):
         raise StoreCorruptError(
-            f"session {_show(session_id)} has no event with seq {index} (found {seq!r})"
+            f"session {_show(session_id)} has no event with seq {index} (found {seq!r})",
+            session_id=session_id,
         )
     if not isinstance(type_, str) or not isinstance(time_ms, int) or not isinstance(data, bytes):
-        raise StoreCorruptError(f"session {_show(session_id)} has a malformed event at seq {seq}")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has a malformed event at seq {seq}",
+            session_id=session_id,
+        )
     try:
         value = decode_payload(data)
     except PayloadError as error:
         raise StoreCorruptError(
-            f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}"
+            f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}",
+            session_id=session_id,
         ) from None
     return SessionEvent(type_, seq, time_ms, value)
 

@@ -37,7 +37,16 @@ class StoreMissingError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """The store file, or a session's rows in it, are unreadable or inconsistent."""
+    """The store file, or a session's rows in it, are unreadable or inconsistent.
+
+    ``session_id`` names the session when the damage is confined to its rows
+    (a payload that does not decode, a gap in its seq numbers, a malformed
+    column); it is ``None`` when the store itself is damaged.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class StoreVersionError(StoreError):
