@@ -83,10 +83,11 @@ READ_STORE_EXIT = (
 """What exit code 2 means for a command that only reads the store."""
 
 WRITE_STORE_EXIT = (
-    "usage error, or the session store cannot be used: unreadable, corrupt, of a newer "
-    "schema, read-only, or locked by another process; the session is live in another "
-    "process, or its rows are unreadable (a bad payload, a gap in its seq numbers); "
-    "also when the store could not write every event by the end"
+    "usage error, or the session store cannot be used: not a file, unreadable, corrupt, "
+    "not a session store, of a newer schema, read-only, or locked by another process; "
+    "the session is live in another process, or its rows are unreadable (a bad payload, "
+    "a gap in its seq numbers); also when the store could not write every event by the "
+    "end (or not in time: a disk that stopped answering)"
 )
 """What exit code 2 means for a command that writes to the store (it creates a missing one)."""
 

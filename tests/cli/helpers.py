@@ -114,6 +114,25 @@ def read_only_prefix(path: Path) -> list[str]:
     return ["unshare", "-m", "sh", "-c", _BIND_READ_ONLY, "sh", str(path)]
 
 
+def without_file_privileges() -> list[str]:
+    """A command prefix under which file permissions apply, even to root.
+
+    Not root: nothing to prefix. Root runs the command without the
+    capabilities that override file permissions (``setpriv`` drops
+    ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` from its bounding set);
+    the test is skipped where that is not possible.
+    """
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    allowed = shutil.which("setpriv") is not None and (
+        subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0
+    )
+    if not allowed:
+        pytest.skip("an unreadable file for root needs setpriv (util-linux)")
+    return prefix
+
+
 _LOCK_HOLDER = textwrap.dedent(
     """
     import sqlite3, sys
