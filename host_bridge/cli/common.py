@@ -395,18 +395,27 @@ def close_host(
 
     Call it on the way out of a command, with the exception on its way out as
     ``failing`` (if any). When the store could not write every queued event
-    (read-only, full, locked by another process), the store is what failed:
-    the command's own error, if any, is printed first on its own line, and
-    :class:`StoreUnavailable` (exit 2) names what was not written. Otherwise
-    this returns and the caller's exception (if any) goes on.
+    (read-only, full, locked by another process, or not in time: the host's
+    close is bounded), the store is what failed: the command's own error, if
+    any, is printed first on its own line, and :class:`StoreUnavailable`
+    (exit 2) names what was not written; that also takes precedence over a
+    plugin that did not finish disposing within ``timeout``. Otherwise this
+    returns and the caller's exception (if any) goes on.
     """
+    late: TimeoutError | None = None
     try:
         if plugin is not None:
-            plugin.dispose().result(timeout=timeout)
+            try:
+                plugin.dispose().result(timeout=timeout)
+            except TimeoutError as error:  # (a store that stopped answering is reported below)
+                _log.error("the Schedule plugin did not finish disposing within %g s", timeout)
+                late = error
     finally:
         unwritten = host.close()
         pykka.ActorRegistry.stop_all()
     if unwritten is None:
+        if late is not None:
+            raise late
         return
     if isinstance(failing, click.ClickException):
         click.echo(f"Error: {failing.format_message()}", err=True)

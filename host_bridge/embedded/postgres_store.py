@@ -779,7 +779,7 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     value = None if row is None else row[0]
-    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9):
         raise StoreCorruptError(f"{label} has no valid schema_version")
     version = int(value)
     if version > SCHEMA_VERSION:

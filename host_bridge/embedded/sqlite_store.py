@@ -1444,7 +1444,13 @@ def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> in
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     value = None if row is None else row[0]
-    if not (isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1):
+    if not (
+        isinstance(value, str)
+        and value.isascii()
+        and value.isdigit()
+        and len(value) <= 9  # (an absurd length is no version; int() would refuse it too)
+        and int(value) >= 1
+    ):
         raise StoreCorruptError(f"{path} has no valid schema_version")
     version = int(value)
     if version > SCHEMA_VERSION:
