@@ -432,7 +432,9 @@ class PostgresEventStore(SqliteEventStore):
         transaction after ``timeout`` seconds is left to finish on its own (its
         connection stays open until it does, and its lease rows stay share-locked,
         so a store taking over one of its sessions waits for that transaction);
-        the lease connection and the read pool are closed at once.
+        the lease connection and the read pool are closed at once, so the
+        writer's next lease check finds its leases gone and discards the rows
+        it still holds queued.
         """
         try:
             super().close(timeout)

@@ -44,11 +44,12 @@ class StuckDisk:
         self._moved.set()
 
 
+@pytest.mark.parametrize("runtime", ["threading", "gevent"])
 def test_close_returns_while_a_commit_is_blocked_and_reports_what_is_not_durable(
-    tmp_path: Path,
+    tmp_path: Path, runtime: str
 ) -> None:
     disk = StuckDisk()
-    host = EmbeddedHost(tmp_path / "data", clock=FakeClock(5_000), close_timeout=0)
+    host = EmbeddedHost(tmp_path / "data", clock=FakeClock(5_000), close_timeout=0, runtime=runtime)
     assert host.persistence is not None
     writer = host.persistence._thread
     try:

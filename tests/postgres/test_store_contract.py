@@ -448,9 +448,12 @@ def test_close_stops_waiting_for_a_writer_stuck_in_a_commit(
     """A hung disk or database: close() returns, says what is not durable, fails every flush.
 
     The writer finishes its commit once the disk moves. SQLite keeps the
-    session locked meanwhile, so the writer also writes what was queued after;
-    PostgreSQL's lease went with the lease connection at close, so the queued
-    row is discarded by the lease check instead of written.
+    session locked meanwhile, so the writer also writes what was queued after.
+    On PostgreSQL the lease goes with the lease connection at close: the
+    writer's lease check discards the queued row, unless the server had not
+    yet ended that connection's backend when it asked (the lease still held:
+    the row is written under its lease, and a new holder's epoch bump waits for
+    that transaction).
     """
     entered = threading.Event()
     release = threading.Event()
@@ -489,4 +492,4 @@ def test_close_stops_waiting_for_a_writer_stuck_in_a_commit(
     assert not store._thread.is_alive()
     stored = make_store().load("a")
     assert stored is not None
-    assert len(stored.events) == (2 if backend.kind == "sqlite" else 1)
+    assert len(stored.events) in ((2,) if backend.kind == "sqlite" else (1, 2))
