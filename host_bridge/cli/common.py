@@ -30,8 +30,8 @@ import pykka
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
-from host_bridge.embedded.stores import is_postgres_url, open_store
+from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError, check_write_lock
+from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from host_bridge.protocols import Timers
 from messages.instant import format_instant
@@ -77,16 +77,17 @@ EXIT_USAGE = 2
 """A usage error, or a session store the command cannot use."""
 
 READ_STORE_EXIT = (
-    "usage error, or the session store cannot be read: missing, unreadable, corrupt, "
-    "of a newer schema, or locked by another process"
+    "usage error, or the session store cannot be read: missing or empty, not a file, "
+    "unreadable, corrupt, not a session store, or of a newer schema"
 )
 """What exit code 2 means for a command that only reads the store."""
 
 WRITE_STORE_EXIT = (
-    "usage error, or the session store cannot be used: unreadable, corrupt, of a newer "
-    "schema, read-only, or locked by another process; the session is live in another "
-    "process, or its rows are unreadable (a bad payload, a gap in its seq numbers); "
-    "also when the store could not write every event by the end"
+    "usage error, or the session store cannot be used: not a file, unreadable, corrupt, "
+    "not a session store, of a newer schema, read-only, or locked by another process; "
+    "the session is live in another process, or its rows are unreadable (a bad payload, "
+    "a gap in its seq numbers); also when the store could not write every event by the "
+    "end (or not in time: a disk that stopped answering)"
 )
 """What exit code 2 means for a command that writes to the store (it creates a missing one)."""
 
@@ -235,7 +236,7 @@ def location_options(function: F) -> F:
     """
     data = click.option(
         "--data",
-        type=click.Path(file_okay=False, dir_okay=True, path_type=Path),
+        type=click.Path(path_type=Path),
         default=None,
         metavar="DIR",
         expose_value=False,
@@ -265,9 +266,15 @@ def explicit_data_dir() -> Path | None:
 
 
 def resolve_data_dir() -> Path:
-    """``--data`` if given (the command's over the group's), else the default data directory."""
+    """``--data`` if given (the command's over the group's), else the default data directory.
+
+    For the commands that use a store: one that exists but is not a directory exits 2.
+    """
     given = explicit_data_dir()
-    return given if given is not None else default_data_dir()
+    directory = given if given is not None else default_data_dir()
+    if directory.exists() and not directory.is_dir():
+        raise StoreUnavailable(f"the data directory {directory} is not a directory")
+    return directory
 
 
 def store_spec() -> str | None:
@@ -316,18 +323,22 @@ def shell_words(words: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
-    """Open the existing store (``--store``, else the one of ``data_dir``) for reading.
+def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[StoreReader]:
+    """Open the existing store (``--store``, else the one of ``data_dir``) strictly read-only.
 
-    A missing or bad store exits 2.
+    Nothing is created, migrated, locked or written (see
+    :func:`host_bridge.embedded.stores.open_store` with ``read_only=True``), so
+    this works on a read-only store and beside a process writing to it. A
+    missing or empty store exits 2 with ``there is nothing to VERB at …``; a
+    bad one exits 2 with the store's own one-line message.
     """
     spec = store_spec()
     try:
-        store = (
-            open_store(spec, create=False)
-            if spec is not None
-            else SqliteEventStore(store_path(data_dir), create=False)
-        )
+        store = open_store(spec if spec is not None else store_path(data_dir), read_only=True)
+    except StoreMissingError as error:
+        raise StoreUnavailable(
+            f"there is nothing to {verb} at {error.location} ({error.reason})"
+        ) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
     try:
@@ -339,6 +350,8 @@ def open_store_readonly(data_dir: Path) -> Iterator[SqliteEventStore]:
 
 def _refuse_read_only(path: Path) -> None:
     """Exit 2 when the SQLite store at ``path`` (or its directory) cannot be written."""
+    if path.is_file() and not os.access(path, os.R_OK):
+        raise StoreUnavailable(f"cannot read the session store {path} (permission denied)")
     if path.exists() and not os.access(path, os.W_OK):
         raise StoreUnavailable(f"the session store {path} is read-only; this command writes to it")
     directory = path.parent
@@ -355,12 +368,15 @@ def open_host(
 
     ``clock`` and ``timers`` replace the host's wall clock and timer service
     (the caller closes timers it passes). An SQLite store that is read-only,
-    or one that cannot be opened, exits 2.
+    one another process keeps write-locked (past the busy timeout), or one
+    that cannot be opened, exits 2.
     """
     spec = store_spec()
-    if spec is None or not is_postgres_url(spec):
-        _refuse_read_only(Path(spec) if spec is not None else store_path(data_dir))
     try:
+        if spec is None or not is_postgres_url(spec):
+            path = Path(spec) if spec is not None else store_path(data_dir)
+            _refuse_read_only(path)
+            check_write_lock(path)
         if clock is None:
             return EmbeddedHost(data_dir, store=spec, timers=timers)
         return EmbeddedHost(data_dir, store=spec, clock=clock, timers=timers)
@@ -379,18 +395,27 @@ def close_host(
 
     Call it on the way out of a command, with the exception on its way out as
     ``failing`` (if any). When the store could not write every queued event
-    (read-only, full, locked by another process), the store is what failed:
-    the command's own error, if any, is printed first on its own line, and
-    :class:`StoreUnavailable` (exit 2) names what was not written. Otherwise
-    this returns and the caller's exception (if any) goes on.
+    (read-only, full, locked by another process, or not in time: the host's
+    close is bounded), the store is what failed: the command's own error, if
+    any, is printed first on its own line, and :class:`StoreUnavailable`
+    (exit 2) names what was not written; that also takes precedence over a
+    plugin that did not finish disposing within ``timeout``. Otherwise this
+    returns and the caller's exception (if any) goes on.
     """
+    late: TimeoutError | None = None
     try:
         if plugin is not None:
-            plugin.dispose().result(timeout=timeout)
+            try:
+                plugin.dispose().result(timeout=timeout)
+            except TimeoutError as error:  # (a store that stopped answering is reported below)
+                _log.error("the Schedule plugin did not finish disposing within %g s", timeout)
+                late = error
     finally:
         unwritten = host.close()
         pykka.ActorRegistry.stop_all()
     if unwritten is None:
+        if late is not None:
+            raise late
         return
     if isinstance(failing, click.ClickException):
         click.echo(f"Error: {failing.format_message()}", err=True)

@@ -701,7 +701,7 @@ def _target(view: dict[str, Any]) -> int:
 
 def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
     """Print a session's stored ``schedule/change`` records and check them; its dispatched ids."""
-    with open_store_readonly(data_dir) as store:
+    with open_store_readonly(data_dir, verb="show") as store:
         stored = store.load(session_id)
     if stored is None:
         raise CommandFailed(f"session {session_id} is not in the store")

@@ -22,7 +22,8 @@ from host_bridge.cli.common import (
     visible,
 )
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
+from host_bridge.embedded.stores import StoreReader
 from host_bridge.protocols import SessionEvent
 from messages import (
     DELIVERY_MODE,
@@ -46,13 +47,14 @@ def _dispatch_seqs(events: Sequence[SessionEvent]) -> list[int]:
     ]
 
 
-def describe_session(store: SqliteEventStore, session_id: str, now_ms: int) -> dict[str, Any]:
+def describe_session(store: StoreReader, session_id: str, now_ms: int) -> dict[str, Any]:
     """One session as a JSON-ready value: header, active reminders, dispatch receipts, error.
 
     Active reminders are their tool views; an ``every`` view also carries
     ``lastOccurrenceAt``, the occurrence its latest dispatch delivered (from that
     dispatch's receipt; ``None`` before the first). A receipt of an ``every``
-    dispatch also carries the dispatch's ``acceptedAt``.
+    dispatch also carries the dispatch's ``acceptedAt``. Rows of this session
+    that do not read are its ``error``; any other store error is raised.
     """
     out: dict[str, Any] = {
         "id": session_id,
@@ -65,7 +67,9 @@ def describe_session(store: SqliteEventStore, session_id: str, now_ms: int) -> d
     }
     try:
         stored = store.load(session_id)
-    except StoreError as error:
+    except StoreCorruptError as error:
+        if error.session_id is None:
+            raise  # the store itself is damaged, not this session
         out["error"] = f"store: {error}"
         return out
     if stored is None:
@@ -203,8 +207,10 @@ def inspect_command(session_id: str | None, as_json: bool) -> None:
 
     Each active reminder shows its kind (after, at or every), its next due
     time and, for a repeating (every) reminder, the occurrence its latest
-    dispatch delivered. The store is opened read-only. States are computed
-    against the wall clock:
+    dispatch delivered. The store is opened strictly read-only: nothing is
+    created, migrated, locked or written, so it works on a read-only store,
+    on one of an older schema, and while another process writes to it. States
+    are computed against the wall clock:
     `overdue` means due but not yet delivered (its session is not live). Each
     dispatch is rendered with schedule_reminder_presentation. Exits 1 when a
     session's log cannot be read or folded. Stored strings are printed with
@@ -213,7 +219,7 @@ def inspect_command(session_id: str | None, as_json: bool) -> None:
     """
     directory = resolve_data_dir()
     now = wall_clock_ms()
-    with open_store_readonly(directory) as store:
+    with open_store_readonly(directory, verb="inspect") as store:
         try:
             if session_id is not None:
                 if store.load_header(session_id) is None:
@@ -221,9 +227,9 @@ def inspect_command(session_id: str | None, as_json: bool) -> None:
                 session_ids = [session_id]
             else:
                 session_ids = store.session_ids()
+            sessions = [describe_session(store, sid, now) for sid in session_ids]
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
-        sessions = [describe_session(store, sid, now) for sid in session_ids]
         path = store.label
     if as_json:
         document = {"store": str(path), "now": format_ms(now), "sessions": sessions}
@@ -237,5 +243,7 @@ def inspect_command(session_id: str | None, as_json: bool) -> None:
             click.echo("")
             for line in _human(session):
                 click.echo(line)
-    if any(session["error"] is not None for session in sessions):
+    failed = sum(1 for session in sessions if session["error"] is not None)
+    if failed:
+        click.echo(f"{failed} of {len(sessions)} session(s) could not be read or folded", err=True)
         click.get_current_context().exit(EXIT_FAILED)

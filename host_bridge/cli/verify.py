@@ -16,7 +16,8 @@ from host_bridge.cli.common import (
     resolve_data_dir,
     visible,
 )
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
+from host_bridge.embedded.stores import StoreReader
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
 
 __all__ = ["SessionVerdict", "verify_command", "verify_session"]
@@ -33,11 +34,18 @@ class SessionVerdict:
     problem: str | None = None
 
 
-def verify_session(store: SqliteEventStore, session_id: str) -> SessionVerdict:
-    """Load one session and apply the fold policy to its owned suffix."""
+def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
+    """Load one session and apply the fold policy to its owned suffix.
+
+    Rows of this session that do not read (a bad payload, a gap in its seq
+    numbers) are its problem; any other store error (a damaged file, an I/O
+    error) is raised: the store itself cannot be read.
+    """
     try:
         stored = store.load(session_id)
-    except StoreError as error:
+    except StoreCorruptError as error:
+        if error.session_id is None:
+            raise
         return SessionVerdict(session_id, problem=f"store: {error}")
     if stored is None:
         return SessionVerdict(session_id, problem="store: the session disappeared while checking")
@@ -67,19 +75,21 @@ def verify_command() -> None:
     """Check the schedule/change stream of every stored session.
 
     Each session's owned suffix (after a fork's seed_length) is folded with the
-    same policy the plugin and the invariant companion use. Prints one line per
+    same policy the plugin and the invariant companion use. The store is
+    opened strictly read-only (nothing is created, migrated, locked or
+    written), so it works while another process writes to it. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
     session is invalid. Session ids and problems are printed with control,
     format and separator characters escaped, so each session is one line.
     """
     directory = resolve_data_dir()
-    with open_store_readonly(directory) as store:
+    with open_store_readonly(directory, verb="verify") as store:
         click.echo(f"store: {visible(store.label)}")
         try:
             session_ids = store.session_ids()
+            verdicts = [verify_session(store, session_id) for session_id in session_ids]
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
-        verdicts = [verify_session(store, session_id) for session_id in session_ids]
     invalid = [v for v in verdicts if v.problem is not None]
     for verdict in verdicts:
         if verdict.problem is None:

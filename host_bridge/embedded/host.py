@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +20,15 @@ from host_bridge.embedded.stores import open_store
 from host_bridge.embedded.tools import ScopedToolRegistry
 from host_bridge.protocols import HostContext, Timers
 
-__all__ = ["EmbeddedHost"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "EmbeddedHost"]
 
 _log = logging.getLogger("dsh_schedule.host")
+
+DEFAULT_CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`EmbeddedHost.close` may take to write what is queued, by default.
+
+The same as the flush timeout a tool call or a dispose waits for
+(``HostContext.flush_timeout_ms``, 30 s)."""
 
 
 class EmbeddedHost:
@@ -45,6 +54,9 @@ class EmbeddedHost:
     and commits always happen on the store's writer thread. Pass the same
     runtime to ``install_schedule(host.context(), runtime=host.runtime)`` to run
     the owners there too.
+
+    ``close_timeout`` bounds :meth:`close`: how many seconds it may wait for
+    the store to write what is queued (``None``: as long as that takes).
     """
 
     def __init__(
@@ -58,7 +70,19 @@ class EmbeddedHost:
         runtime: RuntimeSpec = "threading",
         store: str | os.PathLike[str] | None = None,
         lease_wait: float = 0.0,
+        close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
     ) -> None:
+        if close_timeout is not None and (
+            isinstance(close_timeout, bool)
+            or not isinstance(close_timeout, int | float)
+            or not math.isfinite(close_timeout)
+            or close_timeout < 0
+        ):
+            raise ValueError(
+                f"close_timeout must be None or a finite number of seconds >= 0, "
+                f"not {close_timeout!r}"
+            )
+        self.close_timeout = close_timeout
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.clock = clock
         self.runtime: Runtime = get_runtime(runtime)
@@ -128,20 +152,36 @@ class EmbeddedHost:
         it in one line; ``None`` means everything queued was written. The store
         and the timers are closed even when disposing an agent or a session
         raised. Idempotent: later calls return ``None``.
+
+        Bounded by ``close_timeout`` seconds from the call: detaching a session
+        waits for its rows and the store for its last write only until then.
+        A store whose writer is stuck in a commit past it (a hung disk or
+        database) is closed without it, and the returned ``StoreWriteError``
+        (category ``CLOSE_TIMEOUT``) says how many rows are not confirmed
+        durable; those sessions stay locked until that write ends or the
+        process exits (see :meth:`SqliteEventStore.close`).
         """
         from host_bridge.embedded.sqlite_store import StoreError
 
         if self._closed:
             return None
         self._closed = True
+        started = time.monotonic()
         unwritten: Exception | None = None
         try:
+            if self.persistence is not None:
+                self.persistence.start_closing(self.close_timeout)
             self.agents.dispose_all()
             self.sessions.close()
         finally:
             try:
                 if self.persistence is not None:
-                    run_blocking(self.persistence.close)
+                    left = (
+                        None
+                        if self.close_timeout is None
+                        else max(0.0, self.close_timeout - (time.monotonic() - started))
+                    )
+                    run_blocking(functools.partial(self.persistence.close, left))
             except StoreError as error:
                 _log.error("closing the host: %s", error)
                 unwritten = error

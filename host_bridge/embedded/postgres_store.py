@@ -69,6 +69,7 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.sqlite_store import (
+    CLOSE_TIMEOUT,
     SqliteEventStore,
     StoredSession,
     _Commit,
@@ -80,18 +81,26 @@ from host_bridge.embedded.sqlite_store import (
     _SessionRow,
     _show,
     _Waiter,
+    decode_session,
 )
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
+    StoreMissingError,
     StoreVersionError,
 )
 from host_bridge.embedded.stores import is_postgres_url
 from host_bridge.protocols import SessionHeader
 
-__all__ = ["SCHEMA_VERSION", "PostgresEventStore", "SessionLeaseError", "is_postgres_url"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresEventStore",
+    "PostgresStoreReader",
+    "SessionLeaseError",
+    "is_postgres_url",
+]
 
 _log = logging.getLogger("dsh_schedule.store.postgres")
 
@@ -416,10 +425,19 @@ class PostgresEventStore(SqliteEventStore):
 
     # --- close -----------------------------------------------------------------
 
-    def close(self) -> None:
-        """Write what is queued, stop the writer, drop every lease and close the connections."""
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Write what is queued, stop the writer, drop every lease and close the connections.
+
+        Bounded like :meth:`SqliteEventStore.close`: a writer still inside its
+        transaction after ``timeout`` seconds is left to finish on its own (its
+        connection stays open until it does, and its lease rows stay share-locked,
+        so a store taking over one of its sessions waits for that transaction);
+        the lease connection and the read pool are closed at once, so the
+        writer's next lease check finds its leases gone and discards the rows
+        it still holds queued.
+        """
         try:
-            super().close()
+            super().close(timeout)
         finally:
             self._close_connections()
 
@@ -446,49 +464,21 @@ class PostgresEventStore(SqliteEventStore):
 
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
-        rows = self._query(lambda conn: conn.execute("SELECT id FROM sessions").fetchall())
-        ids = [row[0] for row in rows]
-        if not all(isinstance(session_id, str) for session_id in ids):
-            raise StoreCorruptError(f"{self._label}: the sessions table holds a non-text id")
-        return sorted(ids)
+        return self._query(lambda conn: _select_session_ids(conn, self._label))
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
         if not _is_storable_id(session_id):
             return None
-        row = self._query(
-            lambda conn: conn.execute(
-                "SELECT seed_length, parent_session FROM sessions WHERE id = %s", (session_id,)
-            ).fetchone()
-        )
+        row = self._query(lambda conn: _select_header(conn, session_id))
         return None if row is None else _header(session_id, tuple(row))
 
     def load(self, session_id: str) -> StoredSession | None:
         """The durably stored session (header and decoded log), or ``None`` if not stored."""
         if not _is_storable_id(session_id):
             return None
-
-        def query(conn: psycopg.Connection[Any]) -> tuple[Any, list[Any]]:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                head = conn.execute(
-                    "SELECT seed_length, parent_session FROM sessions WHERE id = %s",
-                    (session_id,),
-                ).fetchone()
-                rows = (
-                    []
-                    if head is None
-                    else conn.execute(
-                        "SELECT seq, type, time, data FROM events"
-                        " WHERE session_id = %s ORDER BY seq",
-                        (session_id,),
-                    ).fetchall()
-                )
-            return head, rows
-
-        head, rows = self._query(query)
-        blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-        return self._stored_session(session_id, head, blobs)
+        head, rows = self._query(lambda conn: _select_session(conn, session_id))
+        return self._stored_session(session_id, head, rows)
 
     def _stored_length(self, session_id: str) -> int | None:
         if not _is_storable_id(session_id):
@@ -510,7 +500,10 @@ class PostgresEventStore(SqliteEventStore):
         if exists is None:
             return None
         if count and last != count - 1:
-            raise StoreCorruptError(f"session {_show(session_id)} has a gap in its stored events")
+            raise StoreCorruptError(
+                f"session {_show(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
         return int(count)
 
     def _query(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
@@ -652,7 +645,7 @@ class PostgresEventStore(SqliteEventStore):
         conn.commit()
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            version = self._pg_schema_version(conn)
+            version = _pg_schema_version(conn, self._label)
             start = version
             while version < SCHEMA_VERSION:
                 for statement in _MIGRATIONS[version]:
@@ -666,32 +659,173 @@ class PostgresEventStore(SqliteEventStore):
         if start != SCHEMA_VERSION:
             _log.info("session store %s migrated to schema version %d", self._label, version)
 
-    def _pg_schema_version(self, conn: psycopg.Connection[Any]) -> int:
-        rows = conn.execute(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_schema = current_schema()"
-            " AND table_name IN ('meta', 'sessions', 'events', 'leases')"
-        ).fetchall()
-        tables = {row[0] for row in rows}
-        if "meta" not in tables:
-            if tables:
-                raise StoreError(
-                    f"{self._label} has tables {sorted(tables)} but is not a dsh-schedule store"
-                )
-            return 0
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        value = None if row is None else row[0]
-        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
-            raise StoreCorruptError(f"{self._label} has no valid schema_version")
-        version = int(value)
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self._label} has schema version {version}, newer than the {SCHEMA_VERSION} "
-                "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
+
+class PostgresStoreReader:
+    """Durably stored sessions of a PostgreSQL store, read without writing anything.
+
+    One connection in read-only mode (``default_transaction_read_only``): no
+    schema is created or migrated, no lease connection is opened, no writer
+    thread runs, so it reads while host processes write to the same database.
+    Raises on open: :class:`StoreMissingError` when the database holds no
+    session store (none of its tables), :class:`StoreError` when the server
+    cannot be reached or the tables belong to another application, and
+    :class:`StoreCorruptError` / :class:`StoreVersionError` like the writable store.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+        if not is_postgres_url(url):
+            raise StoreError("a PostgreSQL store needs a postgresql:// URL")
+        self._label = redact_url(url)
+        self._lock = threading.Lock()
+        try:
+            conn = psycopg.connect(
+                url,
+                autocommit=True,
+                connect_timeout=connect_timeout,
+                application_name="dsh-schedule-reader",
             )
-        if version == SCHEMA_VERSION and not {"sessions", "events", "leases"} <= tables:
-            raise StoreCorruptError(f"{self._label} is missing session tables")
-        return version
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot connect to the session store {self._label} ({_category(error)})"
+            ) from None
+        try:
+            conn.execute("SET default_transaction_read_only = on")
+            version = _pg_schema_version(conn, self._label)
+        except psycopg.Error as error:
+            conn.close()
+            raise StoreError(
+                f"cannot open the session store {self._label} ({_category(error)})"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        if version == 0:
+            conn.close()
+            raise StoreMissingError(
+                f"there is no session store in {self._label} (the database has none of its tables)",
+                location=self._label,
+                reason="the database has none of its tables",
+            )
+        self._version = version
+        self._conn: psycopg.Connection[Any] | None = conn
+        _log.debug("session store %s open read-only", self._label)
+
+    @property
+    def label(self) -> str:
+        """How messages name the store: its URL without password."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the database."""
+        return self._version
+
+    def session_ids(self) -> list[str]:
+        """The ids of every durably stored session, sorted."""
+        return self._read(lambda conn: _select_session_ids(conn, self._label))
+
+    def load_header(self, session_id: str) -> SessionHeader | None:
+        """The stored header of ``session_id``, or ``None`` when it is not stored."""
+        if not _is_storable_id(session_id):
+            return None
+        row = self._read(lambda conn: _select_header(conn, session_id))
+        return None if row is None else _header(session_id, row)
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session (header and decoded log), or ``None`` when it is not stored."""
+        if not _is_storable_id(session_id):
+            return None
+        head, rows = self._read(lambda conn: _select_session(conn, session_id))
+        return decode_session(session_id, head, rows)
+
+    def close(self) -> None:
+        """Close the connection; later reads raise :class:`StoreClosedError`."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> PostgresStoreReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreClosedError(f"the session store {self._label} is closed")
+            try:
+                return query(conn)
+            except psycopg.Error as error:
+                raise StoreError(
+                    f"cannot read the session store {self._label} ({_category(error)})"
+                ) from None
+
+
+def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
+    """The schema version of the database on ``conn``; 0 when it has none of the tables.
+
+    Only reads. Raises like :func:`host_bridge.embedded.sqlite_store.schema_version`.
+    """
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = current_schema()"
+        " AND table_name IN ('meta', 'sessions', 'events', 'leases')"
+    ).fetchall()
+    tables = {row[0] for row in rows}
+    if "meta" not in tables:
+        if tables:
+            raise StoreError(f"{label} has tables {sorted(tables)} but is not a dsh-schedule store")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    value = None if row is None else row[0]
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9):
+        raise StoreCorruptError(f"{label} has no valid schema_version")
+    version = int(value)
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{label} has schema version {version}, newer than the {SCHEMA_VERSION} "
+            "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
+        )
+    if version == SCHEMA_VERSION and not {"sessions", "events", "leases"} <= tables:
+        raise StoreCorruptError(f"{label} is missing session tables")
+    return version
+
+
+def _select_session_ids(conn: psycopg.Connection[Any], label: str) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions").fetchall()]
+    if not all(isinstance(session_id, str) for session_id in ids):
+        raise StoreCorruptError(f"{label}: the sessions table holds a non-text id")
+    return sorted(ids)
+
+
+def _select_header(conn: psycopg.Connection[Any], session_id: str) -> tuple[Any, ...] | None:
+    """The ``(seed_length, parent_session)`` row of a session, or None."""
+    row = conn.execute(
+        "SELECT seed_length, parent_session FROM sessions WHERE id = %s", (session_id,)
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def _select_session(
+    conn: psycopg.Connection[Any], session_id: str
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
+    """A session's header row and event rows (payloads as bytes) in one read-only snapshot."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        head = _select_header(conn, session_id)
+        rows = (
+            []
+            if head is None
+            else conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        )
+    return head, [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
 
 
 def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> _Loss:

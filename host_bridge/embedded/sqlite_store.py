@@ -79,10 +79,11 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
 from host_bridge.embedded.session_locks import SessionLockFile
@@ -91,6 +92,7 @@ from host_bridge.embedded.store_errors import (
     StoreClosedError,
     StoreCorruptError,
     StoreError,
+    StoreMissingError,
     StoreVersionError,
     StoreWriteError,
 )
@@ -100,16 +102,21 @@ __all__ = [
     "AUTO_WRITE_BYTES",
     "AUTO_WRITE_ROWS",
     "BUSY_TIMEOUT_MS",
+    "CLOSE_TIMEOUT",
     "SCHEMA_VERSION",
     "SessionLeaseError",
     "SqliteEventStore",
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreMissingError",
     "StoreVersionError",
     "StoreWriteError",
     "StoredSession",
+    "check_write_lock",
     "commit_failed",
+    "decode_session",
+    "schema_version",
 ]
 
 _log = logging.getLogger("dsh_schedule.store")
@@ -119,6 +126,9 @@ SCHEMA_VERSION = 2
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
+
+CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`SqliteEventStore.close` waits for its last write by default."""
 
 AUTO_WRITE_ROWS = 4096
 """Queued rows that make the writer commit even when no flush is waiting."""
@@ -157,8 +167,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 _ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
 """SQLite error names of rows that can never be written, whatever the retry."""
 
-_TABLES = frozenset({"sessions", "events", "leases"})
-"""The tables besides ``meta`` that a store of :data:`SCHEMA_VERSION` has."""
+_TABLES: dict[int, frozenset[str]] = {
+    1: frozenset({"sessions", "events"}),
+    2: frozenset({"sessions", "events", "leases"}),
+}
+"""The tables besides ``meta`` that a store of each schema version has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +316,9 @@ class SqliteEventStore:
         self._forget_when_synced: set[str] = set()
         self._waiters: list[_Waiter] = []
         self._closed = False
+        self._close_deadline: float | None = None  # monotonic; set by start_closing()
+        self._close_wait = 0.0  # the seconds that deadline allowed
+        self._in_flight: list[_Waiter] = []  # the flush requests of the writer's current round
         self._writer_stopped = False
         self._auto_write_blocked = False
         self._final_error: StoreWriteError | None = None
@@ -553,17 +569,25 @@ class SqliteEventStore:
         """Give up ``session_id`` after its queued rows are written; nothing if not held here.
 
         When those rows cannot be written the session stays held (the next
-        flush retries them) and the error is logged.
+        flush retries them) and the error is logged. After :meth:`start_closing`
+        it waits for them only until the close deadline, then keeps the session
+        the same way.
         """
         with self._lock:
             if session_id not in self._leases:
                 return
         try:
-            self._request_flush(session_id).result()
+            self._request_flush(session_id).result(self._time_left())
         except SessionLeaseError:
             pass  # lost: nothing of it will be written any more
         except StoreError as error:
             _log.error("keeping session %r: its rows are not durable (%s)", session_id, error)
+            return
+        except TimeoutError:
+            _log.error(
+                "keeping session %r: its rows were not written before the store's close deadline",
+                session_id,
+            )
             return
         with self._lease_lock:
             with self._lock:
@@ -670,13 +694,43 @@ class SqliteEventStore:
             return None
         return None if _is_dead_local_owner(owner) else owner
 
-    def close(self) -> None:
+    def start_closing(self, timeout: float | None) -> None:
+        """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.
+
+        From this call on, :meth:`release_session` waits for a session's rows
+        and :meth:`close` for its last write at most until that deadline (an
+        earlier deadline set before stays); ``None`` sets none. The store keeps
+        working meanwhile. A host calls it before it detaches its sessions, so
+        that a writer stuck in a commit (a hung disk or database) cannot hold
+        the whole shutdown.
+        """
+        if timeout is None:
+            return
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            if self._close_deadline is None or deadline < self._close_deadline:
+                self._close_deadline = deadline
+                self._close_wait = max(0.0, timeout)
+
+    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Write what is queued, stop the writer, give back every session, close; idempotent.
 
         Raises :class:`StoreWriteError` when that last write failed (those rows
         were never acknowledged and are not durable). Every later call fails
         with :class:`StoreClosedError` (``flush`` returns a failed future).
+
+        Waits for the last write at most ``timeout`` seconds (``None``: as long
+        as it takes), or until an earlier :meth:`start_closing` deadline. When
+        the writer has not finished by then (blocked inside SQLite or the
+        database driver), the store stops waiting for it: it is closed at once,
+        every flush still pending fails with :class:`StoreWriteError`, the
+        error is logged, and the :class:`StoreWriteError` raised names the
+        rows that are not confirmed durable. The writer is a daemon thread: if
+        it finishes later it still commits what it holds and then gives back
+        the sessions; until then (or until the process exits) they stay locked,
+        so no other store can take a session whose rows may still be committed.
         """
+        self.start_closing(timeout)
         with self._wake:
             first = not self._closed
             if first and self._leases and self._session_locks is not None:
@@ -684,14 +738,46 @@ class SqliteEventStore:
                 self._holder_unsynced += 1
             self._closed = True
             self._wake.notify_all()
+        abandoned: StoreWriteError | None = None
         if threading.current_thread() is not self._thread:
-            self._thread.join()
+            self._thread.join(self._time_left())
+            if self._thread.is_alive() and first:
+                abandoned = self._stop_waiting_for_writer()
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()
                 self._read_conn = None
+        if first and abandoned is not None:
+            raise abandoned
         if first and self._final_error is not None:
             raise self._final_error
+
+    def _time_left(self) -> float | None:
+        """Seconds until the close deadline (0 once it passed); None without one."""
+        with self._lock:
+            deadline = self._close_deadline
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _stop_waiting_for_writer(self) -> StoreWriteError:
+        """The writer missed the close deadline: refuse all work, fail every pending flush."""
+        with self._lock:
+            self._writer_stopped = True
+            rows = sum(self._unsynced.values())
+            sessions = sorted(self._unsynced)
+            futures = [w.future for w in (*self._in_flight, *self._waiters)]
+            self._waiters = []
+            waited = self._close_wait
+        which = ", ".join(_show(s) for s in sessions[:5]) + (" …" if len(sessions) > 5 else "")
+        error = StoreWriteError(
+            f"closing the session store timed out after {waited:.3g} s: its writer did not "
+            f"finish the last write (a stuck disk or database?); {rows} unflushed rows"
+            + (f" of sessions {which}" if sessions else "")
+            + " are not confirmed durable",
+            category="CLOSE_TIMEOUT",
+        )
+        _settle_all([(future, error) for future in futures if not future.done()])
+        _log.error("session store %s: %s; the writer thread is left running", self._label, error)
+        return error
 
     def _give_back_all(self) -> None:
         """Once the writer stopped (on its thread): drop every session lock."""
@@ -713,28 +799,14 @@ class SqliteEventStore:
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
 
-        def query(conn: sqlite3.Connection) -> list[Any]:
-            return [row[0] for row in conn.execute("SELECT id FROM sessions")]
-
-        ids = self._read(query)
-        if not all(isinstance(session_id, str) for session_id in ids):
-            raise StoreCorruptError(
-                f"{self._path}: the sessions table holds an id that is not text"
-            )
-        return sorted(ids)
+        return self._read(lambda conn: _select_session_ids(conn, self._path))
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
         if not _is_storable_id(session_id):
             return None
 
-        def query(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            row: tuple[Any, ...] | None = conn.execute(
-                "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            return row
-
-        row = self._read(query)
+        row = self._read(lambda conn: _select_header(conn, session_id))
         return None if row is None else _header(session_id, row)
 
     def load(self, session_id: str) -> StoredSession | None:
@@ -746,40 +818,18 @@ class SqliteEventStore:
         if not _is_storable_id(session_id):
             return None
 
-        def query(conn: sqlite3.Connection) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-            conn.execute("BEGIN")  # one snapshot for the header and the events
-            try:
-                head = conn.execute(
-                    "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
-                ).fetchone()
-                rows = (
-                    []
-                    if head is None
-                    else conn.execute(
-                        "SELECT seq, type, time, data FROM events"
-                        " WHERE session_id = ? ORDER BY seq",
-                        (session_id,),
-                    ).fetchall()
-                )
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            return head, rows
-
-        head, rows = self._read(query)
+        head, rows = self._read(lambda conn: _select_session(conn, session_id))
         return self._stored_session(session_id, head, rows)
 
     def _stored_session(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
     ) -> StoredSession | None:
         """Decode a header row and event rows read in one snapshot; note the next seq."""
-        if head is None:
-            return None
-        header = _header(session_id, tuple(head))
-        events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
-        with self._lock:
-            self._next_seq.setdefault(session_id, len(events))
-        return StoredSession(header, events)
+        stored = decode_session(session_id, head, rows)
+        if stored is not None:
+            with self._lock:
+                self._next_seq.setdefault(session_id, len(stored.events))
+        return stored
 
     # --- internals: queue ------------------------------------------------------------
 
@@ -854,6 +904,7 @@ class SqliteEventStore:
                         batch, self._queue, self._queued_bytes = self._queue, [], 0
                     # (else only holder rows are due: queued session rows wait for a flush)
                     waiters, self._waiters = self._waiters, []
+                    self._in_flight = waiters
                 result = self._write_round(batch, waiters)
                 _settle_all(self._settle(result, waiters))
                 if final:
@@ -1271,7 +1322,11 @@ class SqliteEventStore:
                     f" ({error.strerror or type(error).__name__})"
                 ) from None
         elif not self._path.exists():
-            raise StoreError(f"there is no session store at {self._path}")
+            raise StoreMissingError(
+                f"there is no session store at {self._path}",
+                location=str(self._path),
+                reason="no such file",
+            )
         if self._path.exists() and not self._path.is_file():
             raise StoreError(f"{self._path} is not a file")
         try:
@@ -1319,41 +1374,10 @@ class SqliteEventStore:
         _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        }
-        if "meta" not in tables:
-            if tables:
-                raise StoreError(
-                    f"{self._path} is an SQLite database but not a dsh-schedule session store"
-                )
-            return 0
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        value = None if row is None else row[0]
-        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
-            raise StoreCorruptError(f"{self._path} has no valid schema_version")
-        version = int(value)
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self._path} has schema version {version}, newer than the {SCHEMA_VERSION} "
-                "understood "
-                "by this version of dsh-schedule; upgrade dsh-schedule to open it"
-            )
-        if version == SCHEMA_VERSION and not tables >= _TABLES:
-            raise StoreCorruptError(f"{self._path} is missing session tables")
-        return version
+        return schema_version(conn, self._path)
 
     def _open_error(self, error: sqlite3.Error) -> StoreError:
-        category = _category(error)
-        if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-            return StoreCorruptError(
-                f"{self._path} is corrupt or not an SQLite database ({category}); "
-                "move it aside or restore a backup"
-            )
-        return StoreError(f"cannot open the session store {self._path} ({category})")
+        return _open_error(self._path, error)
 
     # --- internals: reads --------------------------------------------------------------
 
@@ -1365,12 +1389,7 @@ class SqliteEventStore:
             try:
                 return query(conn)
             except sqlite3.Error as error:
-                category = _category(error)
-                if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-                    raise StoreCorruptError(f"{self._path} is corrupt ({category})") from None
-                raise StoreError(
-                    f"cannot read the session store {self._path} ({category})"
-                ) from None
+                raise _read_error(self._path, error) from None
 
     def _stored_length(self, session_id: str) -> int | None:
         """The number of stored events of ``session_id``, or None when it is not stored."""
@@ -1395,11 +1414,165 @@ class SqliteEventStore:
         if exists is None:
             return None
         if count and last != count - 1:
-            raise StoreCorruptError(f"session {_show(session_id)} has a gap in its stored events")
+            raise StoreCorruptError(
+                f"session {_show(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
         return int(count)
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> int:
+    """The schema version of the SQLite database open on ``conn``; 0 when it has no tables.
+
+    Only reads. Raises :class:`StoreError` for an SQLite database of another
+    application, :class:`StoreCorruptError` when ``meta`` holds no valid version
+    or a session table of that version is missing, and :class:`StoreVersionError`
+    for a version newer than :data:`SCHEMA_VERSION`. ``path`` names the file in messages.
+    """
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "meta" not in tables:
+        if tables:
+            raise StoreError(f"{path} is an SQLite database but not a dsh-schedule session store")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    value = None if row is None else row[0]
+    if not (
+        isinstance(value, str)
+        and value.isascii()
+        and value.isdigit()
+        and len(value) <= 9  # (an absurd length is no version; int() would refuse it too)
+        and int(value) >= 1
+    ):
+        raise StoreCorruptError(f"{path} has no valid schema_version")
+    version = int(value)
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{path} has schema version {version}, newer than the {SCHEMA_VERSION} understood "
+            "by this version of dsh-schedule; upgrade dsh-schedule to open it"
+        )
+    if not tables >= _TABLES[version]:
+        raise StoreCorruptError(f"{path} is missing session tables")
+    return version
+
+
+def check_write_lock(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`StoreError` when another connection keeps the SQLite file write-locked.
+
+    Opening a store takes no write lock (unless it migrates), so a store that
+    another process keeps locked is otherwise found out at the first commit,
+    after the host started. This begins and rolls back an empty write
+    transaction on a connection of its own, waiting for the lock up to
+    :data:`BUSY_TIMEOUT_MS` like every write does, and raises when it is still
+    held then. It writes nothing and creates no file: a missing file, and any
+    failure other than a held lock, are left to opening the store to report.
+    """
+    target = Path(os.fspath(path))
+    if not target.is_file():
+        return
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(os.fspath(target))}?mode=rw",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as error:
+        category = _category(error)
+        if category.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            raise StoreError(
+                f"the session store {target} is locked by another process ({category} for "
+                f"{BUSY_TIMEOUT_MS / 1000:g} s); retry once that process is done"
+            ) from None
+    finally:
+        conn.close()
+
+
+def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failure to open the store at ``path`` means, without SQLite's text."""
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return StoreCorruptError(
+            f"{path} is corrupt or not an SQLite database ({category}); "
+            "move it aside or restore a backup"
+        )
+    return StoreError(f"cannot open the session store {path} ({category})")
+
+
+def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failed read of the store at ``path`` means, without SQLite's text.
+
+    A damaged file reads as it does on open (:func:`_open_error`), so a store
+    gets one message whichever page the damage is on.
+    """
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return _open_error(path, error)
+    return StoreError(f"cannot read the session store {path} ({category})")
+
+
+def _select_session_ids(conn: sqlite3.Connection, path: Path) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions")]
+    if not all(isinstance(session_id, str) for session_id in ids):
+        raise StoreCorruptError(f"{path}: the sessions table holds an id that is not text")
+    return sorted(ids)
+
+
+def _select_header(conn: sqlite3.Connection, session_id: str) -> tuple[Any, ...] | None:
+    """The ``(seed_length, parent_session)`` row of a session, or None."""
+    row: tuple[Any, ...] | None = conn.execute(
+        "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    return row
+
+
+def _select_session(
+    conn: sqlite3.Connection, session_id: str
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
+    """A session's header row and its event rows in seq order, read in one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        head = _select_header(conn, session_id)
+        rows = (
+            []
+            if head is None
+            else conn.execute(
+                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        )
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return head, rows
+
+
+def decode_session(
+    session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
+) -> StoredSession | None:
+    """A session from its header row and event rows (one snapshot); None without a header.
+
+    Raises :class:`StoreCorruptError` naming the session and seq when the rows
+    are not ``0 … n-1`` contiguous or a row does not decode.
+    """
+    if head is None:
+        return None
+    header = _header(session_id, tuple(head))
+    events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
+    return StoredSession(header, events)
 
 
 def _is_storable_id(value: object) -> bool:
@@ -1453,9 +1626,13 @@ def _event_row(session_id: str, event: SessionEvent, payload: bytes) -> _EventRo
 def _header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:
     seed_length, parent = row
     if seed_length is not None and (not isinstance(seed_length, int) or seed_length < 0):
-        raise StoreCorruptError(f"session {_show(session_id)} has an invalid seed_length")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has an invalid seed_length", session_id=session_id
+        )
     if parent is not None and not isinstance(parent, str):
-        raise StoreCorruptError(f"session {_show(session_id)} has an invalid parent_session")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has an invalid parent_session", session_id=session_id
+        )
     return SessionHeader(session_id, seed_length, parent)
 
 
@@ -1463,15 +1640,20 @@ def _event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEvent:
     seq, type_, time_ms, data = row
     if seq != index or not isinstance(seq, int):
         raise StoreCorruptError(
-            f"session {_show(session_id)} has no event with seq {index} (found {seq!r})"
+            f"session {_show(session_id)} has no event with seq {index} (found {seq!r})",
+            session_id=session_id,
         )
     if not isinstance(type_, str) or not isinstance(time_ms, int) or not isinstance(data, bytes):
-        raise StoreCorruptError(f"session {_show(session_id)} has a malformed event at seq {seq}")
+        raise StoreCorruptError(
+            f"session {_show(session_id)} has a malformed event at seq {seq}",
+            session_id=session_id,
+        )
     try:
         value = decode_payload(data)
     except PayloadError as error:
         raise StoreCorruptError(
-            f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}"
+            f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}",
+            session_id=session_id,
         ) from None
     return SessionEvent(type_, seq, time_ms, value)
 
@@ -1578,7 +1760,10 @@ def _failed(error: BaseException) -> Future[bool]:
 
 def _settle_all(outcomes: list[_Outcome]) -> None:
     for future, outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+        try:
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        except InvalidStateError:
+            pass  # failed already by a close that stopped waiting for the writer

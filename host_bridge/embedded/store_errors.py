@@ -12,6 +12,7 @@ __all__ = [
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreMissingError",
     "StoreVersionError",
     "StoreWriteError",
 ]
@@ -21,8 +22,31 @@ class StoreError(Exception):
     """The session store cannot do what was asked; the message is meant for operators."""
 
 
+class StoreMissingError(StoreError):
+    """There is no session store where one was to be read: no file, an empty one, no tables.
+
+    ``location`` names the place (a path, or a URL without password) and
+    ``reason`` says in a few words what is there instead (``"no such file"``,
+    ``"the file is empty"``…), for callers that word their own message.
+    """
+
+    def __init__(self, message: str, *, location: str, reason: str) -> None:
+        super().__init__(message)
+        self.location = location
+        self.reason = reason
+
+
 class StoreCorruptError(StoreError):
-    """The store file, or a session's rows in it, are unreadable or inconsistent."""
+    """The store file, or a session's rows in it, are unreadable or inconsistent.
+
+    ``session_id`` names the session when the damage is confined to its rows
+    (a payload that does not decode, a gap in its seq numbers, a malformed
+    column); it is ``None`` when the store itself is damaged.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class StoreVersionError(StoreError):

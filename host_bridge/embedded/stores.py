@@ -3,11 +3,47 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
-__all__ = ["is_postgres_url", "open_store"]
+if TYPE_CHECKING:
+    from host_bridge.embedded.sqlite_store import StoredSession
+    from host_bridge.protocols import SessionHeader
+
+__all__ = ["StoreReader", "is_postgres_url", "open_store"]
+
+
+class StoreReader(Protocol):
+    """What tools that only look at a store need: durable sessions, read without writing.
+
+    :func:`open_store` with ``read_only=True`` returns one; the writable stores
+    (:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore`, PostgreSQL's)
+    offer the same reads.
+    """
+
+    @property
+    def label(self) -> str:
+        """How messages name the store (a path, or a URL without password)."""
+
+    def session_ids(self) -> list[str]:
+        """The ids of every durably stored session, sorted."""
+
+    def load_header(self, session_id: str) -> SessionHeader | None:
+        """The stored header of ``session_id``, or ``None`` when it is not stored."""
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session (header and decoded log), or ``None`` when it is not stored."""
+
+    def close(self) -> None:
+        """Release the store's connections; idempotent."""
+
+    def __enter__(self) -> Self:
+        """The reader itself."""
+
+    def __exit__(self, *exc: object) -> None:
+        """Close it."""
 
 
 def is_postgres_url(spec: object) -> bool:
@@ -15,9 +51,33 @@ def is_postgres_url(spec: object) -> bool:
     return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
+@overload
 def open_store(
-    spec: str | os.PathLike[str], *, create: bool = True, lease_wait: float = 0.0
-) -> SqliteEventStore:
+    spec: str | os.PathLike[str],
+    *,
+    create: bool = ...,
+    lease_wait: float = ...,
+    read_only: Literal[False] = ...,
+) -> SqliteEventStore: ...
+
+
+@overload
+def open_store(spec: str | os.PathLike[str], *, read_only: Literal[True]) -> StoreReader: ...
+
+
+@overload
+def open_store(
+    spec: str | os.PathLike[str], *, create: bool = ..., lease_wait: float = ..., read_only: bool
+) -> SqliteEventStore | StoreReader: ...
+
+
+def open_store(
+    spec: str | os.PathLike[str],
+    *,
+    create: bool = True,
+    lease_wait: float = 0.0,
+    read_only: bool = False,
+) -> SqliteEventStore | StoreReader:
     """Open the session store named by ``spec``.
 
     A ``postgresql://…`` URL opens a
@@ -25,15 +85,32 @@ def open_store(
     many host processes, sessions leased; needs the ``postgres`` extra);
     anything else is the path of an SQLite file (``create``: make it if missing).
     ``lease_wait`` is how long a PostgreSQL store waits for a lease held elsewhere.
+
+    ``read_only=True`` opens a :class:`StoreReader` instead, which never writes:
+    :class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader` (a
+    ``mode=ro`` SQLite connection) or
+    :class:`~host_bridge.embedded.postgres_store.PostgresStoreReader` (a
+    read-only PostgreSQL session). Neither creates nor migrates anything, takes
+    session locks or leases, or runs a writer thread; a missing or empty store
+    raises :class:`~host_bridge.embedded.store_errors.StoreMissingError`.
     """
     if is_postgres_url(spec):
+        assert isinstance(spec, str)
         try:
-            from host_bridge.embedded.postgres_store import PostgresEventStore
+            from host_bridge.embedded.postgres_store import (
+                PostgresEventStore,
+                PostgresStoreReader,
+            )
         except ImportError as error:  # pragma: no cover - depends on the installation
             raise StoreError(
                 "a postgresql:// store needs psycopg 3: pip install 'dsh-tool-schedule[postgres]'"
                 f" ({error})"
             ) from None
-        assert isinstance(spec, str)
+        if read_only:
+            return PostgresStoreReader(spec)
         return PostgresEventStore(spec, lease_wait=lease_wait)
+    if read_only:
+        from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+
+        return SqliteStoreReader(spec)
     return SqliteEventStore(spec, create=create)

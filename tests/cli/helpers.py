@@ -58,11 +58,12 @@ def run_cli(
     script: bool = False,
     read_only: Path | None = None,
     env: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> Run:
     """Run ``python -m host_bridge.cli ARGS`` (or the installed script) and capture it.
 
     ``read_only``: a file the command may read but not write (see :func:`read_only_prefix`).
-    ``env``: extra environment variables.
+    ``env``: extra environment variables. ``prefix``: a command to run it under.
     """
     if script:
         found = shutil.which("dsh-schedule", path=str(Path(sys.executable).parent))
@@ -72,6 +73,7 @@ def run_cli(
         command = [sys.executable, "-m", "host_bridge.cli", *args]
     if read_only is not None:
         command = [*read_only_prefix(read_only), *command]
+    command = [*prefix, *command]
     environment = cli_env(home)
     environment.update(env or {})
     done = subprocess.run(
@@ -96,12 +98,13 @@ _BIND_READ_ONLY = (
 def read_only_prefix(path: Path) -> list[str]:
     """A command prefix under which ``path`` cannot be written, even by root.
 
-    Not root: ``path`` loses its write bits (nothing to prefix). Root ignores
-    those, so the command runs in its own mount namespace with ``path``
-    bind-mounted read-only; the test is skipped where that is not allowed.
+    ``path`` is a file or a directory. Not root: ``path`` loses its write
+    bits (nothing to prefix; the caller restores them). Root ignores those, so
+    the command runs in its own mount namespace with ``path`` bind-mounted
+    read-only; the test is skipped where that is not allowed.
     """
     if os.geteuid() != 0:
-        path.chmod(0o444)
+        path.chmod(0o555 if path.is_dir() else 0o444)
         return []
     allowed = shutil.which("unshare") is not None and (
         subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode == 0
@@ -109,6 +112,25 @@ def read_only_prefix(path: Path) -> list[str]:
     if not allowed:
         pytest.skip("a read-only file for root needs unshare -m (mount namespaces)")
     return ["unshare", "-m", "sh", "-c", _BIND_READ_ONLY, "sh", str(path)]
+
+
+def without_file_privileges() -> list[str]:
+    """A command prefix under which file permissions apply, even to root.
+
+    Not root: nothing to prefix. Root runs the command without the
+    capabilities that override file permissions (``setpriv`` drops
+    ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` from its bounding set);
+    the test is skipped where that is not possible.
+    """
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    allowed = shutil.which("setpriv") is not None and (
+        subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0
+    )
+    if not allowed:
+        pytest.skip("an unreadable file for root needs setpriv (util-linux)")
+    return prefix
 
 
 _LOCK_HOLDER = textwrap.dedent(

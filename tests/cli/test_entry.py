@@ -84,7 +84,7 @@ def test_data_must_not_be_a_file(home: Path, tmp_path: Path) -> None:
     a_file.write_text("not a directory")
     run = run_cli(["verify", "--data", str(a_file)], home)
     assert run.code == 2
-    assert "is a file" in run.err
+    assert run.err == f"Error: the data directory {a_file} is not a directory\n"
 
 
 def test_quiet_by_default_and_verbose_logs_to_stderr(home: Path, data_dir: Path) -> None:

@@ -64,7 +64,22 @@ def build(data_dir: Path) -> int:
 def test_a_missing_store_exits_2(data_dir: Path, home: Path) -> None:
     code, _, err = inspect(data_dir, home)
     assert code == 2
-    assert "there is no session store" in err
+    assert err == f"Error: there is nothing to inspect at {store_path(data_dir)} (no such file)\n"
+    assert not data_dir.exists()
+
+
+def test_a_zero_length_store_is_nothing_to_inspect_and_stays_empty(
+    data_dir: Path, home: Path
+) -> None:
+    """Regression: inspect wrote a 24 KiB schema into a zero-length file."""
+    data_dir.mkdir()
+    path = store_path(data_dir)
+    path.touch()
+    code, _, err = inspect(data_dir, home)
+    assert code == 2
+    assert err == f"Error: there is nothing to inspect at {path} (the file is empty)\n"
+    assert path.stat().st_size == 0
+    assert sorted(p.name for p in data_dir.iterdir()) == [path.name]
 
 
 def test_an_unknown_session_exits_2(data_dir: Path, home: Path) -> None:
@@ -145,8 +160,9 @@ def test_the_human_table_shows_state_receipts_and_escaped_prompts(
 def test_a_corrupt_session_is_reported_and_exits_1(data_dir: Path, home: Path) -> None:
     build(data_dir)
     write_session(data_dir, "broken", [dispatch("schedule-5")])
-    code, out, _ = inspect(data_dir, home)
+    code, out, err = inspect(data_dir, home)
     assert code == 1
+    assert err == "1 of 3 session(s) could not be read or folded\n"
     assert "session broken (1 events)" in out
     assert "ERROR: " in out
     assert "inactive id" in out

@@ -19,7 +19,7 @@ def verify(data_dir: Path, home: Path) -> tuple[int, str, str]:
 def test_a_missing_store_is_a_clear_error_with_exit_2(data_dir: Path, home: Path) -> None:
     code, _, err = verify(data_dir, home)
     assert code == 2
-    assert f"there is no session store at {store_path(data_dir)}" in err
+    assert err == f"Error: there is nothing to verify at {store_path(data_dir)} (no such file)\n"
     assert "Traceback" not in err
     assert not data_dir.exists()  # reading never creates a store
 

@@ -203,7 +203,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_data(db: Path) -> None:
         assert conn.execute("SELECT COUNT(*) FROM events").fetchone() == (2,)
 
 
-@pytest.mark.parametrize("value", ["one", "", "-1", "١"])
+@pytest.mark.parametrize("value", ["one", "", "-1", "١", "0", "9" * 5000])
 def test_invalid_schema_version_is_corrupt(db: Path, value: str) -> None:
     SqliteEventStore(db).close()
     with raw(db) as conn:
@@ -920,6 +920,36 @@ def test_close_reports_rows_it_could_not_write(db: Path) -> None:
     opened.close()  # reported once
     with SqliteEventStore(db) as reopened:
         assert reopened.session_ids() == []
+
+
+def test_a_close_that_stopped_waiting_keeps_the_sessions_locked_until_the_writer_ends(
+    db: Path,
+) -> None:
+    """Rows of a stuck commit may still be committed: nobody else may take their session."""
+    seam = Seam()
+    opened = SqliteEventStore(db, fault_hook=seam)
+    opened.acquire_session("a")
+    opened.create_session(SessionHeader("a"))
+    seam.pause()
+    waiting = opened.flush("a")
+    assert seam.entered.wait(TIMEOUT)
+    other = SqliteEventStore(db)
+    try:
+        with pytest.raises(StoreWriteError, match="timed out after 0 s") as caught:
+            opened.close(timeout=0)
+        assert caught.value.category == "CLOSE_TIMEOUT"
+        with pytest.raises(StoreWriteError):
+            waiting.result(0)
+        with pytest.raises(sqlite_store.SessionLeaseError, match="live in another process"):
+            other.acquire_session("a")
+        seam.unpause()
+        opened._thread.join(TIMEOUT)
+        assert not opened._thread.is_alive()
+        other.acquire_session("a")  # the writer ended: its locks went with it
+        assert other.load("a") == StoredSession(SessionHeader("a"), ())
+    finally:
+        seam.unpause()
+        other.close()
 
 
 # --- paths ---------------------------------------------------------------------------------------

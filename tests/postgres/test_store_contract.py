@@ -440,3 +440,56 @@ def test_record_appends_takes_the_queue_lock_once(make_store: StoreFactory, mock
     store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
     assert enqueue.call_count == 1  # one lock hold: the writer cannot split the unit
     assert [op.seq for op in enqueue.call_args.args[0]] == [0, 1, 2]
+
+
+def test_close_stops_waiting_for_a_writer_stuck_in_a_commit(
+    make_store: StoreFactory, backend: Backend
+) -> None:
+    """A hung disk or database: close() returns, says what is not durable, fails every flush.
+
+    The writer finishes its commit once the disk moves. SQLite keeps the
+    session locked meanwhile, so the writer also writes what was queued after.
+    On PostgreSQL the lease goes with the lease connection at close: the
+    writer's lease check discards the queued row, unless the server had not
+    yet ended that connection's backend when it asked (the lease still held:
+    the row is written under its lease, and a new holder's epoch bump waits for
+    that transaction).
+    """
+    entered = threading.Event()
+    release = threading.Event()
+
+    def stuck_disk() -> None:
+        entered.set()
+        assert release.wait(TIMEOUT)
+
+    store = make_store(fault_hook=stuck_disk)
+    try:
+        new_session(store, "a")
+        record(store, "a", 0)
+        in_flight = store.flush("a")
+        assert entered.wait(TIMEOUT)  # the writer is inside the commit
+        record(store, "a", 1)
+        queued = store.flush("a")  # waits for the next round
+        store.start_closing(0)
+        store.release_session("a")  # returns at the deadline, keeping the session
+        assert store.holds_lease("a")
+        with pytest.raises(StoreWriteError, match="timed out") as caught:
+            store.close(timeout=0)
+        assert caught.value.category == "CLOSE_TIMEOUT"
+        assert "3 unflushed rows of sessions 'a' are not confirmed durable" in str(caught.value)
+        assert store.closed
+        for flush in (in_flight, queued):
+            with pytest.raises(StoreWriteError, match="timed out"):
+                flush.result(0)  # failed at once, not left pending
+        with pytest.raises(StoreError, match="closed"):
+            record(store, "a", 2)
+        with pytest.raises(StoreError, match="closed"):
+            store.flush("a").result(0)
+        store.close()  # idempotent: reported once
+    finally:
+        release.set()
+    store._thread.join(TIMEOUT)  # the writer finishes on its own once the disk moves
+    assert not store._thread.is_alive()
+    stored = make_store().load("a")
+    assert stored is not None
+    assert len(stored.events) in ((2,) if backend.kind == "sqlite" else (1, 2))

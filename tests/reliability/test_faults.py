@@ -319,7 +319,7 @@ def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_on
             assert again.reminders(agent) == []
             fault.error = None  # space returns: the agent's back-off retry finds it
             again.timers.advance(RETRY_FIRST_MS)
-            again.settle(agent)
+        again.settle(agent)  # the reminder's turn starts once its entry is durable
         assert again.reminders(agent) == ["schedule-1"]
     finally:
         again.close()
