@@ -22,6 +22,7 @@ from host_bridge.cli.common import (
 )
 from host_bridge.cli.demo import demo_command
 from host_bridge.cli.inspect_store import inspect_command
+from host_bridge.cli.reindex import reindex_command
 from host_bridge.cli.serve import serve_command
 from host_bridge.cli.tool_catalog import catalog_command
 from host_bridge.cli.verify import verify_command
@@ -91,6 +92,7 @@ cli.add_command(chat_command)
 cli.add_command(serve_command)
 cli.add_command(inspect_command)
 cli.add_command(verify_command)
+cli.add_command(reindex_command)
 cli.add_command(catalog_command)
 
 
