@@ -464,7 +464,9 @@ class WakeUpActor(MailboxActor):
         delays += [
             e.quiet_until - mono for e in self._activated.values() if not e.passivating
         ]
-        self._arm(max(0, min(*delays, MAX_TIMER_DELAY_MS)))
+        delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
+        self._log.debug("next due %s; waking again in %d ms", due, delay)
+        self._arm(delay)
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import logging
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,25 @@ class Server:
         self.host = host
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Dispose the plugin (activations in flight settle) and close the host."""
+        """Dispose the plugin, let running turns finish, close the host (within ``timeout``).
+
+        Disposing the plugin lets activations in flight settle and starts no
+        new delivery; waiting for the agents to be idle lets a reminder turn
+        that is running complete and be recorded, so it does not run again at
+        the next start.
+        """
         host, self.host = self.host, None
-        if host is not None:
-            close_host(host, self.plugin, timeout=timeout)
+        if host is None:
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            if self.plugin is not None:
+                self.plugin.dispose().result(timeout=timeout)
+            for agent in host.agents.roots():
+                agent.when_idle().result(timeout=max(0.0, deadline - time.monotonic()))
+        except Exception as error:  # a timeout, or an agent disposed meanwhile
+            _log.warning("stopping without waiting for every turn: %s", type(error).__name__)
+        close_host(host, self.plugin, timeout=max(0.1, deadline - time.monotonic()))
 
     def _present(self, item: Presented) -> None:
         """A notifier turn presented ``item``: print it, run the notify command."""

@@ -28,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from host_bridge.embedded.agents import EmbeddedAgent, Model
 from host_bridge.embedded.sqlite_store import SqliteEventStore
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["EmbeddedActivation"]
 
 _log = logging.getLogger("dsh_schedule.activation")
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 
 class EmbeddedActivation:
@@ -61,6 +64,8 @@ class EmbeddedActivation:
         self._model = model
         self._executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="dsh-activation")
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0  # activations and passivations submitted and not finished
         self._listeners: list[Callable[[], None]] = []
         self._mine: dict[str, EmbeddedAgent] = {}
         self._closed = False
@@ -80,11 +85,9 @@ class EmbeddedActivation:
         """Claim, resume and spawn a root agent on a worker thread; None when declined."""
         future: Future[Agent | None] = Future()
         try:
-            work = self._executor.submit(self._activate, session_id)
+            self._submit(self._activate, session_id, future)
         except RuntimeError as error:  # closed
             future.set_exception(error)
-            return future
-        chain(work, future)
         return future
 
     def on_due_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
@@ -105,11 +108,9 @@ class EmbeddedActivation:
         """Dispose an activated agent and let its session go, on a worker thread."""
         future: Future[bool] = Future()
         try:
-            work = self._executor.submit(self._passivate, agent)
+            self._submit(self._passivate, agent, future)
         except RuntimeError as error:
             future.set_exception(error)
-            return future
-        chain(work, future)
         return future
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -119,6 +120,15 @@ class EmbeddedActivation:
         """How many agents this activation spawned that are still live here."""
         with self._lock:
             return len(self._mine)
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Block until no activation or passivation runs (demos, tests, shutdown).
+
+        Raises ``TimeoutError`` when work is still running after ``timeout`` seconds.
+        """
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._running == 0, timeout):
+                raise TimeoutError("activations are still running")
 
     def close(self) -> None:
         """Stop listening and wait for the activations and passivations running; idempotent."""
@@ -131,6 +141,27 @@ class EmbeddedActivation:
         self._executor.shutdown(wait=True)
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _submit(self, work: Callable[[_A], _R], argument: _A, target: Future[_R]) -> None:
+        """Run ``work(argument)`` on a worker and settle ``target`` like it.
+
+        Counted for :meth:`wait_idle` until ``target``'s callbacks (the wake-up
+        actor's post) have run. Raises ``RuntimeError`` once closed.
+        """
+        with self._idle:
+            self._running += 1
+        try:
+            running = self._executor.submit(work, argument)
+        except BaseException:
+            self._finished()
+            raise
+        chain(running, target)
+        running.add_done_callback(lambda _: self._finished())
+
+    def _finished(self, *_: object) -> None:
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
 
     def _activate(self, session_id: str) -> Agent | None:
         host = self._host
