@@ -144,7 +144,8 @@ class Server:
 
     :meth:`start` opens everything; :meth:`stop` disposes the plugin and closes
     the host (it raises :class:`StoreUnavailable` when events could not be
-    written). Usable from other code (the demo runs one in-process).
+    written). Usable from other code (the demo runs one in-process, for its
+    own session only: ``accept``).
     """
 
     def __init__(
@@ -155,12 +156,14 @@ class Server:
         policy: WakePolicy | None = None,
         on_presented: Callable[[Presented], None] | None = None,
         echo: Callable[[str], None] = click.echo,
+        accept: Callable[[str], bool] | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._notify_command = notify_command
         self._policy = policy
         self._on_presented = on_presented
         self._echo = echo
+        self._accept = accept
         self._lock = threading.Lock()
         self.presented: list[Presented] = []
         self.notify_failures = 0
@@ -171,7 +174,9 @@ class Server:
         """Open the host on the store, enable activation, install Schedule."""
         host = open_host(self._data_dir)
         try:
-            host.enable_activation(model=NotifierModel(self._present, host.clock))
+            host.enable_activation(
+                model=NotifierModel(self._present, host.clock), accept=self._accept
+            )
             self.plugin = install_schedule(host.context(), wake_policy=self._policy)
         except BaseException as error:
             close_host(host, failing=error)

@@ -38,9 +38,12 @@ from host_bridge.protocols import Agent, DueSession
 if TYPE_CHECKING:
     from host_bridge.embedded.host import EmbeddedHost
 
-__all__ = ["EmbeddedActivation"]
+__all__ = ["FILTER_WINDOW", "EmbeddedActivation"]
 
 _log = logging.getLogger("dsh_schedule.activation")
+
+FILTER_WINDOW = 1024
+"""How many due sessions an ``accept`` filter looks at (the earliest ones)."""
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
@@ -52,16 +55,26 @@ class EmbeddedActivation:
     ``model`` runs the turns of activated agents (default: a model that
     answers nothing). ``workers`` bounds the activations and passivations
     running at once (each resumes or detaches one session on a worker thread).
+    ``accept`` limits which sessions are woken (say, the demo's own); it is
+    applied to the first :data:`FILTER_WINDOW` due sessions of the index.
     Close it with :meth:`close` (the host does) after the plugin was disposed.
     """
 
-    def __init__(self, host: EmbeddedHost, *, model: Model | None = None, workers: int = 8) -> None:
+    def __init__(
+        self,
+        host: EmbeddedHost,
+        *,
+        model: Model | None = None,
+        workers: int = 8,
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
         store = host.persistence
         if store is None:
             raise ValueError("activation needs a host with a durable store")
         self._host = host
         self._store: SqliteEventStore = store
         self._model = model
+        self._accept = accept
         self._executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="dsh-activation")
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -75,11 +88,22 @@ class EmbeddedActivation:
 
     def next_due(self) -> int | None:
         """The earliest due time among stored sessions no process holds."""
-        return self._store.next_due()
+        if self._accept is None:
+            return self._store.next_due()
+        found = self._filtered(None, 1)
+        return found[0].due_ms if found else None
 
     def due_sessions(self, now_ms: int, limit: int) -> Sequence[DueSession]:
         """Sessions due at ``now_ms`` that no process holds, earliest first."""
+        if self._accept is not None:
+            return self._filtered(now_ms, limit)
         return [DueSession(s, d) for s, d in self._store.due_sessions(now_ms, limit)]
+
+    def _filtered(self, until_ms: int | None, limit: int) -> list[DueSession]:
+        accept = self._accept
+        assert accept is not None
+        window = self._store.due_sessions(until_ms, FILTER_WINDOW)
+        return [DueSession(s, d) for s, d in window if accept(s)][:limit]
 
     def activate(self, session_id: str) -> Future[Agent | None]:
         """Claim, resume and spawn a root agent on a worker thread; None when declined."""

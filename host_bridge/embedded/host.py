@@ -101,7 +101,11 @@ class EmbeddedHost:
         )
 
     def enable_activation(
-        self, *, model: Model | None = None, workers: int = 8
+        self,
+        *,
+        model: Model | None = None,
+        workers: int = 8,
+        accept: Callable[[str], bool] | None = None,
     ) -> EmbeddedActivation:
         """Let Schedule wake this host's cold sessions (call before :meth:`context`).
 
@@ -109,11 +113,13 @@ class EmbeddedHost:
         that :meth:`context` then passes as ``HostContext.activation``: a plugin
         installed with that context activates stored sessions whose reminders
         came due (``model`` runs their agents' turns) and lets them go again
-        once quiet. Needs a durable store. Idempotent: a second call returns
-        the same object.
+        once quiet; ``accept(session_id)`` limits which sessions are woken.
+        Needs a durable store. Idempotent: a second call returns the same object.
         """
         if self.activation is None:
-            self.activation = EmbeddedActivation(self, model=model, workers=workers)
+            self.activation = EmbeddedActivation(
+                self, model=model, workers=workers, accept=accept
+            )
         return self.activation
 
     def spawn_root(

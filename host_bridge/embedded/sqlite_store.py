@@ -909,7 +909,7 @@ class SqliteEventStore:
         """
         found: list[tuple[str, int]] = []
         after: tuple[int, str] | None = None
-        page = max(64, limit)
+        page = limit + 16  # a few more than asked: some may be held
         while len(found) < limit:
             rows = self._due_page(after, until_ms, page)
             for session_id, due_ms in rows:

@@ -214,7 +214,7 @@ def test_serve_killed_during_an_activation_loses_nothing_and_repeats_nothing(
     data_dir: Path, home: Path, procs: list[Proc], mode: str
 ) -> None:
     (session,) = due_sessions(data_dir, 1)
-    child = Proc(["-m", "tests.cli.serve_child", str(data_dir), mode], home)
+    child = Proc(["-m", "bench._serve_child", str(data_dir), mode], home)
     procs.append(child)
     child.wait_line(f"PAUSED {mode}")
     assert child.stop(signal.SIGKILL) == -signal.SIGKILL

@@ -1,6 +1,6 @@
 """A ``serve`` host that stops dead at a chosen point, so a test can SIGKILL it there.
 
-``python -m tests.cli.serve_child DATA_DIR MODE`` runs :class:`host_bridge.cli.serve.Server`
+``python -m bench._serve_child DATA_DIR MODE`` runs :class:`host_bridge.cli.serve.Server`
 on ``DATA_DIR`` and prints ``PAUSED <mode>`` when it reaches:
 
 * ``commit``: the store's writer, just before the ``COMMIT`` of the round that
