@@ -431,7 +431,7 @@ class WakeUpActor(MailboxActor):
         except Exception:
             return False  # unreadable or corrupt: whoever owns it decides; ask again later
         earliest = folded.earliest()
-        return earliest is None or earliest.target_ms - now >= quiet
+        return earliest is None or earliest.target_ms - now > quiet
 
     def _passivate(self, passivation: SessionPassivation, agent: Agent) -> None:
         agent_id = agent.id
