@@ -15,7 +15,8 @@ turns. It reports:
 
 * the split of presented reminders across the hosts;
 * **double activations**: a session woken by two hosts, other than a take-over
-  of a session the killed host held when it died;
+  after the kill of a session the killed host had woken (one it held, or whose
+  reminder turn the kill cut after it was presented);
 * **double deliveries** (a reminder dispatched twice) and **losses** (not
   dispatched, or its turn never completed);
 * the take-over: the sessions the killed host held, and how long after the kill
@@ -250,21 +251,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if not args.keep:
             database(args.store, name, drop=True)
     index_rows = counts.pop("__index_rows__")[0]
-    woken_by: dict[str, list[int]] = defaultdict(list)
+    woken_by: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for serve in serves:
-        for session_id, _ in serve.woken:
-            woken_by[session_id].append(serve.index)
+        for session_id, at in serve.woken:
+            woken_by[session_id].append((at, serve.index))
     victim_index = 0 if args.kill_at > 0 else None
+    killed_at = serves[0].killed_at
+    taken_over = {
+        session_id
+        for session_id, wakes in woken_by.items()
+        if killed_at is not None
+        and any(host == victim_index for _, host in wakes)
+        and all(at > killed_at for at, host in wakes if host != victim_index)
+    }
     double_activations = sum(
         1
-        for session_id, hosts in woken_by.items()
-        if len(hosts) > 1 and not (session_id in held_at_kill and hosts[0] == victim_index)
+        for session_id, wakes in woken_by.items()
+        if len(wakes) > 1 and session_id not in taken_over
     )
+    rewoken = {s for s in taken_over if len(woken_by[s]) > 1}
     takeover_s = [
-        p[3] - serves[0].killed_at
-        for serve in serves[1:]
-        for p in serve.presented
-        if serves[0].killed_at is not None and p[0] in held_at_kill
+        min(at for at, host in woken_by[s] if host != victim_index) - killed_at
+        for s in rewoken
+        if killed_at is not None
     ]
     lateness = [float(p[2] - p[1]) for serve in serves for p in serve.presented]
     split = [len({p[0] for p in serve.presented}) for serve in serves]
@@ -284,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "index_rows_left": index_rows,
             "killed_host": victim_index,
             "held_by_killed_host": len(held_at_kill),
+            "taken_over_after_the_kill": len(rewoken),
             "takeover_s": distribution([t * 1000 for t in takeover_s]),
             "presentations_repeated": reruns,
             "lateness": distribution(lateness),
@@ -303,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(
         f"{len(ids)} reminders, {args.hosts} hosts: double activations {double_activations}, "
         f"double deliveries {doubles}, losses {losses}, index rows left {index_rows}; "
-        f"held by the killed host {len(held_at_kill)}, taken over within "
+        f"held by the killed host {len(held_at_kill)}, woken again by the others: "
+        f"{len(rewoken)}, within "
         f"{fmt(result['takeover_s']['max_ms'], 0)} ms; presentations repeated {reruns}; "
         f"lateness p50 {fmt(late['p50_ms'], 0)} ms p99 {fmt(late['p99_ms'], 0)} ms; "
         f"each once: {verdict(met)}"
