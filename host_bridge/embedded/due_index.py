@@ -31,7 +31,6 @@ re-read inside the write transaction).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -61,8 +60,6 @@ __all__ = [
     "project_logs",
     "project_session",
 ]
-
-_log = logging.getLogger("dsh_schedule.store.due_index")
 
 WAKE_EVENT_TYPES: tuple[str, ...] = (SCHEDULE_CHANGE_TYPE, INBOX_EVENT, TURN_COMPLETED_EVENT)
 """The event types that can move a session's due index row."""
