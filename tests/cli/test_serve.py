@@ -224,3 +224,19 @@ def test_serve_killed_during_an_activation_loses_nothing_and_repeats_nothing(
     assert proc.stop() == 0
     assert delivery_counts(data_dir) == {session: (1, 1, 1)}
     assert os.path.exists(store_path(data_dir))
+
+
+def test_serve_escapes_what_the_store_holds(data_dir: Path, home: Path, procs: list[Proc]) -> None:
+    hostile = "red\x1b[31m\nforged line\u202e"
+    write_session(
+        data_dir,
+        "chat\x1b]0;title\x07",
+        [create("schedule-1", hostile, 1, wall_clock_ms() - 1000)],
+    )
+    proc = serve(procs, data_dir, home)
+    line = proc.wait_line("reminder schedule-1")
+    assert proc.stop() == 0
+    assert "\x1b" not in "\n".join(proc.out) and "\u202e" not in "\n".join(proc.out)
+    assert "of session chat\\x1b]0;title\\x07 (due " in line
+    assert '"red\\u001b[31m\\nforged line\\u202e"' in line
+    assert not any(out.startswith("forged line") for out in proc.out)
