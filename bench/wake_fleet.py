@@ -2,9 +2,10 @@
 
 The bench makes a fresh database on the server named by ``--store`` (an admin
 URL; the database is dropped afterwards unless ``--keep``), stores
-``--reminders`` closed sessions with one ``at`` reminder each, due evenly over
+``--sessions`` closed sessions with one ``at`` reminder each, due evenly over
 ``--spread`` seconds from ``--lead`` seconds after the build, and starts
-``--hosts`` processes of ``dsh-schedule -v serve --store URL``. Once
+``--hosts`` processes of ``dsh-schedule -v serve --store URL``; every tenth
+session has a second reminder 1.5 s after its first. Once
 ``--kill-at`` of the reminders were presented, the first host is SIGKILLed
 (``--kill-at 0``: none is).
 
@@ -82,29 +83,45 @@ class Serve:
     killed_at: float | None = None
 
 
-def build(url: str, count: int, first_due_ms: int, spread_ms: int) -> list[str]:
-    """``count`` closed sessions with one reminder each; their ids."""
+SECOND_EVERY = 10
+"""Every tenth session has a second reminder, ``SECOND_AFTER_MS`` after its first."""
+
+SECOND_AFTER_MS = 1_500
+
+
+def build(url: str, count: int, first_due_ms: int, spread_ms: int) -> dict[str, int]:
+    """``count`` closed sessions with one reminder each (some with two); reminders per session.
+
+    A session with a second reminder stays live in the host that woke it between
+    the two (it is not quiet), so a host killed mid-run holds some such sessions.
+    """
     store = PostgresEventStore(url)
     ids = [f"fleet-{i:05d}" for i in range(count)]
+    reminders: dict[str, int] = {}
     try:
         for index, session_id in enumerate(ids):
             due = first_due_ms + (spread_ms * index) // max(1, count)
-            schedule = {
-                "id": "schedule-1",
-                "kind": "at",
-                "prompt": f"reminder {index}",
-                "scheduledAt": format_instant(due),
-            }
-            data = {"version": 1, "operation": "create", "schedule": schedule}
-            event = SessionEvent("schedule/change", 0, first_due_ms, data)
+            dues = [due, due + SECOND_AFTER_MS] if index % SECOND_EVERY == 0 else [due]
+            rows = []
+            for number, when in enumerate(dues, start=1):
+                schedule = {
+                    "id": f"schedule-{number}",
+                    "kind": "at",
+                    "prompt": f"reminder {index}.{number}",
+                    "scheduledAt": format_instant(when),
+                }
+                data = {"version": 1, "operation": "create", "schedule": schedule}
+                event = SessionEvent("schedule/change", number - 1, first_due_ms, data)
+                rows.append((event, encode_payload(data)))
+            reminders[session_id] = len(dues)
             store.acquire_session(session_id)
-            store.create_session(SessionHeader(session_id), [(event, encode_payload(data))])
+            store.create_session(SessionHeader(session_id), rows)
             if index % 500 == 499:
                 store.flush_all().result(timeout=120)
         store.flush_all().result(timeout=120)
     finally:
         store.close()
-    return ids
+    return reminders
 
 
 def start(index: int, url: str, concurrency: int, events: queue.Queue[Any]) -> Serve:
@@ -197,7 +214,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; returns (and writes) the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--store", required=True, help="postgresql:// URL of an admin database")
-    parser.add_argument("--reminders", type=int, default=10_000)
+    parser.add_argument(
+        "--sessions", type=int, default=10_000, help="closed sessions (11,000 reminders)"
+    )
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--spread", type=float, default=120.0, help="seconds (default 120)")
     parser.add_argument(
@@ -214,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
     if args.quick:
-        args.reminders, args.spread, args.lead = 60, 3.0, 2.0
+        args.sessions, args.spread, args.lead = 60, 3.0, 2.0
     quiet_logs()
     result = header("wake_fleet", argv)
     result["load_average_at_start"] = load_average()
@@ -224,30 +243,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         built = time.monotonic()
         first_due = wall_clock_ms() + int(args.lead * 1000) + 5_000
-        ids = build(url, args.reminders, first_due, int(args.spread * 1000))
+        expected = build(url, args.sessions, first_due, int(args.spread * 1000))
+        ids = sorted(expected)
+        total = sum(expected.values())
         result["build_s"] = round(time.monotonic() - built, 1)
         events: queue.Queue[Any] = queue.Queue()
         if wall_clock_ms() > first_due:
             print("warning: the build ran past the first due time; raise --lead")
         serves = [start(i, url, args.concurrency, events) for i in range(args.hosts)]
         started_ms = wall_clock_ms()
-        seen: set[str] = set()
-        kill_after = int(args.kill_at * len(ids)) if args.kill_at > 0 else None
+        seen: Counter[str] = Counter()
+        kill_after = int(args.kill_at * total) if args.kill_at > 0 else None
         victim: Serve | None = None
         held_at_kill: set[str] = set()
         deadline = time.monotonic() + args.lead + args.spread + 600
-        while len(seen) < len(ids) and time.monotonic() < deadline:
+        while sum(min(seen[s], n) for s, n in expected.items()) < total and (
+            time.monotonic() < deadline
+        ):
             try:
                 _, session_id = events.get(timeout=5)
             except queue.Empty:
                 continue
-            seen.add(session_id)
-            if kill_after is not None and victim is None and len(seen) >= kill_after:
+            seen[session_id] += 1
+            if kill_after is not None and victim is None and seen.total() >= kill_after:
                 victim = serves[0]
                 victim.popen.send_signal(signal.SIGKILL)
                 victim.killed_at = time.monotonic()
-                presented_by_victim = {p[0] for p in victim.presented}
-                held_at_kill = {s for s, _ in victim.woken} - presented_by_victim
+                shown = Counter(p[0] for p in victim.presented)
+                held_at_kill = {s for s, _ in victim.woken if shown[s] < expected[s]}
         for serve in serves:
             if serve.popen.poll() is None:
                 serve.popen.send_signal(signal.SIGTERM)
@@ -286,16 +309,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ]
     lateness = [float(p[2] - p[1]) for serve in serves for p in serve.presented]
     overdue_at_start = sum(1 for serve in serves for p in serve.presented if p[1] < started_ms)
-    split = [len({p[0] for p in serve.presented}) for serve in serves]
-    doubles = sum(1 for d, _, _ in counts.values() if d > 1)
-    losses = sum(1 for d, i, c in counts.values() if d != 1 or i < 1 or c < i)
-    reruns = sum(Counter(p[0] for s in serves for p in s.presented).values()) - len(seen)
+    split = [len(serve.presented) for serve in serves]
+    doubles = sum(1 for s, (d, _, _) in counts.items() if d > expected[s])
+    losses = sum(1 for s, (d, i, c) in counts.items() if d < expected[s] or i < d or c < i)
+    reruns = sum(Counter(p[0] for s in serves for p in s.presented).values()) - total
     result.update(
         {
-            "reminders": len(ids),
+            "reminders": total,
+            "sessions": len(ids),
             "hosts": args.hosts,
             "exit_codes": codes,
             "presented_sessions": len(seen),
+            "presented": seen.total(),
             "split": split,
             "double_activations": double_activations,
             "double_deliveries": doubles,
@@ -322,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     late = result["lateness"]
     print(
-        f"{len(ids)} reminders, {args.hosts} hosts: double activations {double_activations}, "
+        f"{total} reminders in {len(ids)} sessions, {args.hosts} hosts: "
+        f"double activations {double_activations}, "
         f"double deliveries {doubles}, losses {losses}, index rows left {index_rows}; "
         f"held by the killed host {len(held_at_kill)}, woken again by the others: "
         f"{len(rewoken)}, within "
