@@ -15,9 +15,9 @@ session, the ``dispatch`` records, the reminder inbox entries and the completed
 turns. It reports:
 
 * the split of presented reminders across the hosts;
-* **double activations**: a session woken by two hosts, other than a take-over
-  after the kill of a session the killed host had woken (one it held, or whose
-  reminder turn the kill cut after it was presented);
+* **double activations**: a session woken by a host while another host still
+  had it live (it had not logged letting it go, and was not the killed host
+  after the kill);
 * **double deliveries** (a reminder dispatched twice) and **losses** (not
   dispatched, or its turn never completed);
 * the take-over: the sessions the killed host held, and how long after the kill
@@ -80,6 +80,7 @@ class Serve:
     popen: subprocess.Popen[str]
     presented: list[tuple[str, int, int, float]] = field(default_factory=list)  # sid, due, at, t
     woken: list[tuple[str, float]] = field(default_factory=list)
+    let_go: list[tuple[str, float]] = field(default_factory=list)
     killed_at: float | None = None
 
 
@@ -171,6 +172,9 @@ def _err(serve: Serve, stream: IO[str]) -> None:
     for line in stream:
         if "woke session '" in line:
             serve.woken.append((line.split("woke session '")[1].split("'")[0], time.monotonic()))
+        elif "letting session '" in line:
+            session_id = line.split("letting session '")[1].split("'")[0]
+            serve.let_go.append((session_id, time.monotonic()))
 
 
 def store_counts(url: str, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
@@ -194,6 +198,46 @@ def store_counts(url: str, ids: Sequence[str]) -> dict[str, tuple[int, int, int]
         return out
     finally:
         store.close()
+
+
+def _wait_for_an_empty_index(url: str, deadline: float) -> None:
+    """Poll until nothing is due any more (a benchmark may sleep)."""
+    store = PostgresEventStore(url)
+    try:
+        while store.due_entries() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        store.close()
+
+
+def _overlapping_wakes(
+    serves: Sequence[Serve], killed_at: float | None, victim: int | None
+) -> dict[str, list[int]]:
+    """Sessions woken by a host while another host still had them live (not let go, not dead).
+
+    Times are when the parent read each line, so only an order that cannot come
+    from one host letting go before another woke the session counts.
+    """
+    events: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    for serve in serves:
+        for session_id, at in serve.woken:
+            events[session_id].append((at, serve.index, "woke"))
+        for session_id, at in serve.let_go:
+            events[session_id].append((at, serve.index, "let go"))
+    overlapping: dict[str, list[int]] = {}
+    for session_id, items in events.items():
+        holder: int | None = None
+        for at, host, what in sorted(items, key=lambda item: (item[0], item[2] != "let go")):
+            if holder is not None and holder == victim and killed_at is not None and at > killed_at:
+                holder = None  # the killed host's lease went with its connection
+            if what == "let go":
+                if holder == host:
+                    holder = None
+            elif holder is not None and holder != host:
+                overlapping[session_id] = [h for _, h, w in sorted(items) if w == "woke"]
+            else:
+                holder = host
+    return overlapping
 
 
 def database(admin: str, name: str, *, drop: bool = False) -> str:
@@ -252,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print("warning: the build ran past the first due time; raise --lead")
         serves = [start(i, url, args.concurrency, events) for i in range(args.hosts)]
         started_ms = wall_clock_ms()
+        started = time.monotonic()
         seen: Counter[str] = Counter()
         kill_after = int(args.kill_at * total) if args.kill_at > 0 else None
         victim: Serve | None = None
@@ -271,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 victim.killed_at = time.monotonic()
                 shown = Counter(p[0] for p in victim.presented)
                 held_at_kill = {s for s, _ in victim.woken if shown[s] < expected[s]}
+        _wait_for_an_empty_index(url, deadline)  # e.g. a turn the kill cut runs again first
         for serve in serves:
             if serve.popen.poll() is None:
                 serve.popen.send_signal(signal.SIGTERM)
@@ -296,11 +342,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         and any(host == victim_index for _, host in wakes)
         and all(at > killed_at for at, host in wakes if host != victim_index)
     }
-    double_activations = sum(
-        1
-        for session_id, wakes in woken_by.items()
-        if len(wakes) > 1 and session_id not in taken_over
-    )
+    doubly_woken = _overlapping_wakes(serves, killed_at, victim_index)
+    double_activations = len(doubly_woken)
     rewoken = {s for s in taken_over if len(woken_by[s]) > 1}
     takeover_s = [
         min(at for at, host in woken_by[s] if host != victim_index) - killed_at
@@ -323,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "presented": seen.total(),
             "split": split,
             "double_activations": double_activations,
+            "doubly_woken": doubly_woken,
+            "killed_after_s": None if killed_at is None else round(killed_at - started, 3),
             "double_deliveries": doubles,
             "losses": losses,
             "index_rows_left": index_rows,

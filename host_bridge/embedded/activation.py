@@ -217,11 +217,11 @@ class EmbeddedActivation:
             with self._lock:
                 self._mine.pop(agent.id, None)
             return False  # someone else uses the session: it stays live
+        _log.info("letting session %r go (agent %r was quiet)", session.id, agent.id)
         host.agents.dispose(agent)
         host.sessions.detach(session)
         with self._lock:
             self._mine.pop(agent.id, None)
-        _log.info("let session %r go (agent %r was quiet)", session.id, agent.id)
         self._notify()
         return True
 

@@ -28,6 +28,8 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore
 from tests.cli.helpers import REPO, cli_env, create, message, write_session
 
 TIMEOUT = 60.0
+EOF_LINE = "\x00end of output"
+"""Put on :attr:`Proc.lines` when the process's stdout ends."""
 
 
 class Proc:
@@ -62,6 +64,8 @@ class Proc:
             into.append(line.rstrip("\n"))
             if announce:
                 self.lines.put(line.rstrip("\n"))
+        if announce:
+            self.lines.put(EOF_LINE)
 
     def wait_line(self, predicate: str) -> str:
         """The next stdout line containing ``predicate`` (fails after the timeout)."""
@@ -71,6 +75,8 @@ class Proc:
             except queue.Empty:
                 seen = f"{self.out} {self.err}"
                 raise AssertionError(f"no line with {predicate!r}; got {seen}") from None
+            if line == EOF_LINE:
+                raise AssertionError(f"the process ended; no line with {predicate!r}: {self.out}")
             if predicate in line:
                 return line
 
@@ -204,6 +210,8 @@ def _forward(proc: Proc, into: queue.Queue[str]) -> None:
         try:
             line = proc.lines.get(timeout=TIMEOUT)
         except queue.Empty:
+            return
+        if line == EOF_LINE:
             return
         if " reminder " in line:
             into.put(line)

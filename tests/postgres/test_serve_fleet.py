@@ -13,7 +13,7 @@ from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.postgres_store import PostgresEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages.instant import format_instant
-from tests.cli.test_serve import TIMEOUT, Proc
+from tests.cli.test_serve import EOF_LINE, TIMEOUT, Proc
 
 SOURCE = "tool-schedule"
 
@@ -84,6 +84,8 @@ def collect(procs: list[Proc], into: queue.Queue[tuple[int, str]]) -> None:
                 try:
                     line = proc.lines.get(timeout=TIMEOUT)
                 except queue.Empty:
+                    return
+                if line == EOF_LINE:
                     return
                 if " reminder " in line:
                     into.put((index, line.split(" of session ")[1].split(" ")[0]))
