@@ -39,7 +39,16 @@ from typing import IO, Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import data_root, fmt, header, load_average, print_table, verdict, write_results
+from bench._common import (
+    data_root,
+    fmt,
+    header,
+    load_average,
+    machine_info,
+    print_table,
+    verdict,
+    write_results,
+)
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
@@ -199,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     trials = []
     started = time.monotonic()
     with data_root(args.data, "dsh-wake-crash-") as root:
+        result["machine"] = machine_info(root)
         for number in range(args.trials):
             folder = root / f"trial-{number}"
             folder.mkdir()
