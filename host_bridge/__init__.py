@@ -12,10 +12,13 @@ from host_bridge.protocols import (
     Agent,
     AgentRegistry,
     Cancellable,
+    DueSession,
     HostContext,
     Session,
+    SessionActivation,
     SessionEvent,
     SessionHeader,
+    SessionPassivation,
     SessionStore,
     TextBlock,
     Timers,
@@ -31,11 +34,14 @@ __all__ = [
     "AgentRegistry",
     "Cancellable",
     "CompositionError",
+    "DueSession",
     "HostContext",
     "SchedulePlugin",
     "Session",
+    "SessionActivation",
     "SessionEvent",
     "SessionHeader",
+    "SessionPassivation",
     "SessionStore",
     "TextBlock",
     "Timers",
@@ -44,16 +50,18 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "UserMessage",
+    "WakePolicy",
     "install_schedule",
 ]
 
 if TYPE_CHECKING:
-    from host_bridge.plugin import CompositionError, SchedulePlugin, install_schedule
+    from host_bridge.plugin import CompositionError, SchedulePlugin, WakePolicy, install_schedule
 
 _LAZY = {
     "install_schedule": "host_bridge.plugin",
     "SchedulePlugin": "host_bridge.plugin",
     "CompositionError": "host_bridge.plugin",
+    "WakePolicy": "host_bridge.plugin",
 }
 
 

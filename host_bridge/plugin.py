@@ -8,6 +8,11 @@ The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
 while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
+
+When the host offers :class:`~host_bridge.protocols.SessionActivation`, the
+plugin also runs one wake-up actor (:mod:`actors.wake_up`), supervised like the
+owners, that activates cold sessions whose reminders came due and lets them go
+again once quiet; its timer is re-timed by the clock watchdog too.
 """
 
 from __future__ import annotations
@@ -24,12 +29,23 @@ import pykka
 
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
+from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
 from host_bridge.tools import schedule_tools
 from host_bridge.watchdog import ClockWatchdog
-from messages.mailbox import ClockJumped, DisposeOwner, RequestDrive, StartOwner
+from messages.mailbox import (
+    AgentActivity,
+    AgentGone,
+    ClockJumped,
+    DisposeOwner,
+    DisposeWakeUp,
+    RequestDrive,
+    RestartWakeUp,
+    StartOwner,
+    StartWakeUp,
+)
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.status import OwnerStatus
 
@@ -38,6 +54,7 @@ __all__ = [
     "PluginStatus",
     "RestartPolicy",
     "SchedulePlugin",
+    "WakePolicy",
     "install_schedule",
 ]
 
@@ -54,12 +71,15 @@ class PluginStatus:
 
     ``clock_watch`` tells whether the clock watchdog is ticking (it runs while at
     least one owner is installed); ``clock_jumps`` counts the jumps it noticed.
+    ``wake_up`` is the wake-up actor's status when the host can activate
+    sessions (``None`` otherwise).
     """
 
     disposed: bool
     owners: tuple[OwnerStatus, ...]
     clock_watch: bool = False
     clock_jumps: int = 0
+    wake_up: WakeUpStatus | None = None
 
     @property
     def faulted(self) -> tuple[OwnerStatus, ...]:
@@ -113,9 +133,11 @@ class SchedulePlugin:
         host: HostContext,
         runtime: RuntimeSpec = "threading",
         restart_policy: RestartPolicy | None = None,
+        wake_policy: WakePolicy | None = None,
     ) -> None:
         self._host = host
         self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
+        self._wake_policy = wake_policy if wake_policy is not None else WakePolicy()
         self._watchdog = (
             ClockWatchdog(
                 host.clock,
@@ -135,6 +157,9 @@ class SchedulePlugin:
         self._disposed = False
         self._dispose_future: Future[None] | None = None
         self._unsubscribe: list[Callable[[], None]] = []
+        self._wake: pykka.ActorRef[WakeUpActor] | None = None
+        self._wake_supervision: OwnerSupervision | None = None
+        self._wake_board = WakeUpBoard()
 
     def _listen(self) -> None:
         agents = self._host.agents
@@ -144,6 +169,48 @@ class SchedulePlugin:
             agents.on_status(self._on_status),
             agents.on_disposed(self._on_disposed),
         ]
+        self._start_wake_up()
+
+    def _start_wake_up(self) -> None:
+        """With a host that can activate sessions: start the supervised wake-up actor."""
+        host = self._host
+        activation = host.activation
+        if activation is None:
+            return
+        supervision = OwnerSupervision(
+            "wake-up",
+            self._restart_policy,
+            host.timers,
+            host.monotonic,
+            host.logger.getChild("supervision"),
+            subject="the wake-up actor",
+            restart=RestartWakeUp,
+            stopped="cold sessions are no longer woken",
+        )
+        supervisor: OwnerSupervisor = supervision
+        wake = self._runtime.bind(WakeUpActor).start(
+            activation,
+            host,
+            self._wake_policy,
+            self._owner_quiet,
+            self._wake_board,
+            supervisor=supervisor,
+        )
+        supervision.bind(wake)
+        with self._lock:
+            self._wake = wake
+            self._wake_supervision = supervision
+            if self._watchdog is not None:
+                self._watchdog.start()  # it re-times the wake-up timer too
+        _tell(wake, StartWakeUp())
+
+    def _owner_quiet(self, agent: Agent) -> bool:
+        """Whether ``agent``'s owner has nothing in flight, queued or waiting for idleness."""
+        installed = self._installed.get(agent.id)
+        if installed is None or installed.agent is not agent:
+            return True
+        status = installed.status.current
+        return not status.busy and not status.waiting_for_idle
 
     # --- public ------------------------------------------------------------------------
 
@@ -177,9 +244,18 @@ class SchedulePlugin:
         watchdog = self._watchdog
         with self._lock:
             owners = tuple(i.status.current for i in self._installed.values())
+            wake = self._wake
+        wake_status = self._wake_board.status if wake is not None else None
         if watchdog is None:
-            return PluginStatus(self._disposed, owners)
-        return PluginStatus(self._disposed, owners, watchdog.running, watchdog.jumps)
+            return PluginStatus(self._disposed, owners, wake_up=wake_status)
+        return PluginStatus(
+            self._disposed, owners, watchdog.running, watchdog.jumps, wake_up=wake_status
+        )
+
+    @property
+    def wake_up(self) -> pykka.ActorRef[WakeUpActor] | None:
+        """The wake-up actor (for diagnostics and tests); None without host activation."""
+        return self._wake
 
     def dispose(self) -> Future[None]:
         """Stop listening and dispose every owner; resolves once all have finished."""
@@ -193,9 +269,20 @@ class SchedulePlugin:
             self._installed.clear()
             if self._watchdog is not None:
                 self._watchdog.stop()
+            wake, self._wake = self._wake, None
+            wake_supervision = self._wake_supervision
         for stop in unsubscribe:
             stop()
         finished = [self._retire(entry) for entry in installed]
+        if wake is not None:
+            if wake_supervision is not None:
+                wake_supervision.close()
+            reply: Future[None] = Future()
+            try:
+                wake.tell(DisposeWakeUp(reply))
+                finished.append(reply)
+            except pykka.ActorDeadError:
+                pass
         _when_all(finished, self._dispose_future)
         return self._dispose_future
 
@@ -212,7 +299,11 @@ class SchedulePlugin:
         self._install(agent)
 
     def _on_status(self, agent: Agent, status: str) -> None:
-        """An idle agent whose session uses Schedule gets a drive; never raises."""
+        """An idle agent whose session uses Schedule gets a drive; never raises.
+
+        Every status of an agent the wake-up actor activated restarts its quiet period.
+        """
+        self._tell_wake_up(agent, AgentActivity)
         try:
             if status != "idle":
                 return
@@ -224,23 +315,36 @@ class SchedulePlugin:
         except Exception:
             _log.warning("the idle drive of an agent could not be requested", exc_info=True)
 
+    def _tell_wake_up(self, agent: Agent, message: Callable[[str], Any]) -> None:
+        """Forward a report about an agent the wake-up actor manages; never raises."""
+        try:
+            wake = self._wake
+            if wake is not None and agent.id in self._wake_board:
+                _tell(wake, message(agent.id))
+        except Exception:
+            _log.warning("the wake-up actor could not be told about an agent", exc_info=True)
+
     def _on_disposed(self, agent: Agent) -> None:
         with self._lock:
             installed = self._installed.get(agent.id)
             if installed is None or installed.agent is not agent:
                 return
             del self._installed[agent.id]
-            if not self._installed and self._watchdog is not None:
-                self._watchdog.stop()  # it runs only while there are owners
+            if not self._installed and self._watchdog is not None and self._wake is None:
+                self._watchdog.stop()  # it runs only while there are owners (or a wake-up actor)
+        self._tell_wake_up(agent, AgentGone)
         self._retire(installed)
 
     def _on_clock_jump(self, jump_ms: int) -> None:
         """The watchdog saw the wall clock jump: owners with an armed timer re-drive."""
         with self._lock:
             owners = [entry.owner for entry in self._installed.values()]
+            wake = self._wake
         message = ClockJumped(jump_ms)
         for owner in owners:
             _tell(owner, message)
+        if wake is not None:
+            _tell(wake, message)
 
     # --- install / retire --------------------------------------------------------------------
 
@@ -301,6 +405,7 @@ def install_schedule(
     *,
     runtime: RuntimeSpec = "threading",
     restart_policy: RestartPolicy | None = None,
+    wake_policy: WakePolicy | None = None,
 ) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
 
@@ -310,7 +415,11 @@ def install_schedule(
     :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
     and budget with which owners stopped by an unexpected error are restarted
     (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10
-    minutes). Raises :class:`CompositionError` naming every missing part
+    minutes). When ``host.activation`` is set, a wake-up actor activates cold
+    sessions whose reminders came due and lets them go again once quiet, as
+    ``wake_policy`` says (default :class:`WakePolicy`: 8 activations at a time,
+    the index re-read every second, a 30 s quiet period). Raises
+    :class:`CompositionError` naming every missing part
     (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
     ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
 
@@ -329,7 +438,7 @@ def install_schedule(
     if missing:
         raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
     _check_clock(host)
-    plugin = SchedulePlugin(host, runtime, restart_policy)
+    plugin = SchedulePlugin(host, runtime, restart_policy, wake_policy)
     plugin._listen()
     return plugin
 

@@ -26,10 +26,13 @@ __all__ = [
     "AgentRegistry",
     "AgentStatus",
     "Cancellable",
+    "DueSession",
     "HostContext",
     "Session",
+    "SessionActivation",
     "SessionEvent",
     "SessionHeader",
+    "SessionPassivation",
     "SessionStore",
     "TextBlock",
     "Timers",
@@ -294,6 +297,84 @@ class Timers(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class DueSession:
+    """A stored session with something due: its id and when (epoch milliseconds)."""
+
+    session_id: str
+    due_ms: int
+
+
+@runtime_checkable
+class SessionActivation(Protocol):
+    """How Schedule brings a cold session back to deliver what came due in it (optional).
+
+    A host without it keeps session-local delivery: a reminder fires only while
+    its session is live. With it, the plugin runs one wake-up actor that sleeps
+    until the earliest due target among sessions that are *not live in this
+    host*, then calls :meth:`activate` for them in due order (a bounded number at
+    a time). Delivery itself stays the ordinary owner path: the activated root
+    agent is announced through ``AgentRegistry.on_created``, Schedule installs
+    its owner, and the owner's first drive delivers what is due.
+
+    The wake-up actor calls these methods on its own thread (or greenlet). The
+    reads may block briefly (a database query); on the gevent runtime run them
+    with :func:`actors.runtime.run_blocking`. They may raise: the actor logs it
+    and tries again later.
+    """
+
+    def next_due(self) -> int | None:
+        """The earliest due time (epoch ms) among stored sessions not live here, or None.
+
+        It may lie in the past. Skip sessions that are evidently live elsewhere
+        (their owner there delivers), or the actor wakes for them in vain.
+        """
+        ...
+
+    def due_sessions(self, now_ms: int, limit: int) -> Sequence[DueSession]:
+        """Up to ``limit`` sessions due at ``now_ms``, earliest first, not live in this host."""
+        ...
+
+    def activate(self, session_id: str) -> Future[Agent | None]:
+        """Bring ``session_id`` back and spawn its root agent; never raises (fail the future).
+
+        Resolves with the live root agent once ``on_created`` listeners ran, or
+        ``None`` when the host declines: the session is live elsewhere, or
+        nothing is due in it any more. The host must make sure that two hosts
+        never have one session live at once (a lock or a lease): that, not this
+        call, is what keeps a reminder from being delivered twice.
+        """
+        ...
+
+    def on_due_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` when the due time of a session not live here may have moved.
+
+        For example after a commit that moved the due index of such a session,
+        or when a live session went cold. Returns ``unsubscribe``. The listener
+        only posts a message; it may be called from any thread.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionPassivation(Protocol):
+    """How Schedule lets an activated session go again once it is quiet (optional).
+
+    Implemented by the same object as :class:`SessionActivation`. Schedule calls
+    it only for agents that :meth:`SessionActivation.activate` produced, once the
+    agent and its owner have been quiet for the plugin's quiet period and no
+    reminder of the session is due within it.
+    """
+
+    def passivate(self, agent: Agent) -> Future[bool]:
+        """Dispose ``agent``, detach its session and release it; never raises.
+
+        Resolves ``True`` when the session went cold, ``False`` when the host
+        keeps it live (say a person opened it meanwhile).
+        """
+        ...
+
+
 @dataclass
 class HostContext:
     """Everything Schedule needs from its host.
@@ -321,6 +402,11 @@ class HostContext:
     failed, so a hung persistence listener yields ``persistence_uncertain``
     instead of a tool that never answers and an owner that cannot be disposed.
     ``None`` waits forever.
+
+    ``activation`` (optional) tells Schedule how to wake cold sessions whose
+    reminders came due (see :class:`SessionActivation`, and
+    :class:`SessionPassivation` for letting them go again); ``None`` keeps
+    session-local delivery.
     """
 
     sessions: SessionStore | None
@@ -333,6 +419,7 @@ class HostContext:
     flush_timeout_ms: int | None = DEFAULT_FLUSH_TIMEOUT_MS
     monotonic: Callable[[], int] = monotonic_ms
     clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS
+    activation: SessionActivation | None = None
 
     def __post_init__(self) -> None:
         if self.monotonic is monotonic_ms:

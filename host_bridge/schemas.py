@@ -156,8 +156,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "a repeating reminder runs until you delete it). Occurrences of a repeating "
             "reminder missed while the session was not running are skipped: only the latest "
             "one is delivered. Delivery is session-local: reminders reach only this session, "
-            "and only while it is live (one that came due while it was closed arrives when it "
-            f"resumes). A session holds at most {MAX_ACTIVE_SCHEDULES} active reminders."
+            "as a turn in it (one that came due while it was closed arrives when it resumes, "
+            "or when the host wakes it for the reminder). A session holds at most "
+            f"{MAX_ACTIVE_SCHEDULES} active reminders."
         ),
         parameters={
             "$schema": _DIALECT,

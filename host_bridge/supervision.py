@@ -68,6 +68,10 @@ class RestartPolicy:
 class OwnerSupervision:
     """The supervisor of one owner: its restart history and its pending restart.
 
+    ``subject`` names the supervised actor in logs, ``restart`` makes the
+    message that restarts it and ``stopped`` says what a spent budget means
+    (the plugin's wake-up actor is supervised the same way).
+
     Implements :class:`actors.schedule_owner.OwnerSupervisor`. ``owner_failed``
     runs on the owner's thread; :meth:`close` (at disposal) may run on any
     thread and cancels a pending restart.
@@ -80,8 +84,15 @@ class OwnerSupervision:
         timers: Timers,
         monotonic: Callable[[], int],
         log: logging.Logger = _log,
+        *,
+        subject: str | None = None,
+        restart: Callable[[], Any] = RestartOwner,
+        stopped: str = "its delivery stays stopped, its tools keep answering",
     ) -> None:
         self._agent_id = agent_id
+        self._subject = subject if subject is not None else f"schedule owner of agent {agent_id!r}"
+        self._restart_message = restart
+        self._stopped = stopped
         self._policy = policy
         self._timers = timers
         self._monotonic = monotonic
@@ -110,17 +121,18 @@ class OwnerSupervision:
             if delay is None:
                 self._closed = True
                 self._log.error(
-                    "schedule owner of agent %r exhausted its restart budget (%d restarts "
-                    "within %d s); its delivery stays stopped, its tools keep answering",
-                    self._agent_id,
+                    "%s exhausted its restart budget (%d restarts within %d s); %s",
+                    self._subject,
                     len(self._restarts),
                     self._policy.window_ms // 1000,
+                    self._stopped,
                 )
                 return None
             try:
-                self._pending = self._timers.call_later(delay, lambda: _restart(owner))
+                message = self._restart_message
+                self._pending = self._timers.call_later(delay, lambda: _restart(owner, message))
             except Exception:
-                self._log.exception("the restart of agent %r could not be armed", self._agent_id)
+                self._log.exception("the restart of the %s could not be armed", self._subject)
                 return None
             self._restarts.append(now)
             return delay
@@ -135,6 +147,6 @@ class OwnerSupervision:
                 pending.cancel()
 
 
-def _restart(owner: pykka.ActorRef[Any]) -> None:
+def _restart(owner: pykka.ActorRef[Any], message: Callable[[], Any]) -> None:
     with contextlib.suppress(pykka.ActorDeadError):
-        owner.tell(RestartOwner())
+        owner.tell(message())

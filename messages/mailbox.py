@@ -15,6 +15,9 @@ from typing import Any
 from messages.tool_values import CreateSelector
 
 __all__ = [
+    "ActivationSettled",
+    "AgentActivity",
+    "AgentGone",
     "AgentIdle",
     "AppendEvent",
     "BarrierSettled",
@@ -23,17 +26,23 @@ __all__ = [
     "DeleteSchedule",
     "DetachSession",
     "DisposeOwner",
+    "DisposeWakeUp",
+    "DueIndexMoved",
     "FlushSession",
     "FlushTimedOut",
     "ListSchedules",
+    "PassivationSettled",
     "Ping",
     "PreflightSettled",
     "RequestDrive",
     "RestartOwner",
+    "RestartWakeUp",
     "RunTurn",
     "StartOwner",
+    "StartWakeUp",
     "TimerFired",
     "ToolRequest",
+    "WakeUpTimerFired",
 ]
 
 
@@ -207,5 +216,81 @@ class ClockJumped:
 @dataclass(frozen=True, slots=True)
 class DisposeOwner:
     """Stop the owner: no new work; the reply resolves once it has finished."""
+
+    reply: Future[None]
+
+
+# --- WakeUpActor --------------------------------------------------------------
+#
+# One per installed plugin whose host can activate sessions. A *pass* re-reads
+# the due index through the host's activation: it starts activations of due
+# cold sessions (bounded in number), lets go of quiet activated agents, and arms
+# one timer for the next due target. StartWakeUp, WakeUpTimerFired, DueIndexMoved,
+# ClockJumped (from the clock watchdog), ActivationSettled and PassivationSettled
+# each run a pass. AgentActivity and AgentGone (from the plugin) keep the quiet
+# period of activated agents. DisposeWakeUp ends it once nothing is in flight.
+
+
+@dataclass(frozen=True, slots=True)
+class StartWakeUp:
+    """The wake-up actor was started: subscribe to index changes and run the first pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUpTimerFired:
+    """The wake-up actor's timer of generation ``generation`` woke up."""
+
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueIndexMoved:
+    """A commit moved the due index of a session that is not live in this host."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationSettled:
+    """The activation of ``session_id`` finished.
+
+    ``agent``: the live root agent it produced, or ``None`` when the host declined
+    (live elsewhere, nothing due any more); ``failed``: the activation raised.
+    """
+
+    session_id: str
+    agent: Any
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PassivationSettled:
+    """The host finished letting go of an activated agent (``released``: it did)."""
+
+    agent_id: str
+    released: bool
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentActivity:
+    """An agent reported a status: an activated agent's quiet period starts again."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentGone:
+    """An agent was disposed by someone else: forget it."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RestartWakeUp:
+    """The supervisor restarts the wake-up actor in place after a contained failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class DisposeWakeUp:
+    """Stop waking sessions; the reply resolves once activations in flight have settled."""
 
     reply: Future[None]

@@ -23,6 +23,8 @@ from bench import (
     group_commit,
     outage,
     session_race,
+    wake_crash,
+    wake_scale,
 )
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
@@ -144,3 +146,22 @@ def test_outage(tmp_path: Path) -> None:
     assert totals["model_runs"] == 12
     assert totals["lost"] == totals["duplicates"] == totals["early"] == 0
     assert totals["commits_refused"] > 0  # the outage really refused commits
+
+
+def test_wake_scale(tmp_path: Path) -> None:
+    out = run(wake_scale.main, "wake_scale", tmp_path)
+    result = out["run"]
+    assert result["all_presented"] and result["presented"] == result["reminders"] == 30
+    assert result["presented_twice"] == 0
+    assert result["store"]["completed_turns"] == 30
+    assert result["store"]["index_rows_left"] == 0
+    assert result["wake_lateness"]["count"] == 30
+    assert [c["sessions"] for c in out["index_cost"]] == [100, 1000]
+    assert out["targets"]["each_reminder_once"]["met"] is True
+
+
+def test_wake_crash(tmp_path: Path) -> None:
+    out = run(wake_crash.main, "wake_crash", tmp_path)
+    assert [t["mode"] for t in out["trials"]] == ["commit", "turn", "random"]
+    assert out["totals"]["lost"] == out["totals"]["dispatched_twice"] == 0
+    assert out["targets"]["nothing_lost_nothing_twice"]["met"] is True

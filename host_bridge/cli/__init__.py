@@ -1,4 +1,4 @@
-"""The ``dsh-schedule`` command line: demo, chat, inspect, verify and catalog.
+"""The ``dsh-schedule`` command line: demo, chat, serve, inspect, verify, reindex and catalog.
 
 ``main`` is the console-script entry point (``dsh-schedule = host_bridge.cli:main``);
 ``python -m host_bridge.cli`` runs the same command group.
@@ -22,6 +22,8 @@ from host_bridge.cli.common import (
 )
 from host_bridge.cli.demo import demo_command
 from host_bridge.cli.inspect_store import inspect_command
+from host_bridge.cli.reindex import reindex_command
+from host_bridge.cli.serve import serve_command
 from host_bridge.cli.tool_catalog import catalog_command
 from host_bridge.cli.verify import verify_command
 from host_bridge.embedded.sessions import SessionError
@@ -87,8 +89,10 @@ def cli(verbose: int) -> None:
 
 cli.add_command(demo_command)
 cli.add_command(chat_command)
+cli.add_command(serve_command)
 cli.add_command(inspect_command)
 cli.add_command(verify_command)
+cli.add_command(reindex_command)
 cli.add_command(catalog_command)
 
 

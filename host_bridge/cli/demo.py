@@ -12,8 +12,11 @@ The run, on the real wall clock and the real timer thread:
    repeating reminder delivered twice as ``[SCHEDULE REMINDER BATCH]`` turns;
    then the first session stays down until its ``at`` reminder is overdue;
 6. a new host opens the same store, resumes the first session with a new agent,
-   and the overdue reminder is delivered once;
-7. both sessions' durable ``schedule/change`` records are printed and checked.
+   and the overdue reminder is delivered once; the user asks for one more
+   reminder and closes the chat;
+7. a ``serve`` host (:class:`host_bridge.cli.serve.Server`), which never had the
+   session open, wakes it when that reminder is due and presents it;
+8. both sessions' durable ``schedule/change`` records are printed and checked.
 
 Every wait is on a future, a condition or the owner's status; the only timed
 waits are the progress ticker's (an event wait with a timeout) and the
@@ -56,12 +59,13 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
+from host_bridge.cli.serve import Server
 from host_bridge.clock import ThreadTimers, TimerHandle, wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import StoreError
-from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.protocols import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session
 from host_bridge.tools import present_value
 from messages import (
@@ -101,15 +105,16 @@ class DemoTiming:
     pending: int
     tick: float
     speed: int
+    closed: int = 2
 
     @property
     def estimate(self) -> int:
         """Roughly how long the run takes, in seconds."""
-        return self.pending + 3
+        return self.pending + self.closed + 5
 
 
-FAST = DemoTiming(on_time=2, deleted=3, pending=5, tick=0.5, speed=300)
-NORMAL = DemoTiming(on_time=8, deleted=12, pending=16, tick=2.0, speed=150)
+FAST = DemoTiming(on_time=2, deleted=3, pending=5, tick=0.5, speed=300, closed=2)
+NORMAL = DemoTiming(on_time=8, deleted=12, pending=16, tick=2.0, speed=150, closed=4)
 
 
 class CompressedClock:
@@ -440,6 +445,12 @@ def _steps(timing: DemoTiming, started_ms: int) -> list[Step]:
             _deleted,
         ),
         Step("What is left now?", "schedule_list", {}, _listed),
+        Step(
+            f"Remind me in {timing.closed} seconds to take a break. I'm closing the chat now.",
+            "schedule_create",
+            {"prompt": "take a break", "after_seconds": timing.closed},
+            _created,
+        ),
     ]
 
 
@@ -619,21 +630,26 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
             raise CommandFailed(f"expected {pending['id']} exactly once after restart, got {got}")
         if final.get("schedules"):
             raise CommandFailed(f"reminders still active at the end: {final}")
-        out.line("host", "shutting down")
+        later = _say(live, steps[6], out)
+        out.line("host", "the user closes the chat: the host shuts down, nobody has the session")
     except BaseException as error:
         _stop(live, error)
         raise
     _stop(live)
 
-    out.heading("7. The durable log: every schedule/change record of both sessions")
+    out.heading(f"7. No chat is open: a serve host delivers {later['id']} when it is due")
+    _serve_one(data_dir, session_id, later, timing, out)
+
+    out.heading("8. The durable log: every schedule/change record of both sessions")
     dispatched = _show_log(data_dir, session_id, out)
-    if dispatched != [on_time["id"], pending["id"]]:
+    if dispatched != [on_time["id"], pending["id"], later["id"]]:
         raise CommandFailed(
-            f"expected one dispatch each of {on_time['id']} and {pending['id']}: {dispatched}"
+            f"expected one dispatch each of {on_time['id']}, {pending['id']} and {later['id']}:"
+            f" {dispatched}"
         )
     out.plain(
-        f"stream check: valid; {on_time['id']} (after) and {pending['id']} (at) were each "
-        "dispatched exactly once."
+        f"stream check: valid; {on_time['id']} (after), {pending['id']} (at) and "
+        f"{later['id']} (after, delivered by serve) were each dispatched exactly once."
     )
     out.plain("")
     dispatched = _show_log(data_dir, every_session, out)
@@ -643,11 +659,51 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     out.plain("")
     out.plain(
         "Result: after, at and every reminders were created, listed and deleted; delivered on "
-        "time, repeatedly, and after a restart (overdue, exactly once) in "
-        f"{time.monotonic() - started:.1f} s."
+        "time, repeatedly, after a restart (overdue, exactly once) and with the chat closed "
+        f"(by serve) in {time.monotonic() - started:.1f} s."
     )
     again = ["dsh-schedule", "inspect", "--session", session_id, *location_args()]
     out.plain(f"Look again with: {shell_words(again)}")
+
+
+def _serve_one(
+    data_dir: Path, session_id: str, view: dict[str, Any], timing: DemoTiming, out: Transcript
+) -> None:
+    """Run a serve host (for this session only) until it presented ``view``'s reminder."""
+    due = _target(view)
+    arrived = threading.Event()
+    server = Server(
+        data_dir,
+        policy=WakePolicy(quiet_period_ms=500),
+        on_presented=lambda _: arrived.set(),
+        echo=lambda text: out.line("serve", text),
+        accept=lambda candidate: candidate == session_id,
+    )
+    server.start()
+    out.line(
+        "host",
+        f"dsh-schedule serve runs on the store; it never had {session_id} open and wakes it "
+        "from the store's due index",
+    )
+    try:
+        deadline = time.monotonic() + max(0, due - wall_clock_ms()) / 1000 + GRACE_SECONDS
+        while not arrived.wait(timing.tick):
+            if time.monotonic() > deadline:
+                raise CommandFailed(f"{view['id']} was not delivered by serve in time")
+            remaining = (due - wall_clock_ms()) / 1000
+            state = f"due in {remaining:.1f} s" if remaining > 0 else "overdue, waking"
+            out.line("wait", f"... no chat open; {view['id']} is {state}")
+    finally:
+        server.stop()
+    got = [(p.session_id, p.schedule_id) for p in server.presented]
+    if got != [(session_id, view["id"])]:
+        raise CommandFailed(f"expected serve to present {view['id']} once, got {got}")
+    late = (parse_instant(server.presented[0].presented_at) - due) / 1000
+    out.line(
+        "host",
+        f"serve woke the session, its owner delivered {view['id']} ({late:.3f} s after its "
+        "due time), the turn presented it; serve let the session go and stopped",
+    )
 
 
 def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcript) -> str:
@@ -753,8 +809,9 @@ def demo_command(fast: bool) -> None:
     overdue, and the overdue reminder is delivered exactly once. Meanwhile a
     second host shows a repeating (every) reminder delivered twice as
     [SCHEDULE REMINDER BATCH] turns; every_seconds is at least 300, so that
-    host runs on a clock many times faster than real time, and says so.
-    Exits 1 if any of that does not happen.
+    host runs on a clock many times faster than real time, and says so. Last,
+    a reminder is set and the chat closed: a serve host that never had the
+    session open delivers it. Exits 1 if any of that does not happen.
     """
     try:
         run_demo(resolve_data_dir(), FAST if fast else NORMAL, fast=fast)

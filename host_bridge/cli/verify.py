@@ -1,4 +1,9 @@
-"""``dsh-schedule verify``: run the Schedule stream check over every stored session."""
+"""``dsh-schedule verify``: run the Schedule stream check over every stored session.
+
+It also compares each session's due index row (the store's projection of its
+log, see :mod:`host_bridge.embedded.due_index`) with what the log says, read in
+the same snapshot, and reports index rows of sessions that are not stored.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ from host_bridge.cli.common import (
     READ_STORE_EXIT,
     StoreUnavailable,
     exit_codes_help,
+    format_ms,
     location_options,
     open_store_readonly,
     resolve_data_dir,
     visible,
 )
+from host_bridge.embedded.due_index import DueEntry, project_session
 from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
 from host_bridge.embedded.stores import StoreReader
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
@@ -35,14 +42,15 @@ class SessionVerdict:
 
 
 def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
-    """Load one session and apply the fold policy to its owned suffix.
+    """Load one session, apply the fold policy to its owned suffix, check its due index row.
 
     Rows of this session that do not read (a bad payload, a gap in its seq
     numbers) are its problem; any other store error (a damaged file, an I/O
-    error) is raised: the store itself cannot be read.
+    error) is raised: the store itself cannot be read. A store written before
+    the due index existed has no row to compare.
     """
     try:
-        stored = store.load(session_id)
+        stored, indexed = store.load_indexed(session_id)
     except StoreCorruptError as error:
         if error.session_id is None:
             raise
@@ -55,7 +63,31 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
         folded = validate_schedule_stream(events, stored.header.seed_length)
     except ScheduleLogError as error:
         return SessionVerdict(session_id, len(events), changes, problem=error.message)
+    expected = project_session(
+        stored.header.seed_length, ((e.seq, e.type, e.time, e.data) for e in events)
+    ).entry()
+    if store.has_due_index and indexed != expected:
+        return SessionVerdict(
+            session_id,
+            len(events),
+            changes,
+            len(folded.active),
+            problem=f"the due index says {describe_due(indexed)}, the log says "
+            f"{describe_due(expected)} (dsh-schedule reindex rebuilds the index)",
+        )
     return SessionVerdict(session_id, len(events), changes, len(folded.active))
+
+
+def describe_due(entry: DueEntry | None) -> str:
+    """A due index row in words."""
+    if entry is None:
+        return "nothing due"
+    parts = []
+    if entry.schedule_ms is not None:
+        parts.append(f"a reminder due {format_ms(entry.schedule_ms)}")
+    if entry.inbox_ms is not None:
+        parts.append(f"a reminder turn owed since {format_ms(entry.inbox_ms)}")
+    return " and ".join(parts)
 
 
 @click.command(
@@ -75,7 +107,9 @@ def verify_command() -> None:
     """Check the schedule/change stream of every stored session.
 
     Each session's owned suffix (after a fork's seed_length) is folded with the
-    same policy the plugin and the invariant companion use. The store is
+    same policy the plugin and the invariant companion use, and its due index
+    row (when the session is due, kept by the store for `serve`) is compared
+    with what the log says (`dsh-schedule reindex` rebuilds it). The store is
     opened strictly read-only (nothing is created, migrated, locked or
     written), so it works while another process writes to it. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
@@ -88,8 +122,14 @@ def verify_command() -> None:
         try:
             session_ids = store.session_ids()
             verdicts = [verify_session(store, session_id) for session_id in session_ids]
+            stored_ids = set(session_ids)
+            orphans = sorted(s for s in store.due_entries() if s not in stored_ids)
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
+    verdicts += [
+        SessionVerdict(s, problem="the due index has a row for this session, which is not stored")
+        for s in orphans
+    ]
     invalid = [v for v in verdicts if v.problem is not None]
     for verdict in verdicts:
         if verdict.problem is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.clock import ThreadTimers, wall_clock_ms
+from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
@@ -107,6 +108,7 @@ class EmbeddedHost:
         self.sessions = EmbeddedSessionStore(self.persistence, clock=clock, runtime=self.runtime)
         self.tools = ScopedToolRegistry()
         self.agents = EmbeddedAgentRegistry(self.tools, runtime=self.runtime, timers=self.timers)
+        self.activation: EmbeddedActivation | None = None
         self._closed = False
 
     def context(self) -> HostContext:
@@ -119,7 +121,30 @@ class EmbeddedHost:
             clock=self.clock,
             timers=self.timers,
             logger=self.logger,
+            activation=self.activation,
         )
+
+    def enable_activation(
+        self,
+        *,
+        model: Model | None = None,
+        workers: int = 8,
+        accept: Callable[[str], bool] | None = None,
+    ) -> EmbeddedActivation:
+        """Let Schedule wake this host's cold sessions (call before :meth:`context`).
+
+        Returns the :class:`~host_bridge.embedded.activation.EmbeddedActivation`
+        that :meth:`context` then passes as ``HostContext.activation``: a plugin
+        installed with that context activates stored sessions whose reminders
+        came due (``model`` runs their agents' turns) and lets them go again
+        once quiet; ``accept(session_id)`` limits which sessions are woken.
+        Needs a durable store. Idempotent: a second call returns the same object.
+        """
+        if self.activation is None:
+            self.activation = EmbeddedActivation(
+                self, model=model, workers=workers, accept=accept
+            )
+        return self.activation
 
     def spawn_root(
         self,
@@ -169,6 +194,8 @@ class EmbeddedHost:
         started = time.monotonic()
         unwritten: Exception | None = None
         try:
+            if self.activation is not None:
+                self.activation.close()
             if self.persistence is not None:
                 self.persistence.start_closing(self.close_timeout)
             self.agents.dispose_all()

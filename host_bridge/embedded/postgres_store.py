@@ -54,6 +54,13 @@ Schema (version :data:`SCHEMA_VERSION`)::
     events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT, data BYTEA,
            PRIMARY KEY(session_id, seq))
     leases(session_id TEXT PRIMARY KEY, epoch BIGINT, owner TEXT, acquired_at TIMESTAMPTZ)
+    due_index(session_id TEXT PRIMARY KEY, due_ms BIGINT NOT NULL,     -- v2: the due index
+              schedule_ms BIGINT, inbox_ms BIGINT)                     -- (see due_index.py)
+
+Cold sessions are claimed for activation with :meth:`PostgresEventStore.claim_due_session`:
+a short transaction locks the session's index row ``FOR UPDATE SKIP LOCKED`` (two
+hosts never claim one row at the same moment; each skips to other work) and takes
+the session's lease inside it; the lease is what excludes another owner.
 """
 
 from __future__ import annotations
@@ -68,11 +75,13 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import psycopg_pool
 
+from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
 from host_bridge.embedded.sqlite_store import (
     CLOSE_TIMEOUT,
     SqliteEventStore,
     StoredSession,
     _Commit,
+    _due_entry,
     _EventRow,
     _header,
     _is_storable_id,
@@ -81,6 +90,7 @@ from host_bridge.embedded.sqlite_store import (
     _SessionRow,
     _show,
     _Waiter,
+    _write_due_changes,
     decode_session,
 )
 from host_bridge.embedded.store_errors import (
@@ -104,8 +114,11 @@ __all__ = [
 
 _log = logging.getLogger("dsh_schedule.store.postgres")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The PostgreSQL schema version this code reads and writes."""
+
+DUE_INDEX_SCHEMA_VERSION = 2
+"""The first PostgreSQL schema version with the ``due_index`` table."""
 
 _MIGRATION_LOCK = 0x64736873  # advisory lock key serialising migrations ("dshs")
 
@@ -142,7 +155,45 @@ _LOCK_HOLDER = (
     f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
 )
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+def _build_due_index(conn: psycopg.Connection[Any]) -> None:
+    """Fill ``due_index`` from the stored logs (inside the migrating or reindexing transaction)."""
+    with conn.cursor(name="dsh_due_build") as rows:
+        rows.itersize = 2000
+        rows.execute(
+            "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
+            " FROM events e JOIN sessions s ON s.id = e.session_id"
+            " WHERE e.type = ANY(%s) ORDER BY e.session_id, e.seq",
+            (list(WAKE_EVENT_TYPES),),
+        )
+        entries = [
+            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+            for session_id, entry in project_logs(
+                (sid, seed, seq, type_, time_, bytes(data))
+                for sid, seed, seq, type_, time_, data in rows
+            )
+        ]
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
+            " VALUES (%s, %s, %s, %s)",
+            entries,
+        )
+
+
+_PG_TABLES = frozenset({"sessions", "events", "leases", "due_index"})
+"""The tables besides ``meta`` that a store of :data:`SCHEMA_VERSION` has."""
+
+_DUE_HELD = (
+    "WITH held AS MATERIALIZED ("
+    f" SELECT {_KEY_OF_LOCK} AS key FROM pg_locks k WHERE {_ADVISORY_HERE})"
+    " SELECT d.session_id, d.due_ms FROM due_index d"
+    " WHERE d.due_ms <= %s"
+    " AND NOT EXISTS (SELECT 1 FROM held WHERE held.key = hashtextextended(d.session_id, 0))"
+    " ORDER BY d.due_ms, d.session_id LIMIT %s"
+)
+"""Due sessions whose lease nobody holds (one snapshot of the advisory locks per query)."""
+
+_MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = {
     0: (
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
         "CREATE TABLE sessions("
@@ -162,6 +213,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " epoch BIGINT NOT NULL,"
         " owner TEXT,"
         " acquired_at TIMESTAMPTZ)",
+    ),
+    1: (
+        "CREATE TABLE due_index("
+        " session_id TEXT PRIMARY KEY,"
+        " due_ms BIGINT NOT NULL,"
+        " schedule_ms BIGINT,"
+        " inbox_ms BIGINT)",
+        "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)",
+        _build_due_index,
     ),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty database)."""
@@ -570,6 +630,8 @@ class PostgresEventStore(SqliteEventStore):
                         " VALUES (%s, %s, %s, %s, %s)",
                         event_rows,
                     )
+                plan = self._plan_due_index(rows, lambda sid: _read_due_state(cur, sid))
+                _write_due_changes(cur, plan, "%s")
                 if self._fault_hook is not None and rows:
                     self._fault_hook()
         except Exception as error:
@@ -578,6 +640,7 @@ class PostgresEventStore(SqliteEventStore):
                 conn.close()
                 self._pg_writer = None
             return error, lost
+        self._due_committed(plan)
         return None, lost
 
     def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, _Loss]:
@@ -600,6 +663,98 @@ class PostgresEventStore(SqliteEventStore):
 
     def _error_category(self, error: BaseException) -> str:
         return _category(error)
+
+    # --- due index -------------------------------------------------------------
+
+    def due_entry(self, session_id: str) -> DueEntry | None:
+        """The durably stored due index row of ``session_id`` (``None``: no row)."""
+        if not _is_storable_id(session_id):
+            return None
+        row = self._query(
+            lambda conn: conn.execute(
+                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+        )
+        return None if row is None else _due_entry(session_id, tuple(row))
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every stored due index row, by session id (for checks; reads the whole index)."""
+        return self._query(_select_due_entries)
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
+        """The stored session and its due index row, read in one snapshot (for checks)."""
+        if not _is_storable_id(session_id):
+            return None, None
+        head, rows, due = self._query(lambda conn: _select_indexed(conn, session_id))
+        return self._stored_session(session_id, head, rows), due
+
+    def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` ``(session_id, due_ms)`` of sessions whose lease nobody holds.
+
+        Earliest first, due at or before ``until_ms`` (any time when ``None``).
+        Sessions leased by any process (this one included) are skipped, read
+        from one snapshot of the server's advisory locks.
+        """
+        bound = until_ms if until_ms is not None else 2**63 - 1
+        rows = self._query(lambda conn: conn.execute(_DUE_HELD, (bound, limit)).fetchall())
+        return [(str(row[0]), int(row[1])) for row in rows]
+
+    def next_due(self) -> int | None:
+        """The earliest ``due_ms`` among sessions whose lease nobody holds."""
+        first = self.due_sessions(None, 1)
+        return first[0][1] if first else None
+
+    def claim_due_session(self, session_id: str, now_ms: int) -> bool:
+        """Take ``session_id``'s lease to deliver what is due in it; False when not for us.
+
+        In one short transaction: lock the session's index row ``FOR UPDATE
+        SKIP LOCKED`` (a row another host is claiming right now is skipped, not
+        waited for), check that it is due at ``now_ms``, and take the lease
+        (:meth:`acquire_session`), which stays held after the transaction.
+        False when the row is locked, missing or not due, or the lease is held elsewhere.
+        """
+        if not _is_storable_id(session_id):
+            return False
+
+        def claim(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT due_ms FROM due_index WHERE session_id = %s FOR UPDATE SKIP LOCKED",
+                    (session_id,),
+                ).fetchone()
+                if row is None or int(row[0]) > now_ms:
+                    return False
+                try:
+                    self.acquire_session(session_id)
+                except SessionLeaseError:
+                    return False
+                return True
+
+        return self._query(claim)
+
+    def reindex(self) -> int:
+        """Rebuild the due index from the stored logs in one transaction; the rows written.
+
+        The transaction locks ``due_index`` against every writer's update
+        first, so no commit can fall between reading the logs and replacing the index.
+        """
+        with self._lock:
+            self._check_open()
+        try:
+            with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
+                conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
+                conn.execute("DELETE FROM due_index")
+                _build_due_index(conn)
+                row = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot rebuild the due index of {self._label} ({_category(error)})"
+            ) from None
+        self._due.clear()
+        count = int(row[0]) if row is not None else 0
+        _log.info("rebuilt the due index of %s: %d sessions", self._label, count)
+        return count
 
     # --- connections and schema ------------------------------------------------
 
@@ -648,8 +803,11 @@ class PostgresEventStore(SqliteEventStore):
             version = _pg_schema_version(conn, self._label)
             start = version
             while version < SCHEMA_VERSION:
-                for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)
+                for step in _MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
                 version += 1
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s)"
@@ -738,6 +896,29 @@ class PostgresStoreReader:
         head, rows = self._read(lambda conn: _select_session(conn, session_id))
         return decode_session(session_id, head, rows)
 
+    @property
+    def has_due_index(self) -> bool:
+        """Whether the database has a due index (schema version 2 and later)."""
+        return self._version >= DUE_INDEX_SCHEMA_VERSION
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every stored due index row, by session id (empty without a due index)."""
+        if not self.has_due_index:
+            return {}
+        return self._read(_select_due_entries)
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
+        """The stored session and its due index row, read in one snapshot.
+
+        Without a due index (an older database) the row is always ``None``.
+        """
+        if not self.has_due_index:
+            return self.load(session_id), None
+        if not _is_storable_id(session_id):
+            return None, None
+        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
+        return decode_session(session_id, head, rows), due
+
     def close(self) -> None:
         """Close the connection; later reads raise :class:`StoreClosedError`."""
         with self._lock:
@@ -764,6 +945,33 @@ class PostgresStoreReader:
                 ) from None
 
 
+def _select_due_entries(conn: psycopg.Connection[Any]) -> dict[str, DueEntry]:
+    """Every due index row, by session id."""
+    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
+    return {row[0]: _due_entry(row[0], tuple(row[1:])) for row in rows}
+
+
+def _select_indexed(
+    conn: psycopg.Connection[Any], session_id: str
+) -> tuple[Any, list[tuple[Any, ...]], DueEntry | None]:
+    """A session's header row, event rows (payloads as bytes) and due index row, one snapshot."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        head = conn.execute(
+            "SELECT seed_length, parent_session FROM sessions WHERE id = %s", (session_id,)
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+        due = conn.execute(
+            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
+        ).fetchone()
+    blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
+    entry = None if due is None else _due_entry(session_id, tuple(due))
+    return head, blobs if head is not None else [], entry
+
+
 def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     """The schema version of the database on ``conn``; 0 when it has none of the tables.
 
@@ -772,7 +980,7 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     rows = conn.execute(
         "SELECT table_name FROM information_schema.tables"
         " WHERE table_schema = current_schema()"
-        " AND table_name IN ('meta', 'sessions', 'events', 'leases')"
+        " AND table_name IN ('meta', 'sessions', 'events', 'leases', 'due_index')"
     ).fetchall()
     tables = {row[0] for row in rows}
     if "meta" not in tables:
@@ -789,7 +997,7 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
             f"{label} has schema version {version}, newer than the {SCHEMA_VERSION} "
             "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
         )
-    if version == SCHEMA_VERSION and not {"sessions", "events", "leases"} <= tables:
+    if version == SCHEMA_VERSION and not tables >= _PG_TABLES:
         raise StoreCorruptError(f"{label} is missing session tables")
     return version
 
@@ -826,6 +1034,26 @@ def _select_session(
             ).fetchall()
         )
     return head, [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
+
+
+def _read_due_state(
+    cur: psycopg.Cursor[Any], session_id: str
+) -> tuple[int | None, int, list[StoredRow]] | None:
+    """A session's seed length, next seq and wake-relevant rows (in the writer's transaction)."""
+    head = cur.execute("SELECT seed_length FROM sessions WHERE id = %s", (session_id,)).fetchone()
+    if head is None:
+        return None
+    seed = int(head[0]) if head[0] is not None else 0
+    count = cur.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    rows = cur.execute(
+        "SELECT seq, type, time, data FROM events WHERE session_id = %s AND seq >= %s"
+        " AND type = ANY(%s) ORDER BY seq",
+        (session_id, seed, list(WAKE_EVENT_TYPES)),
+    ).fetchall()
+    next_seq = int(count[0]) if count is not None else 0
+    return seed, next_seq, [(int(r[0]), str(r[1]), int(r[2]), bytes(r[3])) for r in rows]
 
 
 def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> _Loss:

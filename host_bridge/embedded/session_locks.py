@@ -201,6 +201,24 @@ class SessionLockFile:
         with self._mutex:
             return self._held.get(lock_offset(session_id)) == session_id
 
+    def held_elsewhere(self, session_id: str) -> bool:
+        """Whether another holder (another open file description) locks ``session_id`` now.
+
+        A snapshot, for skipping sessions that are evidently taken: only
+        :meth:`try_lock` decides. With the ``flock`` fallback it cannot be told
+        per session, so this is False unless this object holds the session.
+        """
+        offset = lock_offset(session_id)
+        with self._mutex:
+            if self._closed:
+                raise OSError(errno.EBADF, "the session lock file is closed")
+            if self._held.get(offset) is not None:
+                return False  # held here, not elsewhere
+            if self._mechanism != "ofd":
+                return False
+            seen = _unpack(fcntl.fcntl(self._fd, fcntl.F_OFD_GETLK, _pack(fcntl.F_WRLCK, offset)))
+            return bool(seen.l_type != fcntl.F_UNLCK)
+
     def ensure_current(self) -> list[str]:
         """Move the locks to the file now at the path if ours was deleted or replaced.
 

@@ -275,6 +275,28 @@ class EmbeddedSessionStore:
             self._release(session_id)
             raise
 
+    def resume_claimed(self, session_id: str) -> EmbeddedSession:
+        """Resume a stored session that the persistence store already holds for this host.
+
+        For activation: the store took the session (``claim_due_session``)
+        before it was read. On failure the session is given back.
+        """
+        if self._persistence is None:
+            raise SessionError("this store has no persistence to resume from")
+        persistence = self._persistence
+        with self._lock:
+            if session_id in self._live:
+                raise SessionError(f"session {session_id!r} is already live")
+        try:
+            self._write_queued(session_id)
+            stored = run_blocking(persistence.load, session_id)
+            if stored is None:
+                raise SessionError(f"no stored session {session_id!r}")
+            return self._go_live(stored.header, stored.events, seed_payloads=None, leased=True)
+        except BaseException:
+            self._release(session_id)
+            raise
+
     def open(self, session_id: str) -> EmbeddedSession:
         """The live session, else the stored one resumed, else a new one with that id."""
         live = self.get(session_id)

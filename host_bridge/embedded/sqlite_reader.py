@@ -38,15 +38,19 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
+from host_bridge.embedded.due_index import DueEntry
 from host_bridge.embedded.sqlite_store import (
     BUSY_TIMEOUT_MS,
+    DUE_INDEX_SCHEMA_VERSION,
     StoredSession,
     _category,
     _header,
     _is_storable_id,
     _open_error,
     _read_error,
+    _select_due_entries,
     _select_header,
+    _select_indexed,
     _select_session,
     _select_session_ids,
     _sidecar,
@@ -145,6 +149,29 @@ class SqliteStoreReader:
             return None
         head, rows = self._read(lambda conn: _select_session(conn, session_id))
         return decode_session(session_id, head, rows)
+
+    @property
+    def has_due_index(self) -> bool:
+        """Whether the file has a due index (schema version 3 and later)."""
+        return self._version >= DUE_INDEX_SCHEMA_VERSION
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every stored due index row, by session id (empty without a due index)."""
+        if not self.has_due_index:
+            return {}
+        return self._read(_select_due_entries)
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
+        """The stored session and its due index row, read in one snapshot.
+
+        Without a due index (an older file) the row is always ``None``.
+        """
+        if not self.has_due_index:
+            return self.load(session_id), None
+        if not _is_storable_id(session_id):
+            return None, None
+        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
+        return decode_session(session_id, head, rows), due
 
     def close(self) -> None:
         """Close the connection; later reads raise :class:`StoreClosedError`."""

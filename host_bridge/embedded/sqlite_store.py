@@ -62,6 +62,12 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
     events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER, data BLOB,
            PRIMARY KEY(session_id, seq)) WITHOUT ROWID   -- data: msgpack (see codec)
     leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
+    due_index(session_id TEXT PRIMARY KEY, due_ms INTEGER NOT NULL,         -- v3: when each
+              schedule_ms INTEGER, inbox_ms INTEGER)                        --     session is due
+
+The due index (:mod:`host_bridge.embedded.due_index`) is a projection of the
+logs, written by the writer in the same transaction as the rows that move it,
+built from the logs by the migration to version 3 and by :meth:`~SqliteEventStore.reindex`.
 
 Session ids are opaque non-empty strings bound as SQL parameters; an id with a
 NUL character or a lone surrogate cannot round-trip through SQLite text
@@ -86,6 +92,14 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
+from host_bridge.embedded.due_index import (
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    DueProjector,
+    IndexPlan,
+    StoredRow,
+    project_logs,
+)
 from host_bridge.embedded.session_locks import SessionLockFile
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
@@ -103,6 +117,7 @@ __all__ = [
     "AUTO_WRITE_ROWS",
     "BUSY_TIMEOUT_MS",
     "CLOSE_TIMEOUT",
+    "DUE_INDEX_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "SessionLeaseError",
     "SqliteEventStore",
@@ -121,8 +136,11 @@ __all__ = [
 
 _log = logging.getLogger("dsh_schedule.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code reads and writes."""
+
+DUE_INDEX_SCHEMA_VERSION = 3
+"""The first schema version with the ``due_index`` table."""
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
@@ -139,7 +157,38 @@ AUTO_WRITE_BYTES = 32 * 1024 * 1024
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+_Migration = str | Callable[[sqlite3.Connection], None]
+"""One migration step: an SQL statement, or a function run on the migrating connection."""
+
+_DUE_INDEX_TABLE = (
+    "CREATE TABLE due_index("
+    " session_id TEXT PRIMARY KEY,"
+    " due_ms INTEGER NOT NULL,"
+    " schedule_ms INTEGER,"
+    " inbox_ms INTEGER)"
+)
+_DUE_INDEX_ORDER = "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)"
+
+
+def _build_due_index(conn: sqlite3.Connection) -> None:
+    """Fill ``due_index`` from the stored logs (inside the migrating transaction)."""
+    marks = ", ".join("?" for _ in WAKE_EVENT_TYPES)
+    rows = conn.execute(
+        "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
+        " FROM events e JOIN sessions s ON s.id = e.session_id"
+        f" WHERE e.type IN ({marks}) ORDER BY e.session_id, e.seq",
+        WAKE_EVENT_TYPES,
+    )
+    conn.executemany(
+        "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms) VALUES (?, ?, ?, ?)",
+        (
+            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+            for session_id, entry in project_logs(rows)
+        ),
+    )
+
+
+_MIGRATIONS: dict[int, tuple[_Migration, ...]] = {
     0: (
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
         "CREATE TABLE sessions("
@@ -161,6 +210,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " owner TEXT NOT NULL,"
         " acquired_at INTEGER NOT NULL)",
     ),
+    2: (_DUE_INDEX_TABLE, _DUE_INDEX_ORDER, _build_due_index),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty file)."""
 
@@ -170,6 +220,7 @@ _ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
 _TABLES: dict[int, frozenset[str]] = {
     1: frozenset({"sessions", "events"}),
     2: frozenset({"sessions", "events", "leases"}),
+    3: frozenset({"sessions", "events", "leases", "due_index"}),
 }
 """The tables besides ``meta`` that a store of each schema version has."""
 
@@ -333,6 +384,8 @@ class SqliteEventStore:
         self._holder_ops: list[_Statement] = []  # SQLite: ``leases`` rows, written by the writer
         self._holder_blocked = False  # their last write failed: wait for the next round
         self._holder_unsynced = 0  # of those queued or being written
+        self._due = DueProjector()  # the due index's per-session state (writer thread)
+        self._due_listeners: list[Callable[[dict[str, int | None]], None]] = []
 
     # --- properties ----------------------------------------------------------------
 
@@ -525,6 +578,7 @@ class SqliteEventStore:
                 self._forget_when_synced.add(session_id)
             else:
                 self._next_seq.pop(session_id, None)
+        self._due.forget(session_id)
 
     # --- ownership -------------------------------------------------------------------
 
@@ -831,6 +885,206 @@ class SqliteEventStore:
                 self._next_seq.setdefault(session_id, len(stored.events))
         return stored
 
+    # --- due index ---------------------------------------------------------------------
+
+    def add_due_listener(
+        self, listener: Callable[[dict[str, int | None]], None]
+    ) -> Callable[[], None]:
+        """Hear of every commit of this store that moved the due index; returns ``remove``.
+
+        ``listener({session_id: due_ms or None, ...})`` runs on the writer
+        thread right after the commit: it must be short and must not wait for
+        the store (post a message). Commits of other processes are not heard.
+        """
+        with self._lock:
+            self._due_listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._due_listeners:
+                    self._due_listeners.remove(listener)
+
+        return remove
+
+    def due_entry(self, session_id: str) -> DueEntry | None:
+        """The durably stored due index row of ``session_id`` (``None``: no row)."""
+        if not _is_storable_id(session_id):
+            return None
+        row = self._read(
+            lambda conn: conn.execute(
+                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        )
+        return None if row is None else _due_entry(session_id, row)
+
+    @property
+    def has_due_index(self) -> bool:
+        """Always True: a writable store migrates to the schema with the due index."""
+        return True
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every stored due index row, by session id (for checks; reads the whole index)."""
+        return self._read(_select_due_entries)
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
+        """The stored session and its due index row, read in one snapshot (for checks)."""
+        if not _is_storable_id(session_id):
+            return None, None
+        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
+        return self._stored_session(session_id, head, rows), due
+
+    def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
+
+        Only sessions due at or before ``until_ms`` (any time when ``None``).
+        Sessions this store holds are skipped, and so are those whose lock
+        another process or store holds (as far as the lock file can tell: with
+        the ``flock`` fallback, only taking the session decides).
+        """
+        found: list[tuple[str, int]] = []
+        after: tuple[int, str] | None = None
+        page = limit + 16  # a few more than asked: some may be held
+        while len(found) < limit:
+            rows = self._due_page(after, until_ms, page)
+            for session_id, due_ms in rows:
+                if not self._held_anywhere(session_id):
+                    found.append((session_id, due_ms))
+                    if len(found) == limit:
+                        break
+            if len(rows) < page:
+                break
+            after = (rows[-1][1], rows[-1][0])
+        return found
+
+    def next_due(self) -> int | None:
+        """The earliest ``due_ms`` among sessions nobody holds (see :meth:`due_sessions`)."""
+        first = self.due_sessions(None, 1)
+        return first[0][1] if first else None
+
+    def claim_due_session(self, session_id: str, now_ms: int) -> bool:
+        """Take ``session_id`` to deliver what is due in it; False when that is not for us.
+
+        False when another process or store holds the session, or when its
+        index row says nothing is due at ``now_ms`` (then it is not kept).
+        True: this store holds the session (:meth:`acquire_session`) and it is due.
+        """
+        try:
+            self.acquire_session(session_id)
+        except SessionLeaseError:
+            return False
+        try:
+            entry = self.due_entry(session_id)
+        except BaseException:
+            self.release_session(session_id)
+            raise
+        if entry is None or entry.due_ms > now_ms:
+            self.release_session(session_id)
+            return False
+        return True
+
+    def reindex(self) -> int:
+        """Rebuild the due index from the stored logs in one transaction; the rows written.
+
+        Safe while hosts write: the transaction excludes every writer of the
+        file, so no commit can fall between reading the logs and replacing the index.
+        """
+        with self._lock:
+            self._check_open()
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM due_index")
+                _build_due_index(conn)
+                (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"cannot rebuild the due index of {self._path} ({_category(error)})"
+            ) from None
+        finally:
+            conn.close()
+        self._due.clear()
+        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
+        return int(count)
+
+    @property
+    def due_projector(self) -> DueProjector:
+        """The writer's due index state (for diagnostics and benchmarks)."""
+        return self._due
+
+    def _due_page(
+        self, after: tuple[int, str] | None, until_ms: int | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if after is not None:
+            clauses.append("(due_ms, session_id) > (?, ?)")
+            params += list(after)
+        if until_ms is not None:
+            clauses.append("due_ms <= ?")
+            params.append(until_ms)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(limit)
+        rows = self._read(
+            lambda conn: conn.execute(
+                f"SELECT session_id, due_ms FROM due_index{where}"
+                " ORDER BY due_ms, session_id LIMIT ?",
+                params,
+            ).fetchall()
+        )
+        return [(str(row[0]), int(row[1])) for row in rows]
+
+    def _held_anywhere(self, session_id: str) -> bool:
+        """Whether this store holds the session, or its lock looks held by another holder."""
+        with self._lock:
+            if session_id in self._leases:
+                return True
+        with self._lease_lock:
+            locks = self._session_locks
+            if locks is None:
+                try:
+                    locks = self._session_locks = SessionLockFile(_sidecar(self._path, ".locks"))
+                except OSError:
+                    return False  # taking the session will say
+            try:
+                return locks.held_elsewhere(session_id)
+            except OSError:
+                return False
+
+    def _plan_due_index(
+        self, batch: Sequence[_Op], read: Callable[[str], Any]
+    ) -> IndexPlan:
+        """The due index changes of ``batch`` (writer thread, inside its transaction)."""
+        rows = [
+            (op.session_id, op.seq, op.type, op.time, op.payload)
+            for op in batch
+            if isinstance(op, _EventRow)
+        ]
+        created = {op.session_id: op.seed_length for op in batch if isinstance(op, _SessionRow)}
+        return self._due.plan(rows, created, read)
+
+    def _due_committed(self, plan: IndexPlan) -> None:
+        """After ``COMMIT``: keep the projection state and tell the listeners; never raises."""
+        plan.adopt()
+        if not plan.changes:
+            return
+        with self._lock:
+            listeners = tuple(self._due_listeners)
+        if not listeners:
+            return
+        moved = {sid: None if e is None else e.due_ms for sid, e in plan.changes.items()}
+        for listener in listeners:
+            try:
+                listener(dict(moved))
+            except Exception:
+                _log.warning("a due index listener failed", exc_info=True)
+
     # --- internals: queue ------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -1104,6 +1358,8 @@ class SqliteEventStore:
             )
             for statement, params in holders:
                 conn.execute(statement, params)
+            plan = self._plan_due_index(batch, lambda sid: _read_due_state(conn, sid))
+            _write_due_changes(conn, plan, "?")
             if self._fault_hook is not None and batch:
                 self._fault_hook()
             self._check_identity()
@@ -1115,6 +1371,7 @@ class SqliteEventStore:
                     return self._write(batch, holders, restored=True)
             self._rollback()
             return error
+        self._due_committed(plan)
         return None
 
     def _file_identity(self) -> _Identity:
@@ -1359,8 +1616,11 @@ class SqliteEventStore:
         try:
             version = self._schema_version(conn)  # again, now under the write lock
             while version < SCHEMA_VERSION:
-                for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)
+                for step in _MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
                 version += 1
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
@@ -1560,6 +1820,34 @@ def _select_session(
     return head, rows
 
 
+def _select_due_entries(conn: sqlite3.Connection) -> dict[str, DueEntry]:
+    """Every due index row, by session id."""
+    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
+    return {row[0]: _due_entry(row[0], row[1:]) for row in rows}
+
+
+def _select_indexed(
+    conn: sqlite3.Connection, session_id: str
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], DueEntry | None]:
+    """A session's header row, event rows and due index row, read in one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        head = _select_header(conn, session_id)
+        rows = conn.execute(
+            "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+        due = conn.execute(
+            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return head, rows if head is not None else [], None if due is None else _due_entry(
+        session_id, due
+    )
+
+
 def decode_session(
     session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
 ) -> StoredSession | None:
@@ -1573,6 +1861,58 @@ def decode_session(
     header = _header(session_id, tuple(head))
     events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
     return StoredSession(header, events)
+
+
+def _read_due_state(
+    conn: sqlite3.Connection, session_id: str
+) -> tuple[int | None, int, list[StoredRow]] | None:
+    """A session's seed length, next seq and wake-relevant rows, read on ``conn``."""
+    head = conn.execute("SELECT seed_length FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if head is None:
+        return None
+    seed = head[0] if isinstance(head[0], int) else 0
+    (next_seq,) = conn.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    marks = ", ".join("?" for _ in WAKE_EVENT_TYPES)
+    rows = conn.execute(
+        "SELECT seq, type, time, data FROM events WHERE session_id = ? AND seq >= ?"
+        f" AND type IN ({marks}) ORDER BY seq",
+        (session_id, seed, *WAKE_EVENT_TYPES),
+    ).fetchall()
+    return seed, int(next_seq), [tuple(row) for row in rows]
+
+
+def _write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
+    """Write ``plan``'s index rows on ``conn`` (``mark``: the driver's placeholder)."""
+    upserts = [
+        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+        for session_id, entry in plan.changes.items()
+        if entry is not None
+    ]
+    deletes = [(session_id,) for session_id, entry in plan.changes.items() if entry is None]
+    if upserts:
+        conn.executemany(
+            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
+            f" VALUES ({mark}, {mark}, {mark}, {mark})"
+            " ON CONFLICT (session_id) DO UPDATE SET due_ms = EXCLUDED.due_ms,"
+            " schedule_ms = EXCLUDED.schedule_ms, inbox_ms = EXCLUDED.inbox_ms",
+            upserts,
+        )
+    if deletes:
+        conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
+
+
+def _due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
+    schedule_ms, inbox_ms = row
+    for value in (schedule_ms, inbox_ms):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise StoreCorruptError(f"the due index row of session {_show(session_id)} is invalid")
+    entry = DueEntry.of(schedule_ms, inbox_ms)
+    if entry is None:
+        raise StoreCorruptError(f"the due index row of session {_show(session_id)} is empty")
+    return entry
+
 
 
 def _is_storable_id(value: object) -> bool:

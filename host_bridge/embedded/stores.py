@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
+from host_bridge.embedded.due_index import DueEntry
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
@@ -35,6 +36,16 @@ class StoreReader(Protocol):
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (header and decoded log), or ``None`` when it is not stored."""
+
+    @property
+    def has_due_index(self) -> bool:
+        """Whether the store keeps a due index (stores written by older versions may not)."""
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every due index row, by session id (empty without a due index)."""
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
+        """The stored session and its due index row, read in one snapshot."""
 
     def close(self) -> None:
         """Release the store's connections; idempotent."""

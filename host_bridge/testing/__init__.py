@@ -10,6 +10,7 @@ This package does not depend on pytest.
 
 from __future__ import annotations
 
+from host_bridge.testing.activation import FakeActivation
 from host_bridge.testing.agents import FakeAgent
 from host_bridge.testing.clock import DEFAULT_START_MS, FakeClock, FakeTimerHandle, FakeTimers
 from host_bridge.testing.host import FakeHost, FakePersistence
@@ -29,6 +30,7 @@ from host_bridge.testing.settle import settle, settle_all
 __all__ = [
     "DEFAULT_START_MS",
     "PENDING",
+    "FakeActivation",
     "FakeAgent",
     "FakeAgentRegistry",
     "FakeClock",

@@ -22,8 +22,8 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
     assert str(data_dir) in out
 
     sections = [line for line in out.splitlines() if line.startswith("== ")]
-    assert len(sections) == 7
-    assert out.count("-> schedule_create ") == 4
+    assert len(sections) == 8
+    assert out.count("-> schedule_create ") == 5
     assert out.count("-> schedule_list ") == 4
     assert out.count("-> schedule_delete ") == 2
     assert '"after_seconds": 2' in out  # the three kinds, as a model would call them
@@ -38,6 +38,7 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
         "delete schedule-2",
         "dispatch schedule-1",
         "dispatch schedule-3",
+        "create schedule-4 after 2s at ",
         "create schedule-1 every 300s, first at ",
         "dispatch schedule-1 accepted at ",
         "delete schedule-1",
@@ -51,9 +52,17 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
     assert "this host's clock runs 300x faster than real time" in out
     assert "wait     ... " in out  # progress while waiting
     assert "in its log: schedule-3 is active, state overdue" in out
-    assert "schedule-1 (after) and schedule-3 (at) were each dispatched exactly once" in out
+    assert (
+        "schedule-1 (after), schedule-3 (at) and schedule-4 (after, delivered by serve) "
+        "were each dispatched exactly once"
+    ) in out
     assert "schedule-1 (every) was dispatched twice, then deleted" in out
     assert "Result: after, at and every reminders were created, listed and deleted" in out
+    # the chat is closed; a serve host that never had the session open delivers schedule-4
+    assert f"reminder schedule-4 of session {session_id} (due " in out
+    assert "serve woke the session, its owner delivered schedule-4" in out
+    assert "dispatch schedule-4" in out.split("== 8.")[1]
+    assert "and with the chat closed (by serve)" in out
 
     inspected = run_cli(
         ["inspect", "--json", "--session", session_id, "--data", str(data_dir)], home
@@ -64,6 +73,7 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
     assert [(d["scheduleId"], d["prompt"]) for d in session["dispatches"]] == [
         ("schedule-1", "stretch your legs"),
         ("schedule-3", "call Alice back"),
+        ("schedule-4", "take a break"),
     ]
     inspected = run_cli(
         ["inspect", "--json", "--session", f"{session_id}-every", "--data", str(data_dir)], home

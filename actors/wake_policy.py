@@ -1,0 +1,108 @@
+"""The wake-up actor's settings and what it shares with the plugin (:mod:`actors.wake_up`)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["MAX_TIMER_DELAY_MS", "WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
+
+MAX_TIMER_DELAY_MS = 2**31 - 1
+"""The longest delay the wake-up actor arms its timer for."""
+
+
+@dataclass(frozen=True, slots=True)
+class WakePolicy:
+    """How the wake-up actor works.
+
+    ``max_concurrent``: activations in flight at once. ``rescan_ms``: the index
+    is re-read at least this often (it is how commits of other processes are
+    seen). ``retry_ms``: a session whose activation was declined or failed is
+    not tried again before this (doubling per failure up to ``max_retry_ms``).
+    ``quiet_period_ms``: an activated agent idle this long, with nothing due
+    within this long, is let go (``None``: never).
+    """
+
+    max_concurrent: int = 8
+    rescan_ms: int = 1_000
+    retry_ms: int = 5_000
+    max_retry_ms: int = 60_000
+    quiet_period_ms: int | None = 30_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_concurrent", "rescan_ms", "retry_ms", "max_retry_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"WakePolicy.{name} must be a positive integer")
+        quiet = self.quiet_period_ms
+        bad = isinstance(quiet, bool) or not isinstance(quiet, int) or quiet < 0
+        if quiet is not None and bad:
+            raise ValueError("WakePolicy.quiet_period_ms must be a non-negative integer or None")
+
+
+WakeState = Literal["running", "restarting", "faulted", "disposing", "disposed"]
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUpStatus:
+    """What the wake-up actor is doing (a snapshot, see ``plugin.status().wake_up``).
+
+    ``next_wake_ms``: the delay its timer was armed with; the counters count
+    since install.
+    """
+
+    state: WakeState = "running"
+    in_flight: int = 0
+    activated: int = 0
+    backing_off: int = 0
+    next_wake_ms: int | None = None
+    activations: int = 0
+    declined: int = 0
+    failures: int = 0
+    passivations: int = 0
+    passes: int = 0
+    contained_failures: int = 0
+    restarts: int = 0
+
+
+class WakeUpBoard:
+    """What a wake-up actor shares with the plugin (thread-safe).
+
+    The ids of the agents it activated and still manages (the plugin forwards
+    status reports of those only) and its last published :class:`WakeUpStatus`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[str] = set()
+        self._status = WakeUpStatus()
+
+    def __contains__(self, agent_id: object) -> bool:
+        with self._lock:
+            return agent_id in self._ids
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ids)
+
+    @property
+    def status(self) -> WakeUpStatus:
+        """The actor's last published status."""
+        with self._lock:
+            return self._status
+
+    def publish(self, status: WakeUpStatus) -> None:
+        """Replace the status (the actor, after each message)."""
+        with self._lock:
+            self._status = status
+
+    def add(self, agent_id: str) -> None:
+        """Manage ``agent_id``."""
+        with self._lock:
+            self._ids.add(agent_id)
+
+    def discard(self, agent_id: str) -> None:
+        """Stop managing ``agent_id``."""
+        with self._lock:
+            self._ids.discard(agent_id)

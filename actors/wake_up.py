@@ -1,0 +1,490 @@
+"""WakeUpActor: wakes cold sessions whose reminders came due, and lets them go again.
+
+One per installed plugin whose host offers
+:class:`~host_bridge.protocols.SessionActivation`. It knows nothing about stores:
+it asks the host when the next cold session is due, sleeps until then on one
+timer, and asks the host to activate the due sessions in due order, at most
+:attr:`WakePolicy.max_concurrent` at a time. An activated session's root agent
+is announced to the plugin like any other, so its owner delivers through the
+ordinary transaction (preflight → reservation → follow-up → dispatch →
+barrier). Which host may activate a session is the host's business (a lock or
+a lease); a declined activation is retried only after a back-off.
+
+Every step is a mailbox message (:mod:`messages.mailbox`). A *pass* (on start,
+on the timer, when the host says the index moved, on a clock jump, after an
+activation or a passivation settled) does three things:
+
+1. starts activations of due sessions while fewer than ``max_concurrent`` are
+   in flight, skipping sessions in flight or backing off;
+2. lets go of activated agents that stayed quiet for ``quiet_period_ms`` (agent
+   idle, owner quiet, no reminder due within the quiet period) through
+   :class:`~host_bridge.protocols.SessionPassivation`, when the host offers it;
+3. arms the one timer for the earliest of: the next due target, the end of a
+   back-off, the end of a quiet period, and ``rescan_ms`` (the index is re-read
+   at least that often, so changes made by other processes are seen).
+
+An unexpected exception is contained like an owner's: the plugin supervises the
+actor and restarts it in place after a back-off (:class:`~messages.mailbox.RestartWakeUp`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from actors.base import MailboxActor
+from actors.schedule_owner import OwnerSupervisor
+from actors.wake_policy import (
+    MAX_TIMER_DELAY_MS,
+    WakePolicy,
+    WakeState,
+    WakeUpBoard,
+    WakeUpStatus,
+)
+from host_bridge.protocols import (
+    Agent,
+    Cancellable,
+    HostContext,
+    SessionActivation,
+    SessionPassivation,
+)
+from messages.fold import fold_schedule_events
+from messages.mailbox import (
+    ActivationSettled,
+    AgentActivity,
+    AgentGone,
+    ClockJumped,
+    DisposeWakeUp,
+    DueIndexMoved,
+    PassivationSettled,
+    RestartWakeUp,
+    StartWakeUp,
+    WakeUpTimerFired,
+)
+
+__all__ = ["WakePolicy", "WakeUpActor", "WakeUpBoard", "WakeUpStatus"]
+
+
+@dataclass(slots=True)
+class _Activated:
+    agent: Agent
+    session_id: str
+    quiet_until: int  # monotonic ms
+    passivating: bool = False
+
+
+@dataclass(slots=True)
+class _Backoff:
+    until: int  # monotonic ms
+    failures: int = 1
+
+
+@dataclass(slots=True)
+class _Counters:
+    activations: int = 0
+    declined: int = 0
+    failures: int = 0
+    passivations: int = 0
+    passes: int = 0
+    contained: int = 0
+    restarts: int = 0
+
+
+class WakeUpActor(MailboxActor):
+    """Wakes cold sessions through the host's activation. See the module docstring.
+
+    ``owner_quiet(agent)`` (from the plugin) tells whether the agent's owner has
+    nothing in flight, queued or waiting for idleness. ``board`` is shared with
+    the plugin: the agents this actor manages and its status.
+    """
+
+    def __init__(
+        self,
+        activation: SessionActivation,
+        host: HostContext,
+        policy: WakePolicy,
+        owner_quiet: Callable[[Agent], bool],
+        board: WakeUpBoard,
+        *,
+        supervisor: OwnerSupervisor | None = None,
+    ) -> None:
+        super().__init__()
+        self._activation = activation
+        self._passivation = activation if isinstance(activation, SessionPassivation) else None
+        self._host = host
+        self._policy = policy
+        self._owner_quiet = owner_quiet
+        self._board = board
+        self._supervisor = supervisor
+        self._log = host.logger.getChild("wake_up")
+        self._counters = _Counters()
+        self._in_flight: set[str] = set()
+        self._passivating: set[str] = set()
+        self._activated: dict[str, _Activated] = {}
+        self._backoff: dict[str, _Backoff] = {}
+        self._timer: Cancellable | None = None
+        self._timer_delay: int | None = None
+        self._generation = 0
+        self._moved_posted = False
+        self._unsubscribe: Callable[[], None] | None = None
+        self._disposing = False
+        self._dispose_replies: list[Future[None]] = []
+        self._restart_pending = False
+        self._faulted = False
+
+    # --- mailbox -------------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        """Handle one message; an unexpected exception is contained, never escapes."""
+        try:
+            return super().on_receive(message)
+        except Exception:
+            self._contain(message)
+            return None
+        finally:
+            self._publish()
+
+    def on_stop(self) -> None:
+        """Cancel the timer, stop listening, resolve every dispose request."""
+        self._cancel_timer()
+        self._stop_listening()
+        self._disposing = True
+        self._publish("disposed")
+        for reply in self._dispose_replies:
+            if not reply.done():
+                reply.set_result(None)
+
+    def handle_StartWakeUp(self, message: StartWakeUp) -> None:
+        """Listen for index changes, then run the first pass."""
+        if self._unsubscribe is None and not self._disposing:
+            try:
+                self._unsubscribe = self._activation.on_due_changed(self._due_changed)
+            except Exception:
+                self._log.warning("the host's due-change notifications could not be subscribed")
+        self._pass()
+
+    def handle_WakeUpTimerFired(self, message: WakeUpTimerFired) -> None:
+        """The timer woke: run a pass."""
+        if message.generation != self._generation or self._timer is None:
+            return
+        self._timer = None
+        self._timer_delay = None
+        self._pass()
+
+    def handle_DueIndexMoved(self, message: DueIndexMoved) -> None:
+        """A cold session's due time may have moved: run a pass."""
+        self._moved_posted = False
+        self._pass()
+
+    def handle_ClockJumped(self, message: ClockJumped) -> None:
+        """The wall clock jumped: the timer was armed from a reading that no longer holds."""
+        self._pass()
+
+    def handle_ActivationSettled(self, message: ActivationSettled) -> None:
+        """An activation finished: manage its agent, or back off from the session."""
+        self._in_flight.discard(message.session_id)
+        now = self._host.monotonic()
+        agent = message.agent
+        if message.failed or agent is None:
+            if message.failed:
+                self._counters.failures += 1
+            else:
+                self._counters.declined += 1
+            self._back_off(message.session_id, now)
+        else:
+            self._counters.activations += 1
+            self._backoff.pop(message.session_id, None)
+            if self._disposing or self._passivation is None:
+                pass  # nobody will let it go: it stays live like any resumed session
+            elif agent.id not in self._activated:
+                self._activated[agent.id] = _Activated(
+                    agent, message.session_id, now + self._quiet_ms()
+                )
+                self._board.add(agent.id)
+        if self._finish_if_disposed():
+            return
+        self._pass()
+
+    def handle_AgentActivity(self, message: AgentActivity) -> None:
+        """An activated agent reported a status: its quiet period starts again."""
+        entry = self._activated.get(message.agent_id)
+        if entry is not None and not entry.passivating:
+            entry.quiet_until = self._host.monotonic() + self._quiet_ms()
+            if self._timer is None and not self._disposing:
+                self._pass()
+
+    def handle_AgentGone(self, message: AgentGone) -> None:
+        """An activated agent was disposed by someone else: forget it."""
+        entry = self._activated.get(message.agent_id)
+        if entry is not None and not entry.passivating:
+            self._forget(message.agent_id)
+
+    def handle_PassivationSettled(self, message: PassivationSettled) -> None:
+        """The host let an agent go (or kept it): it is no longer managed here."""
+        self._passivating.discard(message.agent_id)
+        self._forget(message.agent_id)
+        if message.released:
+            self._counters.passivations += 1
+        elif message.failed:
+            self._counters.failures += 1
+        if self._finish_if_disposed():
+            return
+        self._pass()
+
+    def handle_RestartWakeUp(self, message: RestartWakeUp) -> None:
+        """The supervisor's back-off ended: run again (what is in flight was kept)."""
+        if self._disposing or not self._restart_pending:
+            return
+        self._restart_pending = False
+        self._faulted = False
+        self._counters.restarts += 1
+        self._log.warning("the wake-up actor restarted after a contained failure")
+        self._pass()
+
+    def handle_DisposeWakeUp(self, message: DisposeWakeUp) -> None:
+        """Stop waking sessions; finish once activations and passivations in flight settled."""
+        self._dispose_replies.append(message.reply)
+        if self._disposing:
+            return
+        self._disposing = True
+        self._cancel_timer()
+        self._stop_listening()
+        self._finish_if_disposed()
+
+    # --- the pass --------------------------------------------------------------------------
+
+    def _pass(self) -> None:
+        if self._disposing or self._restart_pending or self._faulted:
+            return
+        self._counters.passes += 1
+        now = self._host.clock()
+        mono = self._host.monotonic()
+        for session_id in [s for s, b in self._backoff.items() if b.until <= mono]:
+            del self._backoff[session_id]
+        self._start_activations(now)
+        self._let_go_of_quiet(now, mono)
+        self._arm_next(now, mono)
+
+    def _start_activations(self, now: int) -> None:
+        free = self._policy.max_concurrent - len(self._in_flight)
+        if free <= 0:
+            return  # the next settled activation runs a pass
+        skipped = len(self._in_flight) + len(self._backoff)
+        try:
+            due = self._activation.due_sessions(now, free + min(skipped, 1024))
+        except Exception:
+            self._log.warning("the host could not list due sessions; trying again later")
+            self._log.debug("due_sessions failure", exc_info=True)
+            return
+        for item in due:
+            session_id = item.session_id
+            if session_id in self._in_flight or session_id in self._backoff:
+                continue
+            self._activate(session_id)
+            if len(self._in_flight) >= self._policy.max_concurrent:
+                break
+
+    def _activate(self, session_id: str) -> None:
+        self._in_flight.add(session_id)
+        post = self._post
+        try:
+            future = self._activation.activate(session_id)
+        except Exception:
+            self._log.warning("activating session %r raised", session_id, exc_info=True)
+            post(ActivationSettled(session_id, None, failed=True))
+            return
+
+        def settled(done: Future[Agent | None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                post(ActivationSettled(session_id, None, failed=True))
+            else:
+                post(ActivationSettled(session_id, done.result()))
+
+        future.add_done_callback(settled)
+        self._log.debug("activating session %r", session_id)
+
+    def _let_go_of_quiet(self, now: int, mono: int) -> None:
+        passivation = self._passivation
+        quiet = self._policy.quiet_period_ms
+        if passivation is None or quiet is None:
+            return
+        for agent_id, entry in list(self._activated.items()):
+            if entry.passivating or entry.quiet_until > mono:
+                continue
+            if not self._is_quiet(entry.agent, now, quiet):
+                entry.quiet_until = mono + self._quiet_ms()
+                continue
+            entry.passivating = True
+            self._passivating.add(agent_id)
+            self._passivate(passivation, entry.agent)
+
+    def _is_quiet(self, agent: Agent, now: int, quiet: int) -> bool:
+        """Agent idle, owner quiet, and no reminder of its session due within ``quiet``."""
+        try:
+            if not self._owner_quiet(agent):
+                return False
+            idle = agent.when_idle()
+            settled = idle.done() and not idle.cancelled() and idle.exception() is None
+            if not idle.done():
+                idle.cancel()
+            if not settled:
+                return False
+            session = agent.session
+            folded = fold_schedule_events(session.events, session.header.seed_length or 0)
+        except Exception:
+            return False  # unreadable or corrupt: whoever owns it decides; ask again later
+        earliest = folded.earliest()
+        return earliest is None or earliest.target_ms - now > quiet
+
+    def _passivate(self, passivation: SessionPassivation, agent: Agent) -> None:
+        agent_id = agent.id
+        post = self._post
+        try:
+            future = passivation.passivate(agent)
+        except Exception:
+            self._log.warning("letting agent %r go raised", agent_id, exc_info=True)
+            post(PassivationSettled(agent_id, False, failed=True))
+            return
+
+        def settled(done: Future[bool]) -> None:
+            failed = done.cancelled() or done.exception() is not None
+            post(PassivationSettled(agent_id, not failed and done.result() is True, failed))
+
+        future.add_done_callback(settled)
+        self._log.debug("letting agent %r go", agent_id)
+
+    def _arm_next(self, now: int, mono: int) -> None:
+        delays = [self._policy.rescan_ms]
+        try:
+            due = self._activation.next_due()
+        except Exception:
+            self._log.warning("the host could not tell the next due session; trying again later")
+            self._log.debug("next_due failure", exc_info=True)
+            due = None
+        if due is not None and due > now:
+            delays.append(due - now)
+        delays += [b.until - mono for b in self._backoff.values()]
+        delays += [
+            e.quiet_until - mono for e in self._activated.values() if not e.passivating
+        ]
+        delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
+        self._log.debug("next due %s; waking again in %d ms", due, delay)
+        self._arm(delay)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _quiet_ms(self) -> int:
+        quiet = self._policy.quiet_period_ms
+        return quiet if quiet is not None else MAX_TIMER_DELAY_MS
+
+    def _back_off(self, session_id: str, mono: int) -> None:
+        previous = self._backoff.get(session_id)
+        failures = 1 if previous is None else previous.failures + 1
+        delay = min(self._policy.retry_ms << min(failures - 1, 30), self._policy.max_retry_ms)
+        self._backoff[session_id] = _Backoff(mono + delay, failures)
+
+    def _forget(self, agent_id: str) -> None:
+        self._activated.pop(agent_id, None)
+        self._board.discard(agent_id)
+
+    def _due_changed(self) -> None:
+        """The host's listener (any thread): post one coalesced :class:`DueIndexMoved`."""
+        if self._moved_posted:
+            return
+        self._moved_posted = True
+        self._post(DueIndexMoved())
+
+    def _arm(self, delay_ms: int) -> None:
+        self._cancel_timer()
+        self._generation += 1
+        generation = self._generation
+        post = self._post
+        self._timer = self._host.timers.call_later(
+            delay_ms, lambda: post(WakeUpTimerFired(generation))
+        )
+        self._timer_delay = delay_ms
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            with contextlib.suppress(Exception):
+                self._timer.cancel()
+            self._timer = None
+            self._timer_delay = None
+            self._generation += 1
+
+    def _stop_listening(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            try:
+                unsubscribe()
+            except Exception:
+                self._log.warning("unsubscribing from due-change notifications failed")
+
+    def _finish_if_disposed(self) -> bool:
+        if self._disposing and not self._in_flight and not self._passivating:
+            self.stop()
+            return True
+        return False
+
+    def _contain(self, message: Any) -> None:
+        """An unexpected exception escaped a handler: pause, and ask the supervisor."""
+        self._counters.contained += 1
+        self._cancel_timer()
+        kind = type(message).__name__
+        if self._disposing or self._restart_pending or self._faulted:
+            self._log.debug("the wake-up actor failed again on %s", kind, exc_info=True)
+            return
+        delay = None
+        if self._supervisor is not None:
+            try:
+                delay = self._supervisor.owner_failed()
+            except Exception:
+                self._log.exception("the supervisor of the wake-up actor failed")
+        if delay is None:
+            self._faulted = True
+            self._log.error(
+                "the wake-up actor failed on %s; cold sessions are no longer woken",
+                kind,
+                exc_info=True,
+            )
+        else:
+            self._restart_pending = True
+            self._log.warning(
+                "the wake-up actor failed on %s; restart in %d ms", kind, delay, exc_info=True
+            )
+
+    def _post(self, message: Any) -> None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell(message)
+
+    def _publish(self, state: WakeState | None = None) -> None:
+        if state is None:
+            if self._disposing:
+                state = "disposing"
+            elif self._restart_pending:
+                state = "restarting"
+            elif self._faulted:
+                state = "faulted"
+            else:
+                state = "running"
+        c = self._counters
+        status = WakeUpStatus(
+            state=state,
+            in_flight=len(self._in_flight),
+            activated=len(self._activated),
+            backing_off=len(self._backoff),
+            next_wake_ms=self._timer_delay,
+            activations=c.activations,
+            declined=c.declined,
+            failures=c.failures,
+            passivations=c.passivations,
+            passes=c.passes,
+            contained_failures=c.contained,
+            restarts=c.restarts,
+        )
+        self._board.publish(status)

@@ -1,0 +1,242 @@
+"""Activation for the embedded host: wake cold sessions from the store's due index.
+
+:class:`EmbeddedActivation` implements
+:class:`~host_bridge.protocols.SessionActivation` and
+:class:`~host_bridge.protocols.SessionPassivation` for
+:class:`~host_bridge.embedded.host.EmbeddedHost` (see
+:meth:`EmbeddedHost.enable_activation`). It reads the store's due index
+(:mod:`host_bridge.embedded.due_index`) and takes a session the way every host
+does, so a session is live in one host at a time:
+
+* on SQLite the session's lock decides (a session live in another process is
+  skipped when listing and refused when claiming);
+* on PostgreSQL the claim locks the session's index row ``FOR UPDATE SKIP
+  LOCKED`` and takes its lease in the same short transaction, so many hosts
+  share the due sessions and two never activate the same one.
+
+An activation resumes the session (its whole log; unfinished inbox entries are
+queued again first) and spawns a root agent with the activation's model, in a
+worker thread; the plugin installs the owner on ``on_created`` and the owner
+delivers what is due. Passivation disposes that agent, detaches the session
+and gives it back to the store, unless another root agent (a person's) uses
+the session too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
+
+from host_bridge.embedded.agents import EmbeddedAgent, Model
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.futures import chain
+from host_bridge.protocols import Agent, DueSession
+
+if TYPE_CHECKING:
+    from host_bridge.embedded.host import EmbeddedHost
+
+__all__ = ["FILTER_WINDOW", "EmbeddedActivation"]
+
+_log = logging.getLogger("dsh_schedule.activation")
+
+FILTER_WINDOW = 1024
+"""How many due sessions an ``accept`` filter looks at (the earliest ones)."""
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
+
+
+class EmbeddedActivation:
+    """Wakes the embedded host's cold sessions; see the module docstring.
+
+    ``model`` runs the turns of activated agents (default: a model that
+    answers nothing). ``workers`` bounds the activations and passivations
+    running at once (each resumes or detaches one session on a worker thread).
+    ``accept`` limits which sessions are woken (say, the demo's own); it is
+    applied to the first :data:`FILTER_WINDOW` due sessions of the index.
+    Close it with :meth:`close` (the host does) after the plugin was disposed.
+    """
+
+    def __init__(
+        self,
+        host: EmbeddedHost,
+        *,
+        model: Model | None = None,
+        workers: int = 8,
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
+        store = host.persistence
+        if store is None:
+            raise ValueError("activation needs a host with a durable store")
+        self._host = host
+        self._store: SqliteEventStore = store
+        self._model = model
+        self._accept = accept
+        self._executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="dsh-activation")
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0  # activations and passivations submitted and not finished
+        self._listeners: list[Callable[[], None]] = []
+        self._mine: dict[str, EmbeddedAgent] = {}
+        self._closed = False
+        self._remove_store_listener = store.add_due_listener(self._on_commit)
+
+    # --- SessionActivation -------------------------------------------------------------
+
+    def next_due(self) -> int | None:
+        """The earliest due time among stored sessions no process holds."""
+        if self._accept is None:
+            return self._store.next_due()
+        found = self._filtered(None, 1)
+        return found[0].due_ms if found else None
+
+    def due_sessions(self, now_ms: int, limit: int) -> Sequence[DueSession]:
+        """Sessions due at ``now_ms`` that no process holds, earliest first."""
+        if self._accept is not None:
+            return self._filtered(now_ms, limit)
+        return [DueSession(s, d) for s, d in self._store.due_sessions(now_ms, limit)]
+
+    def _filtered(self, until_ms: int | None, limit: int) -> list[DueSession]:
+        accept = self._accept
+        assert accept is not None
+        window = self._store.due_sessions(until_ms, FILTER_WINDOW)
+        return [DueSession(s, d) for s, d in window if accept(s)][:limit]
+
+    def activate(self, session_id: str) -> Future[Agent | None]:
+        """Claim, resume and spawn a root agent on a worker thread; None when declined."""
+        future: Future[Agent | None] = Future()
+        try:
+            self._submit(self._activate, session_id, future)
+        except RuntimeError as error:  # closed
+            future.set_exception(error)
+        return future
+
+    def on_due_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Hear of commits that moved the due time of a session not live in this host."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # --- SessionPassivation ------------------------------------------------------------
+
+    def passivate(self, agent: Agent) -> Future[bool]:
+        """Dispose an activated agent and let its session go, on a worker thread."""
+        future: Future[bool] = Future()
+        try:
+            self._submit(self._passivate, agent, future)
+        except RuntimeError as error:
+            future.set_exception(error)
+        return future
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def activated(self) -> int:
+        """How many agents this activation spawned that are still live here."""
+        with self._lock:
+            return len(self._mine)
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Block until no activation or passivation runs (demos, tests, shutdown).
+
+        Raises ``TimeoutError`` when work is still running after ``timeout`` seconds.
+        """
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._running == 0, timeout):
+                raise TimeoutError("activations are still running")
+
+    def close(self) -> None:
+        """Stop listening and wait for the activations and passivations running; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._listeners.clear()
+        self._remove_store_listener()
+        self._executor.shutdown(wait=True)
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _submit(self, work: Callable[[_A], _R], argument: _A, target: Future[_R]) -> None:
+        """Run ``work(argument)`` on a worker and settle ``target`` like it.
+
+        Counted for :meth:`wait_idle` until ``target``'s callbacks (the wake-up
+        actor's post) have run. Raises ``RuntimeError`` once closed.
+        """
+        with self._idle:
+            self._running += 1
+        try:
+            running = self._executor.submit(work, argument)
+        except BaseException:
+            self._finished()
+            raise
+        chain(running, target)
+        running.add_done_callback(lambda _: self._finished())
+
+    def _finished(self, *_: object) -> None:
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
+
+    def _activate(self, session_id: str) -> Agent | None:
+        host = self._host
+        if host.sessions.get(session_id) is not None:
+            return None  # live here: its owner delivers
+        if not self._store.claim_due_session(session_id, host.clock()):
+            _log.debug("session %r is held elsewhere or no longer due", session_id)
+            return None
+        session = host.sessions.resume_claimed(session_id)
+        try:
+            agent = host.agents.spawn(session, model=self._model)
+        except BaseException:
+            host.sessions.detach(session)
+            raise
+        with self._lock:
+            self._mine[agent.id] = agent
+        _log.info("woke session %r (agent %r)", session_id, agent.id)
+        return agent
+
+    def _passivate(self, agent: Agent) -> bool:
+        host = self._host
+        with self._lock:
+            mine = self._mine.get(agent.id) is agent
+        if not mine or not isinstance(agent, EmbeddedAgent):
+            return False
+        session = agent.session
+        others = [a for a in host.agents.roots() if a is not agent and a.session is session]
+        if others:
+            with self._lock:
+                self._mine.pop(agent.id, None)
+            return False  # someone else uses the session: it stays live
+        _log.info("letting session %r go (agent %r was quiet)", session.id, agent.id)
+        host.agents.dispose(agent)
+        host.sessions.detach(session)
+        with self._lock:
+            self._mine.pop(agent.id, None)
+        self._notify()
+        return True
+
+    def _on_commit(self, moved: dict[str, int | None]) -> None:
+        """The store's writer committed index changes (writer thread): tell the listeners."""
+        sessions = self._host.sessions
+        if any(sessions.get(session_id) is None for session_id in moved):
+            self._notify()
+
+    def _notify(self) -> None:
+        with self._lock:
+            listeners = tuple(self._listeners)
+        for listener in listeners:
+            try:
+                listener()
+            except Exception:
+                _log.warning("a due-change listener failed", exc_info=True)
+

@@ -1,0 +1,287 @@
+"""The due index: a projection of the session logs that says when each stored session is due.
+
+A host that wakes cold sessions (see :class:`host_bridge.protocols.SessionActivation`)
+must find the sessions with something to deliver without reading every log.
+The embedded stores keep one row per such session::
+
+    due_index(session_id, due_ms, schedule_ms, inbox_ms)
+
+* ``schedule_ms``: the earliest target of the session's active reminders, all
+  kinds (the fold of its own ``schedule/change`` suffix, ``events[seed_length:]``;
+  a fork does not inherit its parent's reminders); ``None`` when nothing is
+  active or the stream is corrupt (a corrupt stream delivers nothing);
+* ``inbox_ms``: the queue time of the oldest *reminder* inbox entry whose turn
+  never completed (see :mod:`host_bridge.embedded.inbox`): a reminder whose
+  ``dispatch`` is durable but whose turn a crash cut is still owed to the
+  person, so the session is due at once; person prompts do not count;
+* ``due_ms``: the earlier of the two. A session with neither has no row.
+
+The row is written by the store's writer **in the same transaction** as the
+rows that moved it, so the index can never disagree with the committed logs,
+whatever crashes in between; it is rebuilt from the logs when the schema is
+migrated and by ``dsh-schedule reindex``, and ``dsh-schedule verify`` compares
+it with the logs.
+
+This module is the projection itself (pure, apart from decoding payloads):
+:class:`SessionProjection` folds one session's events, and :class:`DueProjector`
+keeps the writer's per-session state between commits (a bounded cache; a
+session whose state is missing or not contiguous with the rows being written is
+re-read inside the write transaction).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from host_bridge.embedded.codec import PayloadError, decode_payload
+from host_bridge.embedded.inbox import (
+    INBOX_EVENT,
+    TURN_COMPLETED_EVENT,
+    completed_entry,
+    message_of,
+)
+from messages.errors import ScheduleLogError
+from messages.fold import FoldedSchedules, check_schedule_candidate
+from messages.presentation import REMINDER_SOURCE
+from messages.records import SCHEDULE_CHANGE_TYPE
+
+__all__ = [
+    "DEFAULT_CACHE_SESSIONS",
+    "WAKE_EVENT_TYPES",
+    "DueEntry",
+    "DueProjector",
+    "IndexPlan",
+    "SessionProjection",
+    "StoredRow",
+    "project_logs",
+    "project_session",
+]
+
+WAKE_EVENT_TYPES: tuple[str, ...] = (SCHEDULE_CHANGE_TYPE, INBOX_EVENT, TURN_COMPLETED_EVENT)
+"""The event types that can move a session's due index row."""
+
+DEFAULT_CACHE_SESSIONS = 4096
+"""How many sessions' projection state a store's writer keeps between commits."""
+
+StoredRow = tuple[int, str, int, Any]
+"""``(seq, type, time, data)`` of one stored event; ``data`` is decoded or payload bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class DueEntry:
+    """One session's due index row: see the module docstring.
+
+    ``due_ms`` is the earlier of ``schedule_ms`` and ``inbox_ms`` (never both None).
+    """
+
+    schedule_ms: int | None
+    inbox_ms: int | None
+
+    @property
+    def due_ms(self) -> int:
+        """When the session is due: the earlier of its reminder target and its owed turn."""
+        values = [v for v in (self.schedule_ms, self.inbox_ms) if v is not None]
+        return min(values)
+
+    @staticmethod
+    def of(schedule_ms: int | None, inbox_ms: int | None) -> DueEntry | None:
+        """The entry, or ``None`` when there is nothing to wake the session for."""
+        if schedule_ms is None and inbox_ms is None:
+            return None
+        return DueEntry(schedule_ms, inbox_ms)
+
+
+@dataclass(slots=True)
+class SessionProjection:
+    """The due-index state of one session, folded event by event in log order.
+
+    ``next_seq`` is the seq the next event must have; events before
+    ``seed_length`` (a fork's inherited ones) are skipped.
+    """
+
+    seed_length: int = 0
+    next_seq: int = 0
+    folded: FoldedSchedules | None = field(default_factory=FoldedSchedules)  # None: corrupt
+    pending: dict[int, int] = field(default_factory=dict)  # reminder inbox seq -> queue time
+
+    def copy(self) -> SessionProjection:
+        """An independent copy (the fold is immutable; the pending map is copied)."""
+        return SessionProjection(self.seed_length, self.next_seq, self.folded, dict(self.pending))
+
+    def apply(self, seq: int, type_: str, time_ms: int, data: Any) -> None:
+        """Fold one event (``data`` decoded, or msgpack bytes decoded here when needed)."""
+        self.next_seq = seq + 1
+        if seq < self.seed_length or type_ not in WAKE_EVENT_TYPES:
+            return
+        if isinstance(data, bytes | bytearray | memoryview):
+            try:
+                data = decode_payload(bytes(data))
+            except PayloadError:
+                data = None  # an unreadable payload: corrupt for the fold, ignored by the inbox
+        if type_ == SCHEDULE_CHANGE_TYPE:
+            if self.folded is not None:
+                try:
+                    self.folded = check_schedule_candidate(self.folded, data)
+                except ScheduleLogError:
+                    self.folded = None  # corrupt: the owner delivers nothing, nor do we wake it
+        elif type_ == INBOX_EVENT:
+            message = message_of(data)
+            if message is not None and dict(message.source) == dict(REMINDER_SOURCE):
+                self.pending[seq] = time_ms
+        else:
+            done = completed_entry(data)
+            if done is not None:
+                self.pending.pop(done, None)
+
+    def entry(self) -> DueEntry | None:
+        """The session's due index row now (``None``: no row)."""
+        earliest = None if self.folded is None else self.folded.earliest()
+        schedule_ms = None if earliest is None else earliest.target_ms
+        inbox_ms = min(self.pending.values()) if self.pending else None
+        return DueEntry.of(schedule_ms, inbox_ms)
+
+
+def project_session(seed_length: int | None, rows: Iterable[StoredRow]) -> SessionProjection:
+    """Fold a session's stored events (in seq order) into its projection."""
+    state = SessionProjection(seed_length=seed_length or 0)
+    for seq, type_, time_ms, data in rows:
+        state.apply(seq, type_, time_ms, data)
+    return state
+
+
+def project_logs(
+    rows: Iterable[tuple[str, int | None, int, str, int, Any]],
+) -> Iterator[tuple[str, DueEntry]]:
+    """The index rows of many sessions, from ``(session_id, seed_length, seq, type, time, data)``.
+
+    ``rows`` are the wake-relevant events (:data:`WAKE_EVENT_TYPES`) of every
+    session, grouped by session and in seq order within one; sessions without
+    an entry are not yielded. Used to build the index (migration, reindex).
+    """
+    current: str | None = None
+    state = SessionProjection()
+    for session_id, seed_length, seq, type_, time_ms, data in rows:
+        if session_id != current:
+            if current is not None:
+                entry = state.entry()
+                if entry is not None:
+                    yield current, entry
+            current = session_id
+            state = SessionProjection(seed_length=seed_length or 0)
+        state.apply(seq, type_, time_ms, data)
+    if current is not None:
+        entry = state.entry()
+        if entry is not None:
+            yield current, entry
+
+
+ReadSession = Callable[[str], tuple[int | None, int, Sequence[StoredRow]] | None]
+"""Reads ``(seed_length, next_seq, wake-relevant rows)`` of a session inside the write
+transaction (so it includes the rows just inserted), or ``None`` when it is not stored."""
+
+
+@dataclass(slots=True)
+class IndexPlan:
+    """What one write transaction changes in the due index, and the state to keep after it.
+
+    ``changes`` maps each session whose row must be written to its new entry
+    (``None``: delete the row). Call :meth:`adopt` only once the transaction committed.
+    """
+
+    changes: dict[str, DueEntry | None]
+    states: dict[str, SessionProjection]
+    projector: DueProjector
+
+    def adopt(self) -> None:
+        """The transaction committed: keep the new per-session states."""
+        self.projector._adopt(self.states)
+
+
+class DueProjector:
+    """The writer-side projection: per-session state kept across commits (LRU-bounded)."""
+
+    def __init__(self, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
+        self._cache: OrderedDict[str, SessionProjection] = OrderedDict()
+        self._limit = max(0, cache_sessions)
+        self._mutex = threading.Lock()  # the writer plans and adopts; any thread may forget
+        self.reads = 0  # sessions re-read inside a write transaction (cache misses)
+
+    def plan(
+        self,
+        rows: Sequence[tuple[str, int, str, int, bytes]],
+        new_sessions: Mapping[str, int | None],
+        read: ReadSession,
+    ) -> IndexPlan:
+        """The index changes of a batch about to be committed.
+
+        ``rows`` are the batch's event rows ``(session_id, seq, type, time,
+        payload)`` in queue order; ``new_sessions`` maps the sessions the batch
+        creates to their ``seed_length``. ``read`` is called (inside the write
+        transaction, after the rows were inserted) for a session whose state is
+        not cached or not contiguous with its rows and that has a wake-relevant row.
+        """
+        by_session: dict[str, list[tuple[str, int, str, int, bytes]]] = {}
+        for row in rows:
+            by_session.setdefault(row[0], []).append(row)
+        changes: dict[str, DueEntry | None] = {}
+        states: dict[str, SessionProjection] = {}
+        for session_id, group in by_session.items():
+            with self._mutex:
+                cached = self._cache.get(session_id)
+            first = group[0][1]
+            relevant = any(row[2] in WAKE_EVENT_TYPES for row in group)
+            if session_id in new_sessions:
+                before: DueEntry | None = None
+                state = SessionProjection(seed_length=new_sessions[session_id] or 0)
+            elif cached is not None and cached.next_seq == first:
+                before = cached.entry()
+                state = cached.copy()
+            elif not relevant:
+                continue  # nothing here moves the row; the state is read when something does
+            else:
+                stored = read(session_id)
+                self.reads += 1
+                if stored is None:
+                    continue
+                seed_length, next_seq, stored_rows = stored
+                state = project_session(seed_length, stored_rows)
+                state.next_seq = next_seq
+                changes[session_id] = state.entry()
+                states[session_id] = state
+                continue
+            for _, seq, type_, time_ms, payload in group:
+                state.apply(seq, type_, time_ms, payload)
+            after = state.entry()
+            if after != before:
+                changes[session_id] = after
+            states[session_id] = state
+        return IndexPlan(changes, states, self)
+
+    def forget(self, session_id: str) -> None:
+        """Drop a session's state (it went offline; the next write re-reads it)."""
+        with self._mutex:
+            self._cache.pop(session_id, None)
+
+    def clear(self) -> None:
+        """Drop every session's state."""
+        with self._mutex:
+            self._cache.clear()
+
+    @property
+    def cached(self) -> int:
+        """How many sessions' state is kept."""
+        with self._mutex:
+            return len(self._cache)
+
+    def _adopt(self, states: Mapping[str, SessionProjection]) -> None:
+        with self._mutex:
+            cache = self._cache
+            for session_id, state in states.items():
+                cache[session_id] = state
+                cache.move_to_end(session_id)
+            while len(cache) > self._limit:
+                cache.popitem(last=False)

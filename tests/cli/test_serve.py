@@ -1,0 +1,250 @@
+"""``dsh-schedule serve``: real subprocesses on a real store deliver reminders of closed sessions.
+
+Waits are on the processes' output lines (read by a thread into a queue), never
+on sleeps. Counts come from the store: each reminder must have exactly one
+``dispatch``, one reminder inbox entry and one completed turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from host_bridge.clock import wall_clock_ms
+from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
+from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from tests.cli.helpers import REPO, cli_env, create, message, write_session
+
+TIMEOUT = 60.0
+EOF_LINE = "\x00end of output"
+"""Put on :attr:`Proc.lines` when the process's stdout ends."""
+
+
+class Proc:
+    """A subprocess whose stdout and stderr lines are collected by threads."""
+
+    def __init__(self, args: Sequence[str], home: Path, env: dict[str, str] | None = None) -> None:
+        environment = cli_env(home)
+        environment.update(env or {})
+        self.popen = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        assert self.popen.stdout is not None and self.popen.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.popen.stdout, self.out, True)),
+            threading.Thread(target=self._read, args=(self.popen.stderr, self.err, False)),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str], into: list[str], announce: bool) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+            if announce:
+                self.lines.put(line.rstrip("\n"))
+        if announce:
+            self.lines.put(EOF_LINE)
+
+    def wait_line(self, predicate: str) -> str:
+        """The next stdout line containing ``predicate`` (fails after the timeout)."""
+        while True:
+            try:
+                line = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                seen = f"{self.out} {self.err}"
+                raise AssertionError(f"no line with {predicate!r}; got {seen}") from None
+            if line == EOF_LINE:
+                raise AssertionError(f"the process ended; no line with {predicate!r}: {self.out}")
+            if predicate in line:
+                return line
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.popen.send_signal(sig)
+        code = self.popen.wait(timeout=TIMEOUT)
+        for reader in self._readers:
+            reader.join(timeout=TIMEOUT)
+        return code
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()
+
+
+def serve(procs: list[Proc], data_dir: Path, home: Path, *extra: str) -> Proc:
+    proc = Proc(["-m", "host_bridge.cli", "serve", "--data", str(data_dir), *extra], home)
+    procs.append(proc)
+    proc.wait_line("serving ")
+    return proc
+
+
+def due_sessions(data_dir: Path, count: int, *, due_ms: int | None = None) -> list[str]:
+    """Store ``count`` closed sessions, each with one reminder due at ``due_ms`` (default: now)."""
+    due = wall_clock_ms() if due_ms is None else due_ms
+    ids = [f"chat-{i:03d}" for i in range(count)]
+    for session_id in ids:
+        write_session(
+            data_dir,
+            session_id,
+            [message("remind me"), create("schedule-1", f"stretch {session_id}", 1, due - 1000)],
+        )
+    return ids
+
+
+def delivery_counts(data_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """Per session: dispatches, reminder inbox entries and their completed turns, from the store."""
+    store = SqliteEventStore(store_path(data_dir), create=False)
+    try:
+        counts: dict[str, tuple[int, int, int]] = {}
+        for session_id in store.session_ids():
+            stored = store.load(session_id)
+            assert stored is not None
+            events = stored.events
+            dispatches = sum(
+                1
+                for e in events
+                if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
+            )
+            inbox = [
+                e.seq
+                for e in events
+                if e.type == INBOX_EVENT and e.data["source"].get("plugin") == "tool-schedule"
+            ]
+            done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
+            completed = sum(done[seq] for seq in inbox)
+            counts[session_id] = (dispatches, len(inbox), completed)
+        assert store.due_entries() == {}  # nothing owed any more
+        return counts
+    finally:
+        store.close()
+
+
+def test_serve_delivers_the_reminders_of_closed_sessions_prints_and_notifies_them(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    ids = due_sessions(data_dir, 2)
+    notes = data_dir / "notes.jsonl"
+    proc = serve(procs, data_dir, home, "--notify-command", f"cat >> '{notes}'")
+    seen = {proc.wait_line("reminder schedule-1 of session"), proc.wait_line("reminder schedule-1")}
+    assert {line.split(" of session ")[1].split(" ")[0] for line in seen} == set(ids)
+    assert all('"stretch chat-' in line for line in seen)
+    assert proc.stop() == 0
+    assert proc.out[-1] == "stopped; 2 reminder(s) presented"
+    objects = [json.loads(line) for line in notes.read_text("utf-8").splitlines()]
+    assert sorted(o["session_id"] for o in objects) == ids
+    assert all(
+        set(o) == {"session_id", "schedule_id", "prompt", "occurrence_at", "presented_at"}
+        for o in objects
+    )
+    assert delivery_counts(data_dir) == {session_id: (1, 1, 1) for session_id in ids}
+
+
+def test_a_failing_notify_command_is_reported_and_serving_goes_on(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    ids = due_sessions(data_dir, 2)
+    proc = serve(procs, data_dir, home, "--notify-command", "exit 3")
+    proc.wait_line("reminder schedule-1")
+    proc.wait_line("reminder schedule-1")
+    assert proc.stop(signal.SIGINT) == 0
+    failures = [line for line in proc.err if line.startswith("notify:")]
+    assert len(failures) == 2 and all("exited with status 3" in f for f in failures)
+    assert delivery_counts(data_dir) == {session_id: (1, 1, 1) for session_id in ids}
+
+
+def test_a_reminder_coming_due_while_serving_is_delivered(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    proc = serve(procs, data_dir, home)
+    (session,) = due_sessions(data_dir, 1, due_ms=wall_clock_ms() + 1_500)
+    proc.wait_line(f"of session {session}")  # the index is re-read every second
+    assert proc.stop() == 0
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}
+
+
+def test_two_serve_processes_on_one_store_deliver_each_reminder_once(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    ids = due_sessions(data_dir, 30)
+    store_path(data_dir).with_name("sessions.sqlite3.locks").touch()
+    both = [serve(procs, data_dir, home, "--concurrency", "4") for _ in range(2)]
+    merged: queue.Queue[str] = queue.Queue()
+    for proc in both:
+        threading.Thread(target=_forward, args=(proc, merged), daemon=True).start()
+    printed = [merged.get(timeout=TIMEOUT) for _ in ids]
+    assert all(proc.stop() == 0 for proc in both)
+    sessions = [line.split(" of session ")[1].split(" ")[0] for line in printed]
+    assert sorted(sessions) == ids  # each once, across both processes
+    assert delivery_counts(data_dir) == {session_id: (1, 1, 1) for session_id in ids}
+
+
+def _forward(proc: Proc, into: queue.Queue[str]) -> None:
+    while True:
+        try:
+            line = proc.lines.get(timeout=TIMEOUT)
+        except queue.Empty:
+            return
+        if line == EOF_LINE:
+            return
+        if " reminder " in line:
+            into.put(line)
+
+
+@pytest.mark.parametrize("mode", ["commit", "turn"])
+def test_serve_killed_during_an_activation_loses_nothing_and_repeats_nothing(
+    data_dir: Path, home: Path, procs: list[Proc], mode: str
+) -> None:
+    (session,) = due_sessions(data_dir, 1)
+    child = Proc(["-m", "bench._serve_child", str(data_dir), mode], home)
+    procs.append(child)
+    child.wait_line(f"PAUSED {mode}")
+    assert child.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert not [line for line in child.out if " reminder " in line]
+    proc = serve(procs, data_dir, home)
+    proc.wait_line(f"of session {session}")
+    assert proc.stop() == 0
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}
+    assert os.path.exists(store_path(data_dir))
+
+
+def test_serve_escapes_what_the_store_holds(data_dir: Path, home: Path, procs: list[Proc]) -> None:
+    hostile = "red\x1b[31m\nforged line\u202e"
+    write_session(
+        data_dir,
+        "chat\x1b]0;title\x07",
+        [create("schedule-1", hostile, 1, wall_clock_ms() - 1000)],
+    )
+    proc = serve(procs, data_dir, home)
+    line = proc.wait_line("reminder schedule-1")
+    assert proc.stop() == 0
+    assert "\x1b" not in "\n".join(proc.out) and "\u202e" not in "\n".join(proc.out)
+    assert "of session chat\\x1b]0;title\\x07 (due " in line
+    assert '"red\\u001b[31m\\nforged line\\u202e"' in line
+    assert not any(out.startswith("forged line") for out in proc.out)

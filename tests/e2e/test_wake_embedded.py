@@ -1,0 +1,205 @@
+"""Waking cold sessions on the embedded host: real SQLite, real actors, fake time, both runtimes.
+
+A first host creates reminders and closes. A second host on the same store has
+never opened the session: its wake-up actor activates it when the reminder is
+due, the owner delivers it to the activation's model, and once the agent was
+quiet for the quiet period the session is let go again, to be woken once more
+for its next reminder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from actors.runtime import Runtime, get_runtime
+from host_bridge.embedded.agents import Turn
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.testing import FakeClock, FakeTimers, settle
+from messages.records import SCHEDULE_CHANGE_TYPE
+
+TIMEOUT = 20.0
+
+
+class Recorder:
+    """A model that records the reminder turns it runs and answers the create prompts."""
+
+    def __init__(self) -> None:
+        self.reminders: list[tuple[str, str]] = []
+        self.lock = threading.Condition()
+
+    def __call__(self, turn: Turn) -> str | None:
+        text = turn.message.text
+        if text.startswith("remind "):
+            _, seconds, prompt = text.split(" ", 2)
+            turn.call_tool("schedule_create", {"prompt": prompt, "after_seconds": int(seconds)})
+            return "Scheduled."
+        if text.startswith("[SCHEDULE REMINDER]"):
+            with self.lock:
+                self.reminders.append((turn.agent.session.id, text.splitlines()[2]))
+                self.lock.notify_all()
+            return "Presented."
+        return None
+
+    def wait_for(self, count: int) -> None:
+        with self.lock:
+            assert self.lock.wait_for(lambda: len(self.reminders) >= count, TIMEOUT)
+
+
+@pytest.fixture(params=("threading", "gevent"))
+def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
+    yield get_runtime(request.param)
+    pykka.ActorRegistry.stop_all()
+
+
+def quiet(plugin: SchedulePlugin, host: EmbeddedHost) -> None:
+    """Let the wake-up actor, activations, owners and agents run until none has work left."""
+    wake = plugin.wake_up
+    activation = host.activation
+    assert wake is not None and activation is not None
+    for _ in range(50):
+        settle(wake, timeout=TIMEOUT)
+        activation.wait_idle(TIMEOUT)
+        for agent in plugin.agents():
+            plugin.wait_quiet(agent, TIMEOUT)
+            agent.when_idle().result(timeout=TIMEOUT)
+        settle(wake, timeout=TIMEOUT)
+        status = plugin.status()
+        busy = any(o.busy for o in status.owners) or any(
+            a.status != "idle" for a in host.agents.roots()
+        )
+        assert status.wake_up is not None
+        if not busy and status.wake_up.in_flight == 0:
+            activation.wait_idle(TIMEOUT)
+            return
+    raise AssertionError("the host never became quiet")
+
+
+def advance(timers: FakeTimers, ms: int, plugin: SchedulePlugin, host: EmbeddedHost) -> None:
+    """Let ``ms`` of fake time pass timer by timer, letting the host become quiet after each."""
+    clock = timers.clock
+    target = clock.monotonic() + ms
+    for _ in range(1_000):
+        armed = timers.armed()
+        if not armed or clock.monotonic() + armed[0] > target:
+            break
+        timers.advance(armed[0])
+        quiet(plugin, host)
+    else:
+        raise AssertionError("timers kept firing")
+    timers.advance(target - clock.monotonic())
+    quiet(plugin, host)
+
+
+def stored_changes(path: Path, session_id: str) -> list[tuple[str, Any]]:
+    store = SqliteEventStore(path, create=False)
+    try:
+        stored = store.load(session_id)
+    finally:
+        store.close()
+    assert stored is not None
+    return [
+        (e.data["operation"], e.data.get("id") or e.data["schedule"]["id"])
+        for e in stored.events
+        if e.type == SCHEDULE_CHANGE_TYPE
+    ]
+
+
+def test_a_host_that_never_opened_a_session_delivers_its_reminders(
+    tmp_path: Path, runtime: Runtime
+) -> None:
+    clock = FakeClock()
+    first_timers = FakeTimers(clock)
+    first = EmbeddedHost(tmp_path, clock=clock, timers=first_timers, runtime=runtime)
+    plugin = install_schedule(first.context(), runtime=runtime)
+    author = Recorder()
+    agent = first.spawn_root(model=author, session_id="chat")
+    agent.prompt("remind 60 stretch")
+    agent.prompt("remind 3600 drink water")
+    for _ in range(3):
+        plugin.wait_quiet(agent, TIMEOUT)
+        agent.when_idle().result(timeout=TIMEOUT)
+    plugin.dispose().result(timeout=TIMEOUT)
+    assert first.close() is None  # the person closed the chat: nobody has the session open
+
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
+    model = Recorder()
+    host.enable_activation(model=model)
+    policy = WakePolicy(rescan_ms=600_000, quiet_period_ms=30_000)
+    context = dataclasses.replace(host.context(), clock_watch_ms=None)  # no tick per fake second
+    plugin = install_schedule(context, runtime=runtime, wake_policy=policy)
+    try:
+        quiet(plugin, host)
+        assert host.sessions.list() == ()  # nothing due yet: nothing woken
+        advance(timers, 59_999, plugin, host)
+        assert model.reminders == []
+        advance(timers, 1, plugin, host)
+        model.wait_for(1)
+        assert model.reminders == [("chat", 'schedule_id_json: "schedule-1"')]
+        assert [s.id for s in host.sessions.list()] == ["chat"]
+
+        advance(timers, 30_000, plugin, host)  # quiet for the quiet period: let go
+        assert host.sessions.list() == ()
+        status = plugin.status().wake_up
+        assert status is not None and status.activations == 1 and status.passivations == 1
+
+        advance(timers, 3_600_000, plugin, host)  # the second reminder wakes it again
+        model.wait_for(2)
+        assert [r[1] for r in model.reminders] == [
+            'schedule_id_json: "schedule-1"',
+            'schedule_id_json: "schedule-2"',
+        ]
+    finally:
+        plugin.dispose().result(timeout=TIMEOUT)
+        host.close()
+    changes = stored_changes(tmp_path / "sessions.sqlite3", "chat")
+    assert changes == [
+        ("create", "schedule-1"),
+        ("create", "schedule-2"),
+        ("dispatch", "schedule-1"),
+        ("dispatch", "schedule-2"),
+    ]
+    store = SqliteEventStore(tmp_path / "sessions.sqlite3", create=False)
+    try:
+        assert store.due_entries() == {}  # every turn completed: nothing is due
+    finally:
+        store.close()
+
+
+def test_a_session_live_in_another_host_is_not_woken(tmp_path: Path, runtime: Runtime) -> None:
+    clock = FakeClock()
+    first = EmbeddedHost(tmp_path, clock=clock, timers=FakeTimers(clock), runtime=runtime)
+    first_plugin = install_schedule(first.context(), runtime=runtime)
+    author = Recorder()
+    agent = first.spawn_root(model=author, session_id="chat")
+    agent.prompt("remind 60 stretch")
+    first_plugin.wait_quiet(agent, TIMEOUT)
+    agent.when_idle().result(timeout=TIMEOUT)
+
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
+    model = Recorder()
+    host.enable_activation(model=model)
+    policy = WakePolicy(rescan_ms=1_000, quiet_period_ms=30_000)
+    plugin = install_schedule(host.context(), runtime=runtime, wake_policy=policy)
+    try:
+        clock.advance(60_000)  # the reminder is due; the first host's timers did not run yet
+        advance(timers, 1_000, plugin, host)
+        assert host.sessions.list() == ()  # the session is live in the first host
+        assert model.reminders == []
+        status = plugin.status().wake_up
+        assert status is not None and status.activations == 0
+    finally:
+        plugin.dispose().result(timeout=TIMEOUT)
+        host.close()
+        first_plugin.dispose().result(timeout=TIMEOUT)
+        first.close()

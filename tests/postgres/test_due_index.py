@@ -1,0 +1,341 @@
+"""The due index on both backends: kept in the same commit, rebuilt from the logs, claimed once."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.due_index import DueEntry, project_session
+from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.protocols import SessionEvent, SessionHeader
+from messages.instant import format_instant
+from messages.records import SCHEDULE_CHANGE_TYPE
+
+TIMEOUT = 20.0
+T0 = 1_800_000_000_000
+REMINDER_SOURCE = {"kind": "plugin", "plugin": "tool-schedule"}
+
+StoreFactory = Callable[..., SqliteEventStore]
+
+
+@pytest.fixture(autouse=True)
+def _stop_actors() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture(params=("sqlite", "postgresql"))
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """``(kind, location)`` of one backend."""
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path / "sessions.sqlite3")
+    return "postgresql", str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def make_store(spec: tuple[str, str]) -> Iterator[StoreFactory]:
+    opened: list[SqliteEventStore] = []
+
+    def make(**options: Any) -> SqliteEventStore:
+        kind, location = spec
+        if kind == "sqlite":
+            store = SqliteEventStore(location, **options)
+        else:
+            from host_bridge.embedded.postgres_store import PostgresEventStore
+
+            store = PostgresEventStore(location, **options)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        if not store.closed:
+            store.close()
+
+
+class Log:
+    """Appends to one session of one store and remembers the next seq."""
+
+    def __init__(self, store: SqliteEventStore, session_id: str, seq: int = 0) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.seq = seq
+
+    def add(self, type_: str, data: Any, time_ms: int = T0) -> int:
+        event = SessionEvent(type_, self.seq, time_ms, data)
+        self.store.record_append(self.session_id, event, encode_payload(data))
+        self.seq += 1
+        return event.seq
+
+    def change(self, data: dict[str, Any]) -> int:
+        return self.add(SCHEDULE_CHANGE_TYPE, data)
+
+    def flush(self) -> None:
+        assert self.store.flush(self.session_id).result(TIMEOUT) is True
+
+
+def at(schedule_id: str, due_ms: int) -> dict[str, Any]:
+    when = format_instant(due_ms)
+    schedule = {"id": schedule_id, "kind": "at", "prompt": "p", "scheduledAt": when}
+    return {"version": 1, "operation": "create", "schedule": schedule}
+
+
+def every(schedule_id: str, due_ms: int, seconds: int = 300) -> dict[str, Any]:
+    schedule = {
+        "id": schedule_id,
+        "kind": "every",
+        "prompt": "p",
+        "everySeconds": seconds,
+        "scheduledAt": format_instant(due_ms),
+    }
+    return {"version": 1, "operation": "create", "schedule": schedule}
+
+
+def dispatch(schedule_id: str, accepted_ms: int | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"version": 1, "operation": "dispatch", "id": schedule_id}
+    if accepted_ms is not None:
+        data["acceptedAt"] = format_instant(accepted_ms)
+    return data
+
+
+def delete(schedule_id: str) -> dict[str, Any]:
+    return {"version": 1, "operation": "delete", "id": schedule_id}
+
+
+def new_log(store: SqliteEventStore, session_id: str) -> Log:
+    store.acquire_session(session_id)
+    store.create_session(SessionHeader(session_id))
+    return Log(store, session_id)
+
+
+def from_log(store: SqliteEventStore, session_id: str) -> DueEntry | None:
+    """What the index row should be, projected from the stored log."""
+    stored = store.load(session_id)
+    assert stored is not None
+    events = ((e.seq, e.type, e.time, e.data) for e in stored.events)
+    return project_session(stored.header.seed_length, events).entry()
+
+
+def test_the_index_follows_every_kind_with_each_commit(make_store: StoreFactory) -> None:
+    store, reader = make_store(), make_store()
+    log = new_log(store, "s")
+    steps: list[tuple[dict[str, Any], DueEntry | None]] = [
+        (at("schedule-1", T0 + 60_000), DueEntry(T0 + 60_000, None)),
+        (every("schedule-2", T0 + 30_000), DueEntry(T0 + 30_000, None)),
+        (dispatch("schedule-2", T0 + 31_000), DueEntry(T0 + 60_000, None)),  # next: +330 s
+        (dispatch("schedule-1"), DueEntry(T0 + 330_000, None)),
+        (delete("schedule-2"), None),
+    ]
+    for data, expected in steps:
+        log.change(data)
+        log.add("message", {"role": "assistant", "content": "unrelated"})
+        log.flush()
+        assert reader.due_entry("s") == expected
+        assert from_log(reader, "s") == expected
+    assert reader.due_entries() == {}
+
+
+def test_a_failed_commit_writes_neither_the_rows_nor_their_index_row(
+    make_store: StoreFactory,
+) -> None:
+    failures = {"left": 1}
+
+    def hook() -> None:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+
+    store, reader = make_store(fault_hook=hook), make_store()
+    log = new_log(store, "s")
+    log.change(at("schedule-1", T0))
+    with pytest.raises(StoreWriteError):
+        store.flush("s").result(TIMEOUT)
+    assert reader.load("s") is None
+    assert reader.due_entries() == {}  # the crash point is between insert and COMMIT
+    log.flush()  # the retry commits both
+    assert reader.due_entry("s") == DueEntry(T0, None)
+    assert from_log(reader, "s") == DueEntry(T0, None)
+
+
+def test_a_fork_does_not_inherit_its_parents_reminders(make_store: StoreFactory) -> None:
+    store = make_store()
+    copied = SessionEvent(SCHEDULE_CHANGE_TYPE, 0, T0, at("schedule-1", T0))
+    store.acquire_session("child")
+    store.create_session(
+        SessionHeader("child", seed_length=1, parent_session="parent"),
+        [(copied, encode_payload(copied.data))],
+    )
+    log = Log(store, "child", seq=1)
+    log.add("message", {"role": "user", "content": "hi"})
+    log.flush()
+    assert store.due_entry("child") is None
+    log.change(at("schedule-1", T0 + 5_000))  # the child's own schedule-1
+    log.flush()
+    assert store.due_entry("child") == DueEntry(T0 + 5_000, None)
+
+
+def test_an_owed_reminder_turn_makes_the_session_due_until_it_completes(
+    make_store: StoreFactory,
+) -> None:
+    store = make_store()
+    log = new_log(store, "s")
+    prompt = log.add(INBOX_EVENT, {"content": ["hello"], "source": {"kind": "user"}}, T0 - 9)
+    log.flush()
+    assert store.due_entry("s") is None  # a person's prompt does not wake a session
+    log.change(at("schedule-1", T0))
+    entry = log.add(INBOX_EVENT, {"content": ["[SCHEDULE REMINDER]"], "source": REMINDER_SOURCE})
+    log.change(dispatch("schedule-1"))
+    log.flush()
+    assert store.due_entry("s") == DueEntry(None, T0)  # dispatched, its turn still owed
+    log.add(TURN_COMPLETED_EVENT, {"inbox": prompt, "failed": False})
+    log.flush()
+    assert store.due_entry("s") == DueEntry(None, T0)
+    log.add(TURN_COMPLETED_EVENT, {"inbox": entry, "failed": False})
+    log.flush()
+    assert store.due_entry("s") is None
+
+
+def test_a_corrupt_stream_is_never_due(make_store: StoreFactory) -> None:
+    store = make_store()
+    log = new_log(store, "s")
+    log.change(at("schedule-1", T0))
+    log.change(dispatch("schedule-9"))  # an inactive id: the fold breaks here
+    log.flush()
+    assert store.due_entry("s") is None
+    assert from_log(store, "s") is None
+
+
+def test_a_new_holder_reads_the_session_once_inside_its_transaction(
+    make_store: StoreFactory,
+) -> None:
+    first, second = make_store(), make_store()
+    log = new_log(first, "s")
+    log.change(at("schedule-1", T0))
+    log.change(at("schedule-2", T0 + 1_000))
+    log.flush()
+    first.release_session("s")
+    second.acquire_session("s")
+    Log(second, "s", seq=2).change(dispatch("schedule-1"))
+    assert second.flush("s").result(TIMEOUT) is True
+    assert second.due_projector.reads == 1
+    assert first.due_entry("s") == DueEntry(T0 + 1_000, None)
+
+
+def test_due_sessions_skip_sessions_held_anywhere_and_a_claim_takes_one_once(
+    make_store: StoreFactory,
+) -> None:
+    owner, one, two = make_store(), make_store(), make_store()
+    for session_id, due in (("early", T0), ("late", T0 + 50_000), ("future", T0 + 10**9)):
+        log = new_log(owner, session_id)
+        log.change(at("schedule-1", due))
+        log.flush()
+    assert one.due_sessions(T0 + 60_000, 10) == []  # all live in "owner"
+    owner.release_session("late")
+    owner.release_session("future")
+    assert one.due_sessions(T0 + 60_000, 10) == [("late", T0 + 50_000)]
+    assert one.next_due() == T0 + 50_000
+    owner.release_session("early")
+    assert one.due_sessions(T0 + 60_000, 10) == [("early", T0), ("late", T0 + 50_000)]
+    assert one.due_sessions(None, 1) == [("early", T0)]
+    assert one.claim_due_session("future", T0 + 60_000) is False  # not due yet
+    assert not one.holds_lease("future")
+    assert one.claim_due_session("early", T0) is True
+    assert two.claim_due_session("early", T0) is False
+    assert two.due_sessions(T0 + 60_000, 10) == [("late", T0 + 50_000)]
+    assert one.due_sessions(T0 + 60_000, 10) == [("late", T0 + 50_000)]
+
+
+def test_reindex_rebuilds_a_damaged_index_from_the_logs(
+    make_store: StoreFactory, spec: tuple[str, str]
+) -> None:
+    store = make_store()
+    for session_id, due in (("a", T0), ("b", T0 + 7)):
+        log = new_log(store, session_id)
+        log.change(at("schedule-1", due))
+        log.flush()
+    expected = store.due_entries()
+    damage = [
+        "DELETE FROM due_index WHERE session_id = 'a'",
+        "UPDATE due_index SET due_ms = 1, schedule_ms = 1 WHERE session_id = 'b'",
+        "INSERT INTO due_index VALUES ('ghost', 3, 3, NULL)",
+    ]
+    kind, location = spec
+    if kind == "sqlite":
+        with sqlite3.connect(location) as conn:
+            for statement in damage:
+                conn.execute(statement)
+    else:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as pg:
+            for statement in damage:
+                pg.execute(statement)
+    assert store.due_entries() != expected
+    assert store.reindex() == 2
+    assert store.due_entries() == expected
+
+
+def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, str]) -> None:
+    kind, location = spec
+    rows = [
+        ("a", 0, SCHEDULE_CHANGE_TYPE, at("schedule-1", T0 + 5)),
+        ("a", 1, "message", {"role": "user", "content": "x"}),
+        ("b", 0, SCHEDULE_CHANGE_TYPE, at("schedule-1", T0)),
+        ("b", 1, SCHEDULE_CHANGE_TYPE, dispatch("schedule-1")),
+    ]
+    old_schema = [  # the previous schema version, as an older release left it
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+        "CREATE TABLE sessions(id TEXT PRIMARY KEY, seed_length BIGINT,"
+        " parent_session TEXT, created_at BIGINT)",
+        "CREATE TABLE events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT, data {blob},"
+        " PRIMARY KEY(session_id, seq))",
+        "CREATE TABLE leases(session_id TEXT PRIMARY KEY, {lease})",
+    ]
+    if kind == "sqlite":
+        with sqlite3.connect(location) as conn:
+            for statement in old_schema:
+                conn.execute(
+                    statement.format(
+                        blob="BLOB", lease="owner TEXT NOT NULL, acquired_at INTEGER NOT NULL"
+                    )
+                )
+            conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+            conn.executemany("INSERT INTO sessions VALUES (?, NULL, NULL, 1)", [("a",), ("b",)])
+            conn.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, 1, ?)",
+                [(s, q, t, encode_payload(d)) for s, q, t, d in rows],
+            )
+        store = SqliteEventStore(location)
+    else:
+        import psycopg
+
+        from host_bridge.embedded.postgres_store import PostgresEventStore
+
+        with psycopg.connect(location, autocommit=True) as pg:
+            for statement in old_schema:
+                pg.execute(
+                    statement.format(
+                        blob="BYTEA",
+                        lease="epoch BIGINT NOT NULL, owner TEXT, acquired_at TIMESTAMPTZ",
+                    )
+                )
+            pg.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+            for session_id in ("a", "b"):
+                pg.execute("INSERT INTO sessions VALUES (%s, NULL, NULL, 1)", (session_id,))
+            for s, q, t, d in rows:
+                pg.execute(
+                    "INSERT INTO events VALUES (%s, %s, %s, 1, %s)", (s, q, t, encode_payload(d))
+                )
+        store = PostgresEventStore(location)
+    try:
+        assert store.due_entries() == {"a": DueEntry(T0 + 5, None)}
+        assert store.due_sessions(None, 5) == [("a", T0 + 5)]
+    finally:
+        store.close()
