@@ -49,7 +49,11 @@ from click.testing import CliRunner
 from host_bridge.cli import cli
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import BUSY_TIMEOUT_MS, StoreCorruptError
+from host_bridge.embedded.sqlite_store import (
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    StoreCorruptError,
+)
 from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import (
     REPO,
@@ -63,6 +67,11 @@ from tests.cli.helpers import (
     write_locked,
     write_session,
 )
+
+try:
+    from host_bridge.embedded.postgres_store import SCHEMA_VERSION as PG_SCHEMA_VERSION
+except ImportError:  # psycopg missing: the PostgreSQL cases skip
+    PG_SCHEMA_VERSION = 0
 
 NOW = 1_800_000_000_000
 SESSION = [message("hi"), create("schedule-1", "p", 60, NOW), message("bye")]
@@ -232,6 +241,7 @@ def _version_1(data_dir: Path) -> None:
     _sql(
         _good(data_dir),
         "DROP TABLE leases",
+        "DROP TABLE due_index",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
 
@@ -306,7 +316,8 @@ CASES = [
         _newer,
         same(
             error(
-                "{path} has schema version 99, newer than the 2 understood by this version "
+                f"{{path}} has schema version 99, newer than the {SCHEMA_VERSION} understood by "
+                "this version "
                 "of dsh-schedule; upgrade dsh-schedule to open it"
             )
         ),
@@ -612,7 +623,8 @@ PG_CASES = [
         "pg-newer-schema",
         same(
             error(
-                "{url} has schema version 99, newer than the 1 understood by this version of "
+                f"{{url}} has schema version 99, newer than the {PG_SCHEMA_VERSION} understood by "
+                "this version of "
                 "dsh-schedule; upgrade dsh-schedule to open it"
             )
         ),

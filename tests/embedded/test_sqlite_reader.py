@@ -198,7 +198,24 @@ def test_a_version_1_store_is_read_as_it_is(db: Path) -> None:
         assert reader.schema_version == 1
         stored = reader.load("old")
         assert stored is not None and [e.data for e in stored.events] == [{"n": 0}]
+        assert not reader.has_due_index  # before the due index: nothing to compare
+        assert reader.due_entries() == {}
+        indexed, entry = reader.load_indexed("old")
+        assert indexed == stored and entry is None
     assert db.read_bytes() == before  # not migrated: no leases table, still version 1
+
+
+def test_the_reader_reads_a_session_with_its_due_index_row_in_one_snapshot(db: Path) -> None:
+    write_store(db, {"a": 1})
+    with sqlite3.connect(db) as conn:  # a row the index would hold for a due session
+        conn.execute("INSERT INTO due_index VALUES ('a', 5, 5, NULL)")
+    with SqliteStoreReader(db) as reader:
+        assert reader.has_due_index
+        stored, entry = reader.load_indexed("a")
+        assert stored is not None and len(stored.events) == 1
+        assert entry is not None and entry.due_ms == 5 and entry.schedule_ms == 5
+        assert reader.load_indexed("missing") == (None, None)
+        assert list(reader.due_entries()) == ["a"]
 
 
 def test_rows_that_do_not_decode_name_the_session_and_seq(db: Path) -> None:
