@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from host_bridge.openai_strict import strict_description, strict_parameters
 from host_bridge.schemas import TOOL_SPECS
 
 __all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
@@ -36,21 +37,32 @@ def catalog_value() -> dict[str, Any]:
     }
 
 
-def openai_tools() -> list[dict[str, Any]]:
-    """The tools in the function-calling layout of OpenAI-compatible chat APIs."""
+def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools in the function-calling layout of OpenAI-compatible chat APIs.
+
+    The default keeps the parameter roots open, as in the catalog.
+    ``strict=True`` gives the layout for strict mode (``"strict": true``; see
+    :mod:`host_bridge.openai_strict`): pass the model's arguments through
+    :func:`host_bridge.openai_strict.normalize_strict_arguments` before
+    executing them.
+    """
     tools = []
     for spec in TOOL_SPECS:
-        parameters = {k: v for k, v in spec.parameters.items() if k != "$schema"}
-        tools.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": parameters,
-                },
+        function: dict[str, Any]
+        if strict:
+            function = {
+                "name": spec.name,
+                "description": strict_description(spec),
+                "parameters": strict_parameters(spec.parameters),
+                "strict": True,
             }
-        )
+        else:
+            function = {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+            }
+        tools.append({"type": "function", "function": function})
     return tools
 
 
@@ -96,6 +108,27 @@ def catalog_markdown() -> str:
             "```",
             "",
         ]
+    create = TOOL_SPECS[0]
+    lines += [
+        "## OpenAI strict mode",
+        "",
+        "`dsh-schedule catalog --format openai-strict` (or",
+        "`host_bridge.catalog.openai_tools(strict=True)`) gives the tools for OpenAI's strict",
+        'mode (`"strict": true`): every object closed and every property required, optional',
+        "ones nullable, value constraints moved into the descriptions. A model then sends",
+        "`null` for the selectors it does not use; pass its arguments through",
+        "`host_bridge.openai_strict.normalize_strict_arguments(name, arguments)` before",
+        "executing them (see [LLM APIs](llm-apis.md#openai-strict-mode)). The strict",
+        f"parameters of `{create.name}`:",
+        "",
+        "```json",
+        json.dumps(strict_parameters(create.parameters), indent=2, ensure_ascii=False),
+        "```",
+        "",
+        '`schedule_list` becomes `{"type": "object", "properties": {}, "required": [],',
+        '"additionalProperties": false}` and `schedule_delete` requires its `id` as before.',
+        "",
+    ]
     return "\n".join(lines)
 
 
