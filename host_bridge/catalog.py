@@ -118,7 +118,7 @@ def catalog_markdown() -> str:
         "ones nullable, value constraints moved into the descriptions. A model then sends",
         "`null` for the selectors it does not use; pass its arguments through",
         "`host_bridge.openai_strict.normalize_strict_arguments(name, arguments)` before",
-        "executing them (see [LLM APIs](llm-apis.md#openai-strict-mode)). The strict",
+        "executing them (see [LLM APIs](llm-apis.md#3-openai-strict-mode)). The strict",
         f"parameters of `{create.name}`:",
         "",
         "```json",
