@@ -318,9 +318,11 @@ class CheckedSessionStore:
     returns a :class:`concurrent.futures.Future`:
 
     - a ``Future`` is returned as is;
-    - a pykka future (duck-typed: it has ``get()`` and no ``add_done_callback``)
-      is adapted: one that has settled already is copied at once, a pending
-      one is waited for by :func:`host_bridge.futures.from_pykka`;
+    - a pykka future (a ``pykka.Future``, or duck-typed: it has ``get()`` and
+      no ``add_done_callback``) is adapted: one that has settled already is
+      copied at once, one with done-callbacks (the gevent runtime's) from its
+      callback, any other pending one is waited for by
+      :func:`host_bridge.futures.from_pykka`;
     - anything else fails that flush with :class:`FlushProtocolError` naming
       the rule (logged at error level once per plugin), so the tool answers
       ``persistence_uncertain`` instead of the owner faulting.
@@ -360,8 +362,8 @@ class CheckedSessionStore:
         returned: Any = self._store.flush(session)
         if isinstance(returned, Future):
             future: Future[bool] = returned
-        elif callable(getattr(returned, "get", None)) and not hasattr(
-            returned, "add_done_callback"
+        elif isinstance(returned, pykka.Future) or (
+            callable(getattr(returned, "get", None)) and not hasattr(returned, "add_done_callback")
         ):
             self._once("pykka", logging.DEBUG, "flush returns pykka futures; Schedule adapts them")
             future = _from_pykka(returned)
@@ -400,16 +402,36 @@ def _session_id(session: Session) -> str:
 
 
 def _from_pykka(future: Any) -> Future[Any]:
-    """A pykka future as a ``concurrent.futures.Future``: settled ones without a thread."""
-    if isinstance(future, pykka.Future):
+    """A pykka future as a ``concurrent.futures.Future``, without a thread where possible.
+
+    A pykka future that has settled is copied at once; one with done-callbacks
+    (the gevent runtime's :class:`~actors.gevent_runtime.GeventFuture`) is
+    copied from its callback; only a pending plain pykka future needs
+    :func:`host_bridge.futures.from_pykka`'s waiting thread.
+    """
+    if not isinstance(future, pykka.Future):
+        return from_pykka(future)
+    try:
+        return resolved(future.get(timeout=0))
+    except pykka.Timeout:
+        pass
+    except Exception as error:
+        return failed(error)
+    add_done_callback = getattr(future, "add_done_callback", None)
+    if not callable(add_done_callback):
+        return from_pykka(future)
+    adapted: Future[Any] = Future()
+
+    def copy(done: Any) -> None:
         try:
-            value = future.get(timeout=0)
-        except pykka.Timeout:
-            return from_pykka(future)
+            value = done.get(timeout=0)
         except Exception as error:
-            return failed(error)
-        return resolved(value)
-    return from_pykka(future)
+            adapted.set_exception(error)
+        else:
+            adapted.set_result(value)
+
+    add_done_callback(copy)
+    return adapted
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.runtime import Runtime
+from actors.gevent_runtime import GeventFuture, GeventRuntime
+from actors.runtime import Runtime, get_runtime
 from host_bridge.composition import FlushMonitor
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.futures import resolved
@@ -36,9 +38,12 @@ SESSIONS_LOGGER = "dsh_schedule.sessions"
 class PykkaFlushes:
     """A session store whose ``flush`` answers with a pykka future, as a pykka host's might."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(
+        self, store: Any, make: Callable[[], pykka.Future[bool]] = pykka.ThreadingFuture
+    ) -> None:
         self.store = store
-        self.returned: list[pykka.ThreadingFuture[bool]] = []
+        self.make = make
+        self.returned: list[pykka.Future[bool]] = []
 
     def get(self, session_id: str) -> Session | None:
         session: Session | None = self.store.get(session_id)
@@ -49,7 +54,7 @@ class PykkaFlushes:
 
     def flush(self, session: Session) -> Any:
         inner: Future[bool] = self.store.flush(session)
-        outer: pykka.ThreadingFuture[bool] = pykka.ThreadingFuture()
+        outer = self.make()
 
         def copy(done: Future[bool]) -> None:
             failure = done.exception()
@@ -113,6 +118,24 @@ def test_a_pykka_future_from_flush_is_adapted_on_the_test_kit(
         "[SCHEDULE REMINDER]"
     ]
     assert len(store.returned) == host.sessions.flush_count
+    assert plugin.status().faulted == ()
+    plugin.dispose().result(timeout=10)
+
+
+def test_a_gevent_future_from_flush_is_adapted() -> None:
+    """The gevent runtime's futures are pykka futures with done-callbacks."""
+    host = FakeHost()
+    runtime = get_runtime("gevent")
+    assert isinstance(runtime, GeventRuntime)
+    store = PykkaFlushes(host.sessions, lambda: GeventFuture(runtime))
+    plugin, tools = _installed(host, store, runtime)
+    assert tools.call("schedule_create", {"prompt": "p", "after_seconds": 60})["id"] == "schedule-1"
+    host.sessions.script(PENDING)
+    pending = host.tools.submit("schedule_list", {}, agent=tools.agent)
+    tools.settle()
+    host.sessions.release(True)
+    assert len(pending.result(timeout=10).value["schedules"]) == 1
+    assert all(isinstance(future, GeventFuture) for future in store.returned)
     assert plugin.status().faulted == ()
     plugin.dispose().result(timeout=10)
 
