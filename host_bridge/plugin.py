@@ -326,7 +326,7 @@ def install_schedule(
     ``time_out_of_range``.
 
     The owners use the host's ``SessionStore`` through a
-    :class:`~host_bridge.composition.CheckedSessionStore`: a pykka future
+    :class:`~host_bridge.checked_sessions.CheckedSessionStore`: a pykka future
     returned by ``flush`` is adapted, anything else that is not a
     ``concurrent.futures.Future`` fails that flush with a logged error, and a
     session whose flushes keep resolving ``False`` is reported once.

@@ -11,12 +11,8 @@ from typing import Any, ClassVar, Protocol
 import pytest
 
 from host_bridge import protocols
-from host_bridge.composition import (
-    CheckedSessionStore,
-    CompositionError,
-    compose,
-    composition_problems,
-)
+from host_bridge.checked_sessions import CheckedSessionStore
+from host_bridge.composition import CompositionError, compose, composition_problems
 from host_bridge.plugin import install_schedule
 from host_bridge.protocols import HostContext
 from host_bridge.testing import FakeHost

@@ -22,7 +22,7 @@ import pytest
 
 from actors.gevent_runtime import GeventFuture, GeventRuntime
 from actors.runtime import Runtime, get_runtime
-from host_bridge.composition import FlushMonitor
+from host_bridge.checked_sessions import FlushMonitor
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.futures import resolved
 from host_bridge.plugin import SchedulePlugin, install_schedule
