@@ -3,7 +3,7 @@
 A host sends the model ``openai_tools()`` as its ``tools``; the model answers
 with ``tool_calls`` whose ``function.arguments`` is a JSON **string**; the host
 passes that string to ``tools.execute`` as is and sends each result back as a
-``tool`` message. This script does the host's part for a recorded response
+``tool`` message. This script does the host's part for a saved response
 (no network): it installs Schedule on an embedded host in a temporary
 directory, executes every tool call of the response and prints the ``tool``
 messages::

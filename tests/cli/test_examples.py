@@ -67,7 +67,7 @@ AT_VIEW = {
     ],
     ids=["default", "strict"],
 )
-def test_the_openai_round_trip_answers_the_recorded_tool_calls(
+def test_the_openai_round_trip_answers_the_saved_tool_calls(
     options: list[str], expected: list[tuple[str, dict[str, Any]]]
 ) -> None:
     example = REPO / "docs" / "examples" / "openai_round_trip.py"
@@ -95,7 +95,7 @@ def test_the_openai_round_trip_answers_the_recorded_tool_calls(
     quoted = re.search(r"```python\n(def tool_messages.*?)```", page, re.S)
     assert quoted is not None
     assert quoted.group(1) in example.read_text("utf-8")  # the page quotes the example's code
-    recorded = "openai_chat_completion_strict.json" if options else "openai_chat_completion.json"
-    response = json.loads((REPO / "docs" / "examples" / recorded).read_text("utf-8"))
+    saved = "openai_chat_completion_strict.json" if options else "openai_chat_completion.json"
+    response = json.loads((REPO / "docs" / "examples" / saved).read_text("utf-8"))
     calls = response["choices"][0]["message"]["tool_calls"]
     assert all(isinstance(call["function"]["arguments"], str) for call in calls)
