@@ -27,6 +27,7 @@ a JSON string is that string, not the object it may spell.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Literal
@@ -58,10 +59,12 @@ Reason = Literal["too_long", "too_deep", "not_json", "constant", "repeated_key"]
 
 _HUGE: int = 10**MAX_INTEGER_DIGITS
 
-# One token per match, and every position starts one: a string (running to the end
-# of the text when it is not closed), a bracket, or a run of anything else. The
-# possessive quantifiers never backtrack, so the scan is linear in the text.
-_TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[{]|[\]}]|[^"\[\]{}]++', re.S)
+# A string, running to the end of the text when it is not closed, so the pattern
+# matches at every quote and never backtracks (possessive quantifiers): linear.
+_STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.S)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]++")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_CHUNK = 256
 
 
 class JsonArgumentsError(ValueError):
@@ -120,22 +123,22 @@ _DECODER = json.JSONDecoder(
 def _nests_deeper_than(text: str, limit: int) -> bool:
     """Whether arrays and objects in ``text`` nest deeper than ``limit``.
 
-    Brackets inside strings do not count.
-
-    Linear in ``text`` and cheap when it holds few brackets; malformed text is
-    scanned as well as it can be (the parser refuses it afterwards).
+    Brackets inside strings do not count. The strings and everything but the
+    brackets are removed by two linear regular-expression passes; the depth is
+    then summed over the brackets in chunks, stopping at the first chunk that
+    goes too deep. Malformed text is scanned as well as it can be (the parser
+    refuses it afterwards).
     """
     if text.count("[") + text.count("{") <= limit:
         return False
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
     depth = 0
-    for token in _TOKENS.finditer(text):
-        first = text[token.start()]
-        if first in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif first in "]}":
-            depth -= 1
+    for start in range(0, len(brackets), _CHUNK):
+        steps = map(_DEPTH_STEP.__getitem__, brackets[start : start + _CHUNK])
+        depths = list(itertools.accumulate(steps, initial=depth))
+        if max(depths) > limit:
+            return True
+        depth = depths[-1]
     return False
 
 
