@@ -88,6 +88,12 @@ def catalog_markdown() -> str:
         "when each error code is answered and the records these tools write are in",
         "[the protocol](protocol.md#6-tool-inputs).",
         "",
+        "Arguments are an object or its JSON text: hosts may pass the `arguments` string of an",
+        "OpenAI-format tool call as is. A text is decoded once, as strict JSON (no `NaN` or",
+        "`Infinity`, no repeated key, at most 65,536 characters and 32 levels deep; otherwise",
+        "`invalid_selector`), and then judged exactly like the object it holds",
+        "([details](protocol.md#68-arguments-given-as-json-text)).",
+        "",
     ]
     for spec in TOOL_SPECS:
         lines += [
