@@ -14,6 +14,7 @@ from typing import Any
 
 from host_bridge.openai_strict import strict_description, strict_parameters
 from host_bridge.schemas import TOOL_SPECS
+from messages.json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
 __all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
 
@@ -90,7 +91,8 @@ def catalog_markdown() -> str:
         "",
         "Arguments are an object or its JSON text: hosts may pass the `arguments` string of an",
         "OpenAI-format tool call as is. A text is decoded once, as strict JSON (no `NaN` or",
-        "`Infinity`, no repeated key, at most 65,536 characters and 32 levels deep; otherwise",
+        f"`Infinity`, no repeated key, at most {MAX_JSON_ARGUMENTS_LENGTH:,} characters and "
+        f"{MAX_JSON_ARGUMENTS_DEPTH} levels deep; otherwise",
         "`invalid_selector`), and then judged exactly like the object it holds",
         "([details](protocol.md#68-arguments-given-as-json-text)).",
         "",
