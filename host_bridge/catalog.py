@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from host_bridge.openai_strict import strict_description, strict_parameters
 from host_bridge.schemas import TOOL_SPECS
+from messages.json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
 __all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
 
@@ -36,21 +38,32 @@ def catalog_value() -> dict[str, Any]:
     }
 
 
-def openai_tools() -> list[dict[str, Any]]:
-    """The tools in the function-calling layout of OpenAI-compatible chat APIs."""
+def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools in the function-calling layout of OpenAI-compatible chat APIs.
+
+    The default keeps the parameter roots open, as in the catalog.
+    ``strict=True`` gives the layout for strict mode (``"strict": true``; see
+    :mod:`host_bridge.openai_strict`): pass the model's arguments through
+    :func:`host_bridge.openai_strict.normalize_strict_arguments` before
+    executing them.
+    """
     tools = []
     for spec in TOOL_SPECS:
-        parameters = {k: v for k, v in spec.parameters.items() if k != "$schema"}
-        tools.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": parameters,
-                },
+        function: dict[str, Any]
+        if strict:
+            function = {
+                "name": spec.name,
+                "description": strict_description(spec),
+                "parameters": strict_parameters(spec.parameters),
+                "strict": True,
             }
-        )
+        else:
+            function = {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+            }
+        tools.append({"type": "function", "function": function})
     return tools
 
 
@@ -76,6 +89,13 @@ def catalog_markdown() -> str:
         "when each error code is answered and the records these tools write are in",
         "[the protocol](protocol.md#6-tool-inputs).",
         "",
+        "Arguments are an object or its JSON text: hosts may pass the `arguments` string of an",
+        "OpenAI-format tool call as is. A text is decoded once, as strict JSON (no `NaN` or",
+        f"`Infinity`, no repeated key, at most {MAX_JSON_ARGUMENTS_LENGTH:,} characters and "
+        f"{MAX_JSON_ARGUMENTS_DEPTH} levels deep; otherwise",
+        "`invalid_selector`), and then judged exactly like the object it holds",
+        "([details](protocol.md#68-arguments-given-as-json-text)).",
+        "",
     ]
     for spec in TOOL_SPECS:
         lines += [
@@ -96,6 +116,27 @@ def catalog_markdown() -> str:
             "```",
             "",
         ]
+    create = TOOL_SPECS[0]
+    lines += [
+        "## OpenAI strict mode",
+        "",
+        "`dsh-schedule catalog --format openai-strict` (or",
+        "`host_bridge.catalog.openai_tools(strict=True)`) gives the tools for OpenAI's strict",
+        'mode (`"strict": true`): every object closed and every property required, optional',
+        "ones nullable, value constraints moved into the descriptions. A model then sends",
+        "`null` for the selectors it does not use; pass its arguments through",
+        "`host_bridge.openai_strict.normalize_strict_arguments(name, arguments)` before",
+        "executing them (see [LLM APIs](llm-apis.md#3-openai-strict-mode)). The strict",
+        f"parameters of `{create.name}`:",
+        "",
+        "```json",
+        json.dumps(strict_parameters(create.parameters), indent=2, ensure_ascii=False),
+        "```",
+        "",
+        '`schedule_list` becomes `{"type": "object", "properties": {}, "required": [],',
+        '"additionalProperties": false}` and `schedule_delete` requires its `id` as before.',
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ import pykka
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
+from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
@@ -59,10 +60,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("dsh_schedule.plugin")
-
-
-class CompositionError(RuntimeError):
-    """The host lacks a part Schedule cannot work without."""
 
 
 @dataclass(frozen=True)
@@ -418,55 +415,34 @@ def install_schedule(
     minutes). When ``host.activation`` is set, a wake-up actor activates cold
     sessions whose reminders came due and lets them go again once quiet, as
     ``wake_policy`` says (default :class:`WakePolicy`: 8 activations at a time,
-    the index re-read every second, a 30 s quiet period). Raises
-    :class:`CompositionError` naming every missing part
-    (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
-    ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
+    the index re-read every second, a 30 s quiet period).
 
-    ``host.clock`` is sampled once, here: it must return the wall clock as whole
-    epoch milliseconds, an ``int`` (not a ``bool``) from 0001-01-01T00:00:00.000Z
-    to 9999-12-31T23:59:59.999Z. Anything else (a float such as
+    The host is checked first (:func:`host_bridge.composition.compose`): every
+    part against its protocol, by looking, not by calling (only ``clock`` and
+    ``monotonic`` are sampled once). One :class:`CompositionError` names every
+    problem, one line per part with its protocol, e.g. ``HostContext.agents
+    (AgentRegistry): missing on_status; roots is not callable``; a missing
+    ``sessions``, ``agents``, ``tools`` or ``session_persistence``, a
+    ``clock_watch_ms`` or ``flush_timeout_ms`` that is not a positive ``int``
+    or None, and a ``logger`` that is not a ``logging.Logger`` are among them.
+
+    ``host.clock`` must return the wall clock as whole epoch milliseconds, an
+    ``int`` (not a ``bool``) from 0001-01-01T00:00:00.000Z to
+    9999-12-31T23:59:59.999Z. Anything else (a float such as
     ``time.time() * 1000``, a clock that raises) is a :class:`CompositionError`
     saying what it returned, instead of every later create failing with
     ``time_out_of_range``.
+
+    The owners use the host's ``SessionStore`` through a
+    :class:`~host_bridge.checked_sessions.CheckedSessionStore`: a pykka future
+    returned by ``flush`` is adapted, anything else that is not a
+    ``concurrent.futures.Future`` fails that flush with a logged error, and a
+    session whose flushes keep resolving ``False`` is reported once.
     """
-    missing = [
-        name
-        for name in ("sessions", "agents", "tools", "session_persistence")
-        if getattr(host, name, None) is None
-    ]
-    if missing:
-        raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
-    _check_clock(host)
-    plugin = SchedulePlugin(host, runtime, restart_policy, wake_policy)
+    checked = compose(host)
+    plugin = SchedulePlugin(checked, runtime, restart_policy, wake_policy)
     plugin._listen()
     return plugin
-
-
-def _check_clock(host: HostContext) -> None:
-    """Sample ``host.clock`` once; :class:`CompositionError` unless it gives usable epoch ms."""
-    from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
-
-    rule = (
-        "HostContext.clock must return the wall clock as whole epoch milliseconds: an int "
-        f"from {MIN_INSTANT_MS} ({format_instant(MIN_INSTANT_MS)}) to {MAX_INSTANT_MS} "
-        f"({format_instant(MAX_INSTANT_MS)}), e.g. host_bridge.clock.wall_clock_ms"
-    )
-    clock = getattr(host, "clock", None)
-    if not callable(clock):
-        raise CompositionError(f"{rule}; it is not callable ({type(clock).__name__})")
-    try:
-        sample = clock()
-    except Exception as error:
-        raise CompositionError(f"{rule}; calling it raised {type(error).__name__}") from None
-    if isinstance(sample, bool) or not isinstance(sample, int):
-        hint = ""
-        if isinstance(sample, float):
-            hint = f" {sample!r}; wrap it in int(...), e.g. lambda: int(time.time() * 1000)"
-        raise CompositionError(f"{rule}; it returned a {type(sample).__name__}{hint}")
-    if not MIN_INSTANT_MS <= sample <= MAX_INSTANT_MS:
-        side = "before year 1" if sample < MIN_INSTANT_MS else "after year 9999"
-        raise CompositionError(f"{rule}; it returned an int {side}")
 
 
 def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:

@@ -11,6 +11,13 @@ Diagnostic messages are fixed per code and situation; none embeds input or
 exception text, so a tool value never leaks backend details and the same
 situation always renders the same bytes.
 
+Arguments may also be given as JSON text (the ``arguments`` string of an
+OpenAI-format tool call): a ``str`` is decoded once by
+:func:`messages.json_arguments.decode_json_arguments` (strict JSON, bounded
+length and nesting) and the value is then judged exactly like an object handed
+over directly. A text that cannot be decoded is ``invalid_selector``, like any
+other argument that is not an object.
+
 The ``parse_*_input`` functions are the boundary: they read the arguments
 through the built-in types' own methods (never through methods a subclass may
 override) and hand on plain built-ins only, so everything after them sees an
@@ -38,6 +45,12 @@ from messages.creation import (
     create_selector,
 )
 from messages.errors import ErrorCode, ScheduleInputError
+from messages.json_arguments import (
+    MAX_JSON_ARGUMENTS_DEPTH,
+    MAX_JSON_ARGUMENTS_LENGTH,
+    JsonArgumentsError,
+    decode_json_arguments,
+)
 from messages.numbers import MAX_SAFE_INTEGER, json_integer
 from messages.records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
 from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
@@ -47,6 +60,8 @@ __all__ = [
     "DELETE_KEYS",
     "MAX_ACTIVE_SCHEDULES",
     "MAX_AT_TEXT_LENGTH",
+    "MAX_JSON_ARGUMENTS_DEPTH",
+    "MAX_JSON_ARGUMENTS_LENGTH",
     "MAX_PROMPT_LENGTH",
     "MAX_SCHEDULE_ID_LENGTH",
     "AfterSelector",
@@ -111,6 +126,11 @@ owner's queue never holds megabytes of ``at`` text."""
 
 _MESSAGES: Mapping[str, str] = {
     "not_object": "Tool arguments must be a JSON object.",
+    "json_text": (
+        "Tool arguments given as text must be one JSON object in strict JSON (no NaN or "
+        f"Infinity, no repeated key), at most {MAX_JSON_ARGUMENTS_LENGTH} characters long "
+        f"and nested at most {MAX_JSON_ARGUMENTS_DEPTH} levels deep."
+    ),
     "create_keys": (
         "schedule_create accepts only prompt and one of after_seconds, at or every_seconds; "
         "cron and a time_zone outside at are not supported."
@@ -256,6 +276,29 @@ class DeleteInput:
     id: str
 
 
+_BAD_TEXT = object()
+"""What :func:`_decoded` returns for a text that is not acceptable JSON."""
+
+
+def _decoded(arguments: object) -> object:
+    """``arguments``, or the value of the JSON text it is; :data:`_BAD_TEXT` for a bad text.
+
+    A ``str`` (or subclass) is measured through ``str``'s own method before
+    anything copies it, so an over-long text is refused without a copy.
+    """
+    length = _str_length(arguments)
+    if length is None:
+        return arguments
+    if length > MAX_JSON_ARGUMENTS_LENGTH:
+        return _BAD_TEXT
+    text = _exact_str(arguments)
+    assert text is not None
+    try:
+        return decode_json_arguments(text)
+    except JsonArgumentsError:
+        return _BAD_TEXT
+
+
 def _plain_object(arguments: object, limit: int) -> dict[str, object] | None:
     """At most ``limit + 1`` entries of a JSON object, as a plain dict; ``None`` if not an object.
 
@@ -373,8 +416,12 @@ def parse_create_input(arguments: object) -> CreateInput | ToolError:
        ``frequency_too_high``.
 
     ``at`` is not judged here (only copied). The returned input holds an exact
-    ``str`` prompt and a selector of exact built-ins.
+    ``str`` prompt and a selector of exact built-ins. A ``str`` is JSON text,
+    decoded first (see the module docstring).
     """
+    arguments = _decoded(arguments)
+    if arguments is _BAD_TEXT:
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "json_text")
     given = _plain_object(arguments, len(CREATE_KEYS))
     if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
@@ -397,7 +444,10 @@ def parse_create_input(arguments: object) -> CreateInput | ToolError:
 
 
 def parse_list_input(arguments: object) -> ListInput | ToolError:
-    """``schedule_list`` accepts any object (its keys are ignored)."""
+    """``schedule_list`` accepts any object, or JSON text of one (its keys are ignored)."""
+    arguments = _decoded(arguments)
+    if arguments is _BAD_TEXT:
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "json_text")
     if _plain_object(arguments, 0) is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
     return ListInput()
@@ -408,7 +458,11 @@ def parse_delete_input(arguments: object) -> DeleteInput | ToolError:
 
     An id longer than :data:`MAX_SCHEDULE_ID_LENGTH` is ``invalid_rule`` with a
     message that does not repeat it; the returned input holds an exact ``str``.
+    A ``str`` is JSON text, decoded first (see the module docstring).
     """
+    arguments = _decoded(arguments)
+    if arguments is _BAD_TEXT:
+        return ToolError.of(ErrorCode.INVALID_SELECTOR, "json_text")
     given = _plain_object(arguments, len(DELETE_KEYS))
     if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")

@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from host_bridge.catalog import catalog_value
+from host_bridge.catalog import catalog_value, openai_tools
 from tests.cli.helpers import REPO, run_cli
 
 NAMES = ["schedule_create", "schedule_list", "schedule_delete"]
@@ -52,3 +52,17 @@ def test_openai_layout_is_function_tools_with_valid_parameter_schemas(home: Path
 
 def test_format_is_case_insensitive(home: Path) -> None:
     assert run_cli(["catalog", "--format", "OpenAI"], home).code == 0
+
+
+def test_openai_strict_layout_is_the_strict_tools(home: Path) -> None:
+    run = run_cli(["catalog", "--format", "openai-strict"], home)
+    assert run.code == 0, run.err
+    tools: list[dict[str, Any]] = json.loads(run.out)
+    assert tools == openai_tools(strict=True)
+    assert [tool["function"]["name"] for tool in tools] == NAMES
+    for tool in tools:
+        assert tool["function"]["strict"] is True
+        parameters = tool["function"]["parameters"]
+        Draft202012Validator.check_schema(parameters)
+        assert parameters["additionalProperties"] is False
+        assert parameters["required"] == list(parameters["properties"])

@@ -486,6 +486,17 @@ def test_links_into_the_protocol_resolve(path: Path) -> None:
         assert anchor in ANCHORS, f"{path.name}: no heading for #{anchor}"
 
 
+@pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
+def test_links_between_the_docs_resolve(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    for target, anchor in re.findall(r"\]\(((?:docs/)?[\w-]+\.md)#([^)]+)\)", text):
+        linked = (path.parent / target).resolve()
+        assert linked.exists(), f"{path.name}: no file {target}"
+        headings = re.findall(r"^#{1,6} (.+)$", linked.read_text(encoding="utf-8"), re.M)
+        slugs = {_slug(heading) for heading in headings}
+        assert anchor in slugs, f"{path.name}: no heading for {target}#{anchor}"
+
+
 def test_the_docs_point_to_the_protocol_not_to_an_unshipped_spec() -> None:
     for path in SOURCES:
         assert "SPEC.md" not in path.read_text(encoding="utf-8"), path.name

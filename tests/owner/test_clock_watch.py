@@ -14,7 +14,7 @@ import pytest
 
 from actors.runtime import Runtime
 from host_bridge.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
-from host_bridge.plugin import SchedulePlugin, install_schedule
+from host_bridge.plugin import CompositionError, SchedulePlugin, install_schedule
 from host_bridge.protocols import HostContext
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from host_bridge.watchdog import ClockWatchdog
@@ -275,6 +275,6 @@ def test_the_watchdog_runs_only_while_owners_are_installed(runtime: Runtime) -> 
 def test_a_bad_clock_watch_tick_is_refused_at_install(runtime: Runtime) -> None:
     host = FakeHost()
     context = dataclasses.replace(host.context(), clock_watch_ms=0)
-    with pytest.raises(ValueError, match="tick"):
+    with pytest.raises(CompositionError, match=r"clock_watch_ms must be a positive int .*tick"):
         install_schedule(context, runtime=runtime)
     assert host.agents.listener_counts() == {"created": 0, "status": 0, "disposed": 0}

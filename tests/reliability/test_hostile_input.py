@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import os
 import sqlite3
@@ -47,6 +48,7 @@ from messages import (
     schedule_reminder_presentation,
     validate_schedule_stream,
 )
+from messages.json_arguments import JsonArgumentsError, decode_json_arguments
 from messages.records import CreateChange, DeleteChange, DispatchChange
 from messages.text import canonical_json
 from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
@@ -367,6 +369,75 @@ delete_arguments = st.one_of(
 )
 
 
+def _dumps(value: Any) -> str:
+    """JSON text as a careless encoder writes it (``NaN`` and ``Infinity`` included)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+@st.composite
+def mangled_texts(draw: st.DrawFn) -> str:
+    """The text of some arguments with a few characters replaced."""
+    text = draw(st.one_of(create_json_arguments, delete_json_arguments).map(_dumps))
+    cut = draw(st.integers(0, len(text)))
+    insert = draw(
+        st.sampled_from(
+            [
+                "",
+                "NaN",
+                "{",
+                "}",
+                "[",
+                "]",
+                '"',
+                "\\",
+                ",",
+                ":",
+                '"prompt": "x", ',
+                "\x00",
+                "\ud800",
+            ]
+        )
+    )
+    return text[:cut] + insert + text[cut + draw(st.integers(0, 3)) :]
+
+
+json_texts = st.one_of(  # the ``arguments`` string of an OpenAI-format tool call, as is
+    create_json_arguments.map(_dumps),
+    delete_json_arguments.map(_dumps),
+    mangled_texts(),
+    any_text,
+    st.sampled_from(
+        [
+            '{"prompt": "a", "prompt": "b", "after_seconds": 60}',
+            '{"prompt": "p", "after_seconds": 60, "after_seconds": 61}',
+            '{"prompt": "p", "at": {"date": "2026-08-06", "date": "2026-08-07"}}',
+            '{"prompt": "p", "after_seconds": Infinity}',
+            '{"prompt": "p", "after_seconds": ' + "9" * 5000 + "}",
+            "[" * 33 + "]" * 33,
+            '{"prompt": ' * 40 + "1" + "}" * 40,
+            '{"prompt": "' + "x" * 70_000 + '", "after_seconds": 60}',
+            '"{\\"prompt\\": \\"p\\", \\"after_seconds\\": 60}"',
+            '{"prompt": "p", "after_seconds": 60}',
+            '{"id": "schedule-1"}',
+            "",
+            " ",
+            "null",
+            "{}",
+        ]
+    ),
+)
+
+
+def decodes_to_an_object(arguments: Any) -> bool:
+    """Whether ``arguments`` is JSON text the tools accept as an object."""
+    if type(arguments) is not str:
+        return False
+    try:
+        return isinstance(decode_json_arguments(arguments), dict)
+    except JsonArgumentsError:
+        return False
+
+
 # --- tool arguments -------------------------------------------------------------------------
 
 
@@ -430,7 +501,20 @@ def test_schedule_delete_with_any_arguments(arguments: Any) -> None:
 @FUZZ
 def test_schedule_list_with_any_arguments(arguments: Any) -> None:
     value = _FUZZ["list"].call("schedule_list", arguments)
-    assert ("schedules" in value) == isinstance(arguments, dict)
+    assert ("schedules" in value) == (
+        isinstance(arguments, dict) or decodes_to_an_object(arguments)
+    )
+
+
+@given(text=json_texts)
+@FUZZ
+def test_every_tool_with_any_json_text(text: str) -> None:
+    for name in ("schedule_create", "schedule_delete", "schedule_list"):
+        value = _FUZZ[f"{name}-text"].call(name, text)
+        if not decodes_to_an_object(text):
+            assert value["code"] == "invalid_selector"
+        elif name == "schedule_list":
+            assert "schedules" in value
 
 
 def assert_plain(value: Any) -> None:
@@ -469,6 +553,7 @@ def deep(depth: int) -> Any:
 
 
 HUGE = "x" * 10_000_000
+HUGE_TEXT = '{"prompt": "' + HUGE + '", "after_seconds": 60}'
 
 
 @pytest.mark.parametrize(
@@ -501,6 +586,11 @@ HUGE = "x" * 10_000_000
         ("schedule_delete", {f"k{n}": n for n in range(100_000)}, "invalid_selector"),
         ("schedule_list", {f"k{n}": n for n in range(100_000)}, None),
         ("schedule_list", EndlessMapping(), None),
+        ("schedule_create", HUGE_TEXT, "invalid_selector"),
+        ("schedule_create", LyingStr(HUGE_TEXT), "invalid_selector"),
+        ("schedule_delete", "[" * 60_000 + "]" * 60_000, "invalid_selector"),
+        ("schedule_list", "[" * 60_000, "invalid_selector"),
+        ("schedule_list", '{"x": "' + '\\"[' * 16_000 + '"}', None),  # brackets in a string
     ],
     ids=[
         "10MB-prompt",
@@ -522,6 +612,11 @@ HUGE = "x" * 10_000_000
         "delete-100k-keys",
         "list-100k-keys",
         "list-endless-keys",
+        "10MB-json-text",
+        "10MB-json-text-claiming-length-1",
+        "json-text-120k-brackets",
+        "json-text-deep",
+        "json-text-brackets-in-a-string",
     ],
 )
 def test_huge_and_deep_arguments_are_refused_cheaply(
@@ -952,6 +1047,7 @@ class ArgumentModel:
         st.tuples(st.just("schedule_create"), create_json_arguments),  # a model sends JSON
         st.tuples(st.just("schedule_delete"), delete_json_arguments),
         st.tuples(st.just("schedule_list"), json_values),
+        st.tuples(st.sampled_from(["schedule_create", "schedule_delete"]), json_texts),
     )
 )
 @example(call=("schedule_create", {"prompt": "\ud800", "after_seconds": 60}))
