@@ -8,6 +8,10 @@ The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
 while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
+
+Each owner reports what it does to the plugin's telemetry
+(:mod:`host_bridge.telemetry`: OpenTelemetry metrics and spans, emitted only
+when the host configured an OpenTelemetry SDK).
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from typing import Any
 
 import pykka
 
+from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
+from host_bridge.telemetry import ScheduleTelemetry
 from host_bridge.tools import schedule_tools
 from host_bridge.watchdog import ClockWatchdog
 from messages.mailbox import ClockJumped, DisposeOwner, RequestDrive, StartOwner
@@ -113,8 +119,11 @@ class SchedulePlugin:
         host: HostContext,
         runtime: RuntimeSpec = "threading",
         restart_policy: RestartPolicy | None = None,
+        *,
+        telemetry: OwnerObserver | bool = True,
     ) -> None:
         self._host = host
+        self._telemetry = _telemetry(telemetry)
         self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self._watchdog = (
             ClockWatchdog(
@@ -257,7 +266,7 @@ class SchedulePlugin:
             host.logger.getChild("supervision"),
         )
         supervisor: OwnerSupervisor = supervision
-        owner = self._owner_class.start(agent, host, status, supervisor)
+        owner = self._owner_class.start(agent, host, status, supervisor, self._owner_observer())
         supervision.bind(owner)
         entry = _Installed(agent, owner, status, supervision)
         try:
@@ -283,6 +292,11 @@ class SchedulePlugin:
         _tell(owner, StartOwner())
         _log.debug("Schedule installed on agent %r", agent.id)
 
+    def _owner_observer(self) -> OwnerObserver:
+        """What a new owner reports to: OpenTelemetry only if an SDK would record it."""
+        telemetry = self._telemetry
+        return telemetry.for_owner() if isinstance(telemetry, ScheduleTelemetry) else telemetry
+
     def _retire(self, entry: _Installed) -> Future[None]:
         entry.supervision.close()  # a pending restart is cancelled
         for unregister in reversed(entry.unregister):
@@ -301,6 +315,7 @@ def install_schedule(
     *,
     runtime: RuntimeSpec = "threading",
     restart_policy: RestartPolicy | None = None,
+    telemetry: OwnerObserver | bool = True,
 ) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
 
@@ -310,7 +325,12 @@ def install_schedule(
     :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
     and budget with which owners stopped by an unexpected error are restarted
     (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10
-    minutes). Raises :class:`CompositionError` naming every missing part
+    minutes). ``telemetry`` chooses what owners report to: ``True`` (the
+    default) OpenTelemetry metrics and spans on the global providers, which
+    emit nothing unless the host configured an SDK before the agent's owner
+    started; a :class:`~host_bridge.telemetry.ScheduleTelemetry` on providers
+    of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
+    ``False`` nothing. Raises :class:`CompositionError` naming every missing part
     (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
     ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
 
@@ -329,7 +349,7 @@ def install_schedule(
     if missing:
         raise CompositionError(f"Schedule needs these host parts: {', '.join(missing)}")
     _check_clock(host)
-    plugin = SchedulePlugin(host, runtime, restart_policy)
+    plugin = SchedulePlugin(host, runtime, restart_policy, telemetry=telemetry)
     plugin._listen()
     return plugin
 
@@ -358,6 +378,30 @@ def _check_clock(host: HostContext) -> None:
     if not MIN_INSTANT_MS <= sample <= MAX_INSTANT_MS:
         side = "before year 1" if sample < MIN_INSTANT_MS else "after year 9999"
         raise CompositionError(f"{rule}; it returned an int {side}")
+
+
+def _telemetry(telemetry: OwnerObserver | bool) -> OwnerObserver:
+    """The plugin's observer for a ``telemetry`` argument; ``TypeError`` for anything else."""
+    if telemetry is True:
+        return ScheduleTelemetry()
+    if telemetry is False:
+        return NO_OBSERVER
+    missing = [name for name in _OBSERVER_METHODS if not callable(getattr(telemetry, name, None))]
+    if missing:
+        raise TypeError(
+            "telemetry must be True, False, a ScheduleTelemetry or an OwnerObserver; "
+            f"{type(telemetry).__name__} lacks {', '.join(missing)}"
+        )
+    return telemetry
+
+
+_OBSERVER_METHODS = (
+    "transaction_started",
+    "transaction_finished",
+    "delivered",
+    "persistence_uncertain",
+    "contained_failure",
+)
 
 
 def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
