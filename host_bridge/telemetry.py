@@ -54,8 +54,18 @@ from messages.tool_values import Operation, ToolError
 
 __all__ = [
     "AGENT_ID",
+    "COUNT",
+    "ERROR_TYPE",
     "INSTRUMENTATION_NAME",
+    "KIND",
+    "LATENESS",
     "LATENESS_BUCKETS_MS",
+    "MESSAGE",
+    "OPERATION",
+    "OUTCOME",
+    "PHASE",
+    "SCHEDULE_ID",
+    "SCHEDULE_IDS",
     "SESSION_ID",
     "ScheduleTelemetry",
     "sdk_configured",
@@ -71,15 +81,34 @@ SESSION_ID: Final = "dsh.session_id"
 """Span attribute: the id of that agent's session."""
 
 SCHEDULE_ID: Final = "dsh.schedule.id"
+"""Span attribute: the reminder a create allocated or a delete named."""
+
 SCHEDULE_IDS: Final = "dsh.schedule.ids"
+"""Span attribute: the reminders a delivery dispatched, in append order."""
+
 KIND: Final = "dsh.schedule.kind"
+"""Metric attribute: a reminder's kind (``after``, ``at``, ``every``)."""
+
 OUTCOME: Final = "dsh.schedule.outcome"
+"""Span attribute: how the transaction ended (``created``, ``delivered``, ``agent_busy``...)."""
+
 COUNT: Final = "dsh.schedule.count"
+"""Span attribute: the reminders a list returned, or the dispatches a delivery appended."""
+
 LATENESS: Final = "dsh.schedule.lateness_ms"
+"""Span attribute: the largest lateness of the reminders a delivery handed over."""
+
 OPERATION: Final = "dsh.schedule.operation"
+"""Metric attribute: a failed flush's operation (``create``, ``list``, ``delete``, ``dispatch``)."""
+
 PHASE: Final = "dsh.schedule.phase"
+"""Metric attribute: the failed flush's phase (``preflight`` or ``barrier``)."""
+
 MESSAGE: Final = "dsh.owner.message"
+"""Metric attribute: the type of the mailbox message whose handler failed."""
+
 ERROR_TYPE: Final = "error.type"
+"""The semantic-convention attribute: an error code, or an exception's class."""
 
 LATENESS_BUCKETS_MS: Final[tuple[float, ...]] = (
     0,

@@ -97,7 +97,7 @@ class Otel:
 
 
 def attrs(**values: Any) -> Attributes:
-    """An attribute set from ``dsh_schedule_kind=...``-style keywords (``_`` for ``.``)."""
+    """An attribute set from short names: kind, operation, phase, message, error_type."""
     names = {
         "kind": "dsh.schedule.kind",
         "operation": "dsh.schedule.operation",
