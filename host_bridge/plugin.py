@@ -314,10 +314,17 @@ def install_schedule(
     host: HostContext,
     *,
     runtime: RuntimeSpec = "threading",
-    restart_policy: RestartPolicy | None = None,
     telemetry: OwnerObserver | bool = True,
+    restart_policy: RestartPolicy | None = None,
 ) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
+
+    ``telemetry`` chooses what owners report to: ``True`` (the default)
+    OpenTelemetry metrics and spans on the global providers, which emit
+    nothing unless the host configured an SDK before the agent's owner
+    started; a :class:`~host_bridge.telemetry.ScheduleTelemetry` on providers
+    of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
+    ``False`` nothing.
 
     ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
     OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
@@ -325,12 +332,7 @@ def install_schedule(
     :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
     and budget with which owners stopped by an unexpected error are restarted
     (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10
-    minutes). ``telemetry`` chooses what owners report to: ``True`` (the
-    default) OpenTelemetry metrics and spans on the global providers, which
-    emit nothing unless the host configured an SDK before the agent's owner
-    started; a :class:`~host_bridge.telemetry.ScheduleTelemetry` on providers
-    of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
-    ``False`` nothing. Raises :class:`CompositionError` naming every missing part
+    minutes). Raises :class:`CompositionError` naming every missing part
     (``sessions``, ``agents``, ``tools``, ``session_persistence``), and
     ``ValueError`` for a ``clock_watch_ms`` that is not a positive integer or None.
 
@@ -380,30 +382,6 @@ def _check_clock(host: HostContext) -> None:
         raise CompositionError(f"{rule}; it returned an int {side}")
 
 
-def _telemetry(telemetry: OwnerObserver | bool) -> OwnerObserver:
-    """The plugin's observer for a ``telemetry`` argument; ``TypeError`` for anything else."""
-    if telemetry is True:
-        return ScheduleTelemetry()
-    if telemetry is False:
-        return NO_OBSERVER
-    missing = [name for name in _OBSERVER_METHODS if not callable(getattr(telemetry, name, None))]
-    if missing:
-        raise TypeError(
-            "telemetry must be True, False, a ScheduleTelemetry or an OwnerObserver; "
-            f"{type(telemetry).__name__} lacks {', '.join(missing)}"
-        )
-    return telemetry
-
-
-_OBSERVER_METHODS = (
-    "transaction_started",
-    "transaction_finished",
-    "delivered",
-    "persistence_uncertain",
-    "contained_failure",
-)
-
-
 def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
     with contextlib.suppress(pykka.ActorDeadError):
         owner.tell(message)
@@ -433,3 +411,27 @@ def _when_all(futures: list[Future[None]], target: Future[None]) -> None:
 
     for future in futures:
         future.add_done_callback(one_done)
+
+
+def _telemetry(telemetry: OwnerObserver | bool) -> OwnerObserver:
+    """The plugin's observer for a ``telemetry`` argument; ``TypeError`` for anything else."""
+    if telemetry is True:
+        return ScheduleTelemetry()
+    if telemetry is False:
+        return NO_OBSERVER
+    missing = [name for name in _OBSERVER_METHODS if not callable(getattr(telemetry, name, None))]
+    if missing:
+        raise TypeError(
+            "telemetry must be True, False, a ScheduleTelemetry or an OwnerObserver; "
+            f"{type(telemetry).__name__} lacks {', '.join(missing)}"
+        )
+    return telemetry
+
+
+_OBSERVER_METHODS = (
+    "transaction_started",
+    "transaction_finished",
+    "delivered",
+    "persistence_uncertain",
+    "contained_failure",
+)
