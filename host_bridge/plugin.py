@@ -4,14 +4,14 @@ An ``"idle"`` status drives an agent's owner only once its session holds a
 ``schedule/change`` event (anywhere in its log, inherited ones included), so an
 agent that never used Schedule is never checkpointed on idle.
 
+Each owner reports what it does to the plugin's telemetry
+(:mod:`host_bridge.telemetry`: OpenTelemetry metrics and spans, emitted only
+when the host configured an OpenTelemetry SDK).
+
 The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
 while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
-
-Each owner reports what it does to the plugin's telemetry
-(:mod:`host_bridge.telemetry`: OpenTelemetry metrics and spans, emitted only
-when the host configured an OpenTelemetry SDK).
 """
 
 from __future__ import annotations
