@@ -53,6 +53,14 @@ run transactions on one session, and no admitted tool call is lost or answered
 twice. A corrupt log and a failed dispatch append are permanent faults: a
 corrupt log cannot heal by refolding, and after a failed dispatch append the
 reminder may already be queued to the agent, so this owner must never repeat it.
+
+Observation. The owner reports what it does to an
+:class:`~actors.observer.OwnerObserver` (none by default): every transaction
+from its start (a tool call's admission, a delivery's preflight) to its finish,
+whatever ends it (an answer, a cancellation, a contained failure, disposal or a
+stop), each delivery with the clock sample it was decided at, each failed flush
+and each contained failure. :mod:`host_bridge.telemetry` turns the reports into
+OpenTelemetry metrics and spans; this package never imports OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -68,6 +76,14 @@ from typing import Any, Literal, Protocol
 import pykka
 
 from actors.base import MailboxActor
+from actors.observer import (
+    NO_OBSERVER,
+    DeliveryOutcome,
+    OwnerObserver,
+    ToolOutcome,
+    TxnKind,
+    guarded,
+)
 from actors.status_box import OwnerStatusBox
 from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
@@ -104,6 +120,7 @@ from messages.records import (
 from messages.status import OwnerState, OwnerStatus
 from messages.tool_values import (
     MAX_ACTIVE_SCHEDULES,
+    Operation,
     ToolError,
     active_limit_error,
     corrupt_log_error,
@@ -119,12 +136,9 @@ from messages.views import schedule_view
 __all__ = ["OwnerStatusBox", "OwnerSupervisor", "ScheduleOwner"]
 
 
-TxnKind = Literal["create", "list", "delete", "deliver"]
-
-
 @dataclass
 class _Txn:
-    """The transaction in flight: which step it waits for and what it carries."""
+    """A transaction admitted or in flight: which step it waits for and what it carries."""
 
     id: int
     kind: TxnKind
@@ -137,6 +151,9 @@ class _Txn:
     recompute: bool = False  # ask for a drive when the transaction finishes
     unchanged: FoldedSchedules | None = None  # a create's fold, when it equals the decided one
     timer_generation: int = 0  # the armed timer when ``unchanged`` was taken
+    token: object = None  # the observer's token for this transaction
+    outcome: DeliveryOutcome | ToolOutcome | None = None  # reported when it finishes
+    answer: ToolError | dict[str, object] | None = None  # the tool value it answered
 
 
 class UnreadableLogError(RuntimeError):
@@ -185,6 +202,7 @@ class ScheduleOwner(MailboxActor):
         host: HostContext,
         status: OwnerStatusBox | None = None,
         supervisor: OwnerSupervisor | None = None,
+        observer: OwnerObserver = NO_OBSERVER,
     ) -> None:
         super().__init__()
         if host.sessions is None or host.agents is None:
@@ -201,7 +219,8 @@ class ScheduleOwner(MailboxActor):
         self._status = status if status is not None else OwnerStatusBox(agent.id)
         self._status.watch_inbox(self.actor_inbox.empty)
         self._supervisor = supervisor
-        self._queue: deque[ToolRequest | _Drive] = deque()  # admitted work survives a restart
+        self._observer = guarded(observer, self._log)
+        self._queue: deque[_Txn | _Drive] = deque()  # admitted work survives a restart
         self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
@@ -225,6 +244,7 @@ class ScheduleOwner(MailboxActor):
         self._timer_delay: int | None = None
         self._timer_target: int | None = None  # the target the armed timer waits for
         self._decided: FoldedSchedules | None = None  # the fold the armed timer was decided from
+        self._decision_ms = 0  # the clock sample of the latest delivery decision
         self._waiting_for_idle = False
         self._faulted: str | None = None
         self._restart_pending = False
@@ -252,16 +272,27 @@ class ScheduleOwner(MailboxActor):
     def _handle_contained(self, message: Any) -> Any:
         try:
             return super().on_receive(message)
-        except Exception:
-            self._contain(message)
+        except Exception as error:
+            self._contain(message, error)
             return None
 
     def on_stop(self) -> None:
-        """Cancel the timer, answer what is still queued, resolve every dispose request."""
+        """Cancel the timer, answer what is still queued, resolve every dispose request.
+
+        A disposed owner gets here with nothing in flight or queued; an owner
+        stopped otherwise answers its transaction in flight and its queued tool
+        calls here (see :meth:`_abandon`).
+        """
         self._cancel_timer()
-        if self._txn is not None:
-            _cancel_deadline(self._txn)
         self._disposing = True
+        txn, self._txn = self._txn, None
+        if txn is not None:
+            _cancel_deadline(txn)
+            self._abandon(txn)
+        while self._queue:
+            work = self._queue.popleft()
+            if not isinstance(work, _Drive):
+                self._abandon(work)
         others = []
         while not self.actor_inbox.empty():
             envelope = self.actor_inbox.get()
@@ -291,15 +322,15 @@ class ScheduleOwner(MailboxActor):
 
     def handle_CreateSchedule(self, message: CreateSchedule) -> None:
         """Admit a create transaction."""
-        self._admit(message)
+        self._admit(message, "create")
 
     def handle_ListSchedules(self, message: ListSchedules) -> None:
         """Admit a list transaction."""
-        self._admit(message)
+        self._admit(message, "list")
 
     def handle_DeleteSchedule(self, message: DeleteSchedule) -> None:
         """Admit a delete transaction."""
-        self._admit(message)
+        self._admit(message, "delete", message.id)
 
     def handle_TimerFired(self, message: TimerFired) -> None:
         """The armed timer woke: re-read the clock through a fresh drive."""
@@ -359,7 +390,8 @@ class ScheduleOwner(MailboxActor):
         while self._queue:
             work = self._queue.popleft()
             if not isinstance(work, _Drive):
-                _reply(work.reply, internal_error("not_live"))
+                self._answer(work, internal_error("not_live"))
+                self._observe_end(work)
         if self._txn is None:
             self.stop()
 
@@ -371,6 +403,8 @@ class ScheduleOwner(MailboxActor):
         if txn is None or txn.id != message.txn or txn.phase != "preflight":
             return
         _cancel_deadline(txn)
+        if not message.ok:
+            self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "preflight")
         if self._disposing:  # never start an append during teardown
             if message.ok or txn.kind == "deliver":
                 self._answer(txn, internal_error("not_live"))
@@ -395,6 +429,7 @@ class ScheduleOwner(MailboxActor):
             self._request_drive()
         if request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops after its preflight", txn.kind)
+            txn.outcome = "cancelled"
             return self._finish()
         if isinstance(request, CreateSchedule):
             self._create_after_preflight(txn, request)
@@ -409,6 +444,8 @@ class ScheduleOwner(MailboxActor):
         if txn is None or txn.id != message.txn or txn.phase != "barrier":
             return
         _cancel_deadline(txn)
+        if not message.ok:
+            self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "barrier")
         if txn.kind == "deliver":
             if message.ok and not self._disposing and not self._nothing_left():
                 self._request_drive()  # the next earliest record may already be due
@@ -559,6 +596,7 @@ class ScheduleOwner(MailboxActor):
         """Append a management change; ``False`` (answered, or cancelled) when it did not."""
         if txn.request is not None and txn.request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
+            txn.outcome = "cancelled"
             return False
         try:
             self._session.append(SCHEDULE_CHANGE_TYPE, payload)
@@ -575,22 +613,26 @@ class ScheduleOwner(MailboxActor):
             self._log.info(
                 "delivery preflight for agent %r failed; waiting for activity", self._agent.id
             )
+            txn.outcome = "preflight_failed"
             return self._finish()
         if self._faulted is not None or not self._is_live():
             return self._finish()
         plan = self._plan()
         if plan is None:
             self._cancel_timer()
+            txn.outcome = "nothing_active"
             return self._finish()
         if isinstance(plan, _NoDecision):
             return self._finish()
         if isinstance(plan, WaitFor):
             self._arm(plan)
+            txn.outcome = "not_due"
             return self._finish()
         self._cancel_timer()
         release = self._agent.reserve_turn_admission()
         if release is None:
             self._await_idle()
+            txn.outcome = "agent_busy"
             return self._finish()
         if self._dispatch_reserved(txn, release):
             self._barrier(txn)
@@ -620,6 +662,7 @@ class ScheduleOwner(MailboxActor):
             )
             return _NO_DECISION
         now = self._host.clock()
+        self._decision_ms = now
         try:
             plan = plan_delivery(folded, now)
         except Exception:
@@ -647,10 +690,14 @@ class ScheduleOwner(MailboxActor):
             if not self._is_live():
                 return False
             plan = self._plan()  # batch membership is decided here, inside the reservation
-            if plan is None or isinstance(plan, _NoDecision):
+            if plan is None:
+                txn.outcome = "nothing_active"
+                return False
+            if isinstance(plan, _NoDecision):
                 return False
             if isinstance(plan, WaitFor):
                 self._arm(plan)
+                txn.outcome = "not_due"
                 return False
             if isinstance(plan, DeliverNow):
                 return self._deliver_one(txn, plan)
@@ -671,6 +718,7 @@ class ScheduleOwner(MailboxActor):
             self._log.warning(
                 "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
             )
+            txn.outcome = "followup_failed"
             return False
         try:
             self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
@@ -682,9 +730,13 @@ class ScheduleOwner(MailboxActor):
                 record.id,
                 self._agent.id,
             )
+            txn.outcome = "dispatch_failed"
+            self._observer.delivered(txn.token, plan, self._decision_ms, 0)
             return False
         txn.dispatched = (record.id,)
+        txn.outcome = "delivered"
         self._deliveries += 1
+        self._observer.delivered(txn.token, plan, self._decision_ms, 1)
         return True
 
     def _deliver_batch(self, txn: _Txn, plan: DeliverBatch) -> bool:
@@ -703,6 +755,7 @@ class ScheduleOwner(MailboxActor):
                 ", ".join(repr(schedule_id) for schedule_id in ids),
                 self._agent.id,
             )
+            txn.outcome = "followup_failed"
             return False
         appended = 0
         for schedule_id in ids:
@@ -726,15 +779,20 @@ class ScheduleOwner(MailboxActor):
             appended += 1
             self._deliveries += 1
         txn.dispatched = ids[:appended]
+        txn.outcome = "delivered" if appended == len(ids) else "dispatch_failed"
+        self._observer.delivered(txn.token, plan, self._decision_ms, appended)
         return appended > 0
 
     # --- queue and transactions ------------------------------------------------------------
 
-    def _admit(self, request: ToolRequest) -> None:
+    def _admit(self, request: ToolRequest, kind: TxnKind, schedule_id: str | None = None) -> None:
+        token = self._observer.transaction_started(kind, self._agent.id, self._session.id)
+        txn = _Txn(next(self._txn_ids), kind, request, schedule_id=schedule_id, token=token)
         if self._disposing or not self._is_live():
-            _reply(request.reply, internal_error("not_live"))
+            self._answer(txn, internal_error("not_live"))
+            self._observe_end(txn)
             return
-        self._queue.append(request)
+        self._queue.append(txn)
         self._pump()
 
     def _request_drive(self) -> None:
@@ -750,15 +808,16 @@ class ScheduleOwner(MailboxActor):
             if isinstance(work, _Drive):
                 if self._faulted is not None or not self._is_live():
                     continue
-                txn = _Txn(next(self._txn_ids), "deliver", None)
-            elif work.reply.cancelled():
-                continue  # the caller gave up before its transaction started: no flush
-            elif isinstance(work, CreateSchedule):
-                txn = _Txn(next(self._txn_ids), "create", work)
-            elif isinstance(work, DeleteSchedule):
-                txn = _Txn(next(self._txn_ids), "delete", work, schedule_id=work.id)
+                token = self._observer.transaction_started(
+                    "deliver", self._agent.id, self._session.id
+                )
+                txn = _Txn(next(self._txn_ids), "deliver", None, token=token)
+            elif work.request is not None and work.request.reply.cancelled():
+                work.outcome = "cancelled"  # its caller gave up before it started: no flush
+                self._observe_end(work)
+                continue
             else:
-                txn = _Txn(next(self._txn_ids), "list", work)
+                txn = work
             self._txn = txn
             self._flush(txn, PreflightSettled)
 
@@ -807,9 +866,10 @@ class ScheduleOwner(MailboxActor):
 
     def _finish(self) -> None:
         txn = self._txn
+        self._txn = None
         if txn is not None:
             _cancel_deadline(txn)
-        self._txn = None
+            self._observe_end(txn)
         if self._disposing:
             self.stop()
         elif txn is not None and txn.recompute:
@@ -819,7 +879,29 @@ class ScheduleOwner(MailboxActor):
 
     def _answer(self, txn: _Txn, value: ToolError | dict[str, object]) -> None:
         if txn.request is not None:
+            if txn.answer is None:  # the first answer is the one the caller got
+                txn.answer = value
             _reply(txn.request.reply, value)
+
+    def _observe_end(self, txn: _Txn) -> None:
+        """Report that ``txn`` finished (once: its token is dropped)."""
+        token, txn.token = txn.token, None
+        self._observer.transaction_finished(
+            token, txn.outcome, txn.answer, txn.schedule_id, txn.dispatched
+        )
+
+    def _abandon(self, txn: _Txn) -> None:
+        """Answer a transaction the stopping owner will not finish, and report it finished.
+
+        A create or delete waiting for its barrier has appended: it answers
+        ``persistence_uncertain`` with its id; any other tool call ``not_live``.
+        """
+        if txn.phase == "barrier" and txn.kind in ("create", "delete"):
+            operation: Literal["create", "delete"] = "create" if txn.kind == "create" else "delete"
+            self._answer(txn, persistence_uncertain(operation, appended=True, id=txn.schedule_id))
+        else:
+            self._answer(txn, internal_error("not_live"))
+        self._observe_end(txn)
 
     # --- fold, timer, idle wait ------------------------------------------------------------
 
@@ -883,7 +965,7 @@ class ScheduleOwner(MailboxActor):
         self._cancel_timer()
         self._abandon_idle_wait()
 
-    def _contain(self, message: Any) -> None:
+    def _contain(self, message: Any, error: Exception) -> None:
         """An unexpected exception escaped a handler: stop delivery, answer the tool in flight.
 
         Only a running owner is handed to its supervisor: a permanent fault
@@ -892,6 +974,8 @@ class ScheduleOwner(MailboxActor):
         self._contained += 1
         kind = type(message).__name__
         agent_id = self._agent.id
+        txn = self._txn
+        self._observer.contained_failure(txn.token if txn is not None else None, kind, error)
         if self._faulted is not None or self._disposing:
             self._log.debug("schedule owner of agent %r failed again", agent_id, exc_info=True)
         elif self._supervisor is None:
@@ -923,6 +1007,7 @@ class ScheduleOwner(MailboxActor):
                 )
         txn = self._txn
         if txn is not None:
+            txn.outcome = "failed"
             self._answer(txn, internal_error())
             self._finish()
         elif self._disposing:
@@ -966,6 +1051,15 @@ class ScheduleOwner(MailboxActor):
                 busy=self._txn is not None or bool(queue),
             )
         )
+
+
+_OPERATIONS: dict[TxnKind, Operation] = {
+    "create": "create",
+    "list": "list",
+    "delete": "delete",
+    "deliver": "dispatch",
+}
+"""The operation a failed flush of each transaction kind is reported under."""
 
 
 def _flushed(done: Future[bool]) -> bool:

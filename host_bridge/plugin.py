@@ -4,6 +4,10 @@ An ``"idle"`` status drives an agent's owner only once its session holds a
 ``schedule/change`` event (anywhere in its log, inherited ones included), so an
 agent that never used Schedule is never checkpointed on idle.
 
+Each owner reports what it does to the plugin's telemetry
+(:mod:`host_bridge.telemetry`: OpenTelemetry metrics and spans, emitted only
+when the host configured an OpenTelemetry SDK).
+
 The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
@@ -27,6 +31,7 @@ from typing import Any
 
 import pykka
 
+from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
@@ -34,6 +39,7 @@ from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
+from host_bridge.telemetry import ScheduleTelemetry
 from host_bridge.tools import schedule_tools
 from host_bridge.watchdog import ClockWatchdog
 from messages.mailbox import (
@@ -131,8 +137,11 @@ class SchedulePlugin:
         runtime: RuntimeSpec = "threading",
         restart_policy: RestartPolicy | None = None,
         wake_policy: WakePolicy | None = None,
+        *,
+        telemetry: OwnerObserver | bool = True,
     ) -> None:
         self._host = host
+        self._telemetry = _telemetry(telemetry)
         self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self._wake_policy = wake_policy if wake_policy is not None else WakePolicy()
         self._watchdog = (
@@ -358,7 +367,7 @@ class SchedulePlugin:
             host.logger.getChild("supervision"),
         )
         supervisor: OwnerSupervisor = supervision
-        owner = self._owner_class.start(agent, host, status, supervisor)
+        owner = self._owner_class.start(agent, host, status, supervisor, self._owner_observer())
         supervision.bind(owner)
         entry = _Installed(agent, owner, status, supervision)
         try:
@@ -384,6 +393,11 @@ class SchedulePlugin:
         _tell(owner, StartOwner())
         _log.debug("Schedule installed on agent %r", agent.id)
 
+    def _owner_observer(self) -> OwnerObserver:
+        """What a new owner reports to: OpenTelemetry only if an SDK would record it."""
+        telemetry = self._telemetry
+        return telemetry.for_owner() if isinstance(telemetry, ScheduleTelemetry) else telemetry
+
     def _retire(self, entry: _Installed) -> Future[None]:
         entry.supervision.close()  # a pending restart is cancelled
         for unregister in reversed(entry.unregister):
@@ -401,10 +415,18 @@ def install_schedule(
     host: HostContext,
     *,
     runtime: RuntimeSpec = "threading",
+    telemetry: OwnerObserver | bool = True,
     restart_policy: RestartPolicy | None = None,
     wake_policy: WakePolicy | None = None,
 ) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
+
+    ``telemetry`` chooses what owners report to: ``True`` (the default)
+    OpenTelemetry metrics and spans on the global providers, which emit
+    nothing unless the host configured an SDK before the agent's owner
+    started; a :class:`~host_bridge.telemetry.ScheduleTelemetry` on providers
+    of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
+    ``False`` nothing.
 
     ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
     OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
@@ -440,7 +462,7 @@ def install_schedule(
     session whose flushes keep resolving ``False`` is reported once.
     """
     checked = compose(host)
-    plugin = SchedulePlugin(checked, runtime, restart_policy, wake_policy)
+    plugin = SchedulePlugin(checked, runtime, restart_policy, wake_policy, telemetry=telemetry)
     plugin._listen()
     return plugin
 
@@ -474,3 +496,27 @@ def _when_all(futures: list[Future[None]], target: Future[None]) -> None:
 
     for future in futures:
         future.add_done_callback(one_done)
+
+
+def _telemetry(telemetry: OwnerObserver | bool) -> OwnerObserver:
+    """The plugin's observer for a ``telemetry`` argument; ``TypeError`` for anything else."""
+    if telemetry is True:
+        return ScheduleTelemetry()
+    if telemetry is False:
+        return NO_OBSERVER
+    missing = [name for name in _OBSERVER_METHODS if not callable(getattr(telemetry, name, None))]
+    if missing:
+        raise TypeError(
+            "telemetry must be True, False, a ScheduleTelemetry or an OwnerObserver; "
+            f"{type(telemetry).__name__} lacks {', '.join(missing)}"
+        )
+    return telemetry
+
+
+_OBSERVER_METHODS = (
+    "transaction_started",
+    "transaction_finished",
+    "delivered",
+    "persistence_uncertain",
+    "contained_failure",
+)

@@ -15,6 +15,7 @@ from typing import Any
 import pykka
 import pytest
 
+from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.plugin import install_schedule
@@ -47,6 +48,7 @@ class Harness:
         start: bool = True,
         runtime: Runtime | None = None,
         context: HostContext | None = None,
+        observer: OwnerObserver = NO_OBSERVER,
     ) -> None:
         self.host = host
         self.runtime = runtime if runtime is not None else get_runtime("threading")
@@ -59,7 +61,9 @@ class Harness:
         self.status_box = OwnerStatusBox(self.agent.id)
         owner_class = self.runtime.bind(ScheduleOwner)
         self.context = context if context is not None else host.context()
-        self.owner = owner_class.start(self.agent, self.context, self.status_box)
+        self.owner = owner_class.start(
+            self.agent, self.context, self.status_box, observer=observer
+        )
         if start:
             self.send(StartOwner())
 
