@@ -250,12 +250,12 @@ class HalfActivation:
 def test_an_activation_part_is_checked_when_it_is_set() -> None:
     host = FakeHost()
     context = host.context()
-    context.activation = HalfActivation()  # type: ignore[attr-defined]  # before it is merged
+    context.activation = HalfActivation()  # type: ignore[assignment]  # deliberately incomplete
     assert composition_problems(context) == [
         "HostContext.activation (SessionActivation): missing due_sessions; next_due is not "
         "callable (NoneType); passivate cannot be called as passivate(agent)"
     ]
-    context.activation = None  # type: ignore[attr-defined]
+    context.activation = None
     assert composition_problems(context) == []
 
 
