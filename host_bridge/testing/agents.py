@@ -232,6 +232,12 @@ class FakeAgent:
         with self._lock:
             return list(self._turns)
 
+    @property
+    def settled(self) -> bool:
+        """Idle, not reserved, nothing queued: what ``when_idle`` waits for (not journalled)."""
+        with self._lock:
+            return self._settled()
+
     def idle_waiters(self) -> list[Future[None]]:
         """The ``when_idle`` futures not resolved yet (cancelled ones excluded)."""
         with self._lock:

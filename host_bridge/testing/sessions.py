@@ -229,6 +229,13 @@ class FakeSessionStore:
 
     Like the embedded store, it takes creation guards (run by :meth:`add`) and
     store-wide append guards, so an invariant companion can be installed on it.
+
+    Scripted outcomes go to whichever flush comes next, and with Schedule
+    installed that includes the start-up flush: a new root agent's owner drives
+    once when it starts, and that drive's preflight flushes. Script after the
+    owner has started (``FakeHost.spawn_root`` waits for it when the plugin was
+    installed with ``FakeHost.install_schedule``; else ``settle`` the owner),
+    or the start-up drive may consume the outcome meant for the next tool call.
     """
 
     def __init__(self, journal: Journal | None = None) -> None:

@@ -1,14 +1,23 @@
-"""Wait, without sleeping, until actors have handled everything queued to them."""
+"""Wait, without sleeping, until actors (and a whole host) have handled everything queued."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from actors.runtime import wait_for
+from host_bridge.protocols import Agent, AgentRegistry
+from host_bridge.testing.agents import FakeAgent
+from host_bridge.testing.sessions import FakeSessionStore
 from messages.mailbox import Ping
 
-__all__ = ["settle", "settle_all"]
+if TYPE_CHECKING:
+    from host_bridge.plugin import SchedulePlugin
+
+__all__ = ["settle", "settle_all", "settle_host"]
 
 
 def _ping(ref: pykka.ActorRef[Any], timeout: float) -> bool:
@@ -81,3 +90,105 @@ def settle_all(
         if quiet_passes >= quiet_needed:
             return
     raise RuntimeError(f"actors did not settle within {max_rounds} passes")
+
+
+def _registry(host: object) -> AgentRegistry:
+    agents = getattr(host, "agents", None)
+    if agents is not None and callable(getattr(agents, "roots", None)):
+        return agents  # type: ignore[no-any-return]
+    if callable(getattr(host, "roots", None)) and callable(getattr(host, "get", None)):
+        return host  # type: ignore[return-value]
+    raise TypeError(f"{type(host).__name__} is neither an AgentRegistry nor a host with .agents")
+
+
+def _live_agents(registry: AgentRegistry, plugins: Sequence[SchedulePlugin]) -> list[Agent]:
+    """The registry's roots, then agents with Schedule that are not among them; by id once."""
+    seen: dict[str, Agent] = {}
+    for agent in (*registry.roots(), *(a for p in plugins for a in p.agents())):
+        if registry.get(agent.id) is agent:
+            seen.setdefault(agent.id, agent)
+    return list(seen.values())
+
+
+def _fingerprint(
+    host: object, registry: AgentRegistry, plugins: Sequence[SchedulePlugin]
+) -> tuple[Any, ...]:
+    """What a round of work changes: agents, their logs and turns, owners, flushes."""
+    agents: list[tuple[Any, ...]] = []
+    for agent in _live_agents(registry, plugins):
+        state: tuple[Any, ...] = (agent.id, len(agent.session.events))
+        if isinstance(agent, FakeAgent):
+            state += (len(agent.received), len(agent.turns), agent.status, agent.reserved)
+        else:
+            state += (getattr(agent, "status", None),)
+        agents.append(state)
+    sessions = getattr(host, "sessions", None)
+    flushes = sessions.flush_count if isinstance(sessions, FakeSessionStore) else None
+    return (tuple(agents), tuple(p.status() for p in plugins), flushes)
+
+
+def settle_host(
+    host: Any,
+    *plugins: SchedulePlugin,
+    run_turns: bool = False,
+    timeout: float = 10.0,
+    max_rounds: int = 1_000,
+) -> None:
+    """Return once the host's agents and Schedule's owners have nothing left to do.
+
+    ``host`` is a ``FakeHost``, an ``EmbeddedHost``, a ``HostContext`` or any
+    object with an ``AgentRegistry`` in ``.agents`` (or the registry itself);
+    ``plugins`` are the installed ``SchedulePlugin`` values (default: the
+    host's ``plugins``, which ``FakeHost.install_schedule`` fills). Rounds are
+    repeated until one changes nothing (a fixed point). Each round:
+
+    1. waits for every live root agent (and every agent with Schedule) to be
+       idle through its ``when_idle()`` future; a :class:`FakeAgent` is never
+       asked (that would journal a call): its turns run only when the test
+       says so, or here with ``run_turns=True`` (each queued follow-up runs as a
+       turn, whose end reports ``"idle"`` like a real host);
+    2. settles every owner and the wake-up actor through their mailboxes (:func:`settle_all`);
+    3. waits until every owner is quiet (``SchedulePlugin.wait_quiet``: nothing
+       in flight), except on a :class:`FakeSessionStore`, whose flushes either
+       resolve at once or stay pending until the test releases them.
+
+    A round changed something if an agent appeared or went, a log grew, a fake
+    agent received or ran a turn, an owner's status changed or (on a fake store)
+    a flush was made. Raises ``TimeoutError`` naming the agent or owner that
+    did not finish within ``timeout`` seconds, ``RuntimeError`` after
+    ``max_rounds`` rounds. A cold session the wake-up actor is still activating
+    is not waited for.
+    """
+    registry = _registry(host)
+    chosen: Sequence[SchedulePlugin] = plugins or tuple(getattr(host, "plugins", ()))
+    fake_store = isinstance(getattr(host, "sessions", None), FakeSessionStore)
+    for _ in range(max_rounds):
+        before = _fingerprint(host, registry, chosen)
+        for agent in _live_agents(registry, chosen):
+            if isinstance(agent, FakeAgent):
+                if run_turns:
+                    agent.run_queued_turns()
+                continue
+            try:
+                wait_for(agent.when_idle(), timeout)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"agent {agent.id!r} did not become idle within {timeout} seconds"
+                ) from None
+            except Exception:
+                if registry.get(agent.id) is agent:
+                    raise  # disposed meanwhile: its future failed, nothing to wait for
+        refs: list[pykka.ActorRef[Any]] = []
+        for plugin in chosen:
+            refs += [ref for a in plugin.agents() if (ref := plugin.owner_of(a)) is not None]
+            if plugin.wake_up is not None:
+                refs.append(plugin.wake_up)
+        settle_all(*refs, timeout=timeout)
+        if not fake_store:
+            for plugin in chosen:
+                for agent in plugin.agents():
+                    with contextlib.suppress(KeyError):  # disposed meanwhile
+                        plugin.wait_quiet(agent, timeout)
+        if _fingerprint(host, registry, chosen) == before:
+            return
+    raise RuntimeError(f"the host did not settle within {max_rounds} rounds")
