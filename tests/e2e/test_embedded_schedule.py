@@ -19,11 +19,11 @@ import pytest
 
 from actors.runtime import Runtime, get_runtime
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.testing import FakeClock, FakeTimers
+from host_bridge.plugin import install_schedule
+from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 from tests.schema_check import checked
@@ -66,17 +66,6 @@ def runtime(request: pytest.FixtureRequest) -> Runtime:
     return get_runtime(request.param)
 
 
-def settle(plugin: SchedulePlugin, agent: EmbeddedAgent) -> None:
-    """Let the owner and the agent run until neither has work left."""
-    for _ in range(10):
-        plugin.wait_quiet(agent)
-        agent.when_idle().result(timeout=10)
-        status = plugin.wait_quiet(agent)
-        if agent.status == "idle" and not status.busy:
-            return
-    raise AssertionError("the host never settled")
-
-
 def stored_payloads(data_dir: Path, session_id: str) -> list[Any]:
     store = SqliteEventStore(data_dir / "sessions.sqlite3", create=False)
     try:
@@ -104,15 +93,15 @@ def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path, runtime: 
     agent = host.spawn_root(model=model, session_id="s-1")
     created_at = clock.now()
     agent.prompt("remind 60 stretch your legs")
-    settle(plugin, agent)
+    settle_host(host, plugin)
     assert model.results[0]["id"] == "schedule-1"
     assert model.reminders == []
 
     timers.advance(59_999)
-    settle(plugin, agent)
+    settle_host(host, plugin)
     assert model.reminders == []
     timers.advance(1)
-    settle(plugin, agent)
+    settle_host(host, plugin)
 
     assert model.reminders == [
         "\n".join(
@@ -126,6 +115,7 @@ def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path, runtime: 
             ]
         )
     ]
+    assert_delivered_once(agent.session, "schedule-1", presented=model.reminders)
     plugin.dispose().result(timeout=10)
     host.close()
     assert stored_changes(tmp_path, "s-1") == [("create", "schedule-1"), ("dispatch", "schedule-1")]
@@ -171,8 +161,9 @@ def test_restart_with_an_overdue_record_delivers_exactly_once(
         plugin = install_schedule(host.context(), runtime=runtime)
         model = ScriptedModel()
         agent = host.spawn_root(model=model, session_id="restart-me")
-        settle(plugin, agent)
+        settle_host(host, plugin)
         deliveries.append(len(model.reminders))
+        assert_delivered_once(agent.session, "schedule-1")  # also after the second restart
         plugin.dispose().result(timeout=10)
         host.close()
     assert deliveries == [1, 0]
@@ -190,21 +181,20 @@ def test_a_fork_does_not_inherit_its_parents_reminders(tmp_path: Path, runtime: 
     parent_model = ScriptedModel()
     parent = host.spawn_root(model=parent_model, session_id="parent")
     parent.prompt("remind 30 parent only")
-    settle(plugin, parent)
+    settle_host(host, plugin)
 
     fork = host.sessions.fork(parent.session, session_id="fork")
     child_model = ScriptedModel()
     child = host.spawn_root(model=child_model, session=fork)
-    settle(plugin, child)
+    settle_host(host, plugin)
     listed = host.tools.execute("schedule_list", {}, agent=child, timeout=10)
     assert checked("schedule_list", listed.value) == {"schedules": []}
     child.prompt("remind 30 child too")
-    settle(plugin, child)
+    settle_host(host, plugin)
     assert child_model.results[0]["id"] == "schedule-1"  # ids restart in the fork's suffix
 
     timers.advance(30_000)
-    settle(plugin, parent)
-    settle(plugin, child)
+    settle_host(host, plugin)
     assert [r.splitlines()[-1] for r in parent_model.reminders] == [
         'reminder_prompt_json: "parent only"'
     ]
@@ -226,10 +216,10 @@ def test_the_runtimes_own_timers_and_wall_clock_deliver(tmp_path: Path, runtime:
     model = ScriptedModel()
     agent = host.spawn_root(model=model, session_id="real-time")
     agent.prompt("remind 1 right on time")
-    settle(plugin, agent)
+    settle_host(host, plugin)
     created_at = model.results[0]["scheduledAt"]
     assert model.reminded.wait(10)  # the real timer fires after one second
-    settle(plugin, agent)
+    settle_host(host, plugin)
     (reminder,) = model.reminders
     assert f"occurrence_at: {created_at}" in reminder
     plugin.dispose().result(timeout=10)
@@ -249,7 +239,7 @@ def test_restart_with_an_every_record_overdue_by_many_intervals_delivers_one_bat
     model = ScriptedModel()
     agent = host.spawn_root(model=model, session_id="every-restart")
     agent.prompt("every 300 check the build")
-    settle(plugin, agent)
+    settle_host(host, plugin)
     created = model.results[0]
     assert created["scheduledAt"] == format_instant(start.now() + 300_000)
     plugin.dispose().result(timeout=10)
@@ -264,7 +254,7 @@ def test_restart_with_an_every_record_overdue_by_many_intervals_delivers_one_bat
         plugin = install_schedule(host.context(), runtime=runtime)
         model = ScriptedModel()
         agent = host.spawn_root(model=model, session_id="every-restart")
-        settle(plugin, agent)
+        settle_host(host, plugin)
         deliveries.append(model.reminders)
         (status,) = plugin.status().owners
         assert status.timer_delay_ms == 146_000  # armed for the 20 minute occurrence

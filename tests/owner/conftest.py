@@ -18,7 +18,6 @@ import pytest
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from host_bridge.plugin import install_schedule
 from host_bridge.protocols import HostContext, SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
 from messages.mailbox import (
@@ -190,9 +189,6 @@ def harness(host: FakeHost, runtime: Runtime) -> Harness:
 
 @pytest.fixture
 def tools(host: FakeHost, runtime: Runtime) -> Tools:
-    """Schedule installed on ``host``, one root agent, its owner settled."""
-    plugin = install_schedule(host.context(), runtime=runtime)
-    agent = host.spawn_root("agent-1")
-    tools = Tools(host, plugin, agent)
-    tools.settle()
-    return tools
+    """Schedule installed on ``host``, one root agent whose owner has started."""
+    plugin = host.install_schedule(runtime=runtime)
+    return Tools(host, plugin, host.spawn_root("agent-1"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from host_bridge.plugin import SchedulePlugin
-from host_bridge.protocols import ToolResult
-from host_bridge.testing import FakeAgent, FakeHost, settle
+from host_bridge.testing import FakeAgent, FakeHost, call_tool, settle
 from messages.text import canonical_json
 from tests.schema_check import checked
 
@@ -20,8 +19,7 @@ class Tools:
         self.agent = agent
 
     def call(self, name: str, arguments: Any, *, agent: FakeAgent | None = None) -> Any:
-        result = self.host.tools.execute(name, arguments, agent=agent or self.agent, timeout=5)
-        assert isinstance(result, ToolResult)
+        result = call_tool(self.host, agent or self.agent, name, arguments, timeout=5)
         assert not result.is_error, result
         assert result.content == canonical_json(result.value)
         return checked(name, result.value)

@@ -27,9 +27,8 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.futures import resolved
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session
-from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers
+from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, settle_host
 from tests.e2e.test_embedded_schedule import ScriptedModel
-from tests.e2e.test_embedded_schedule import settle as settle_embedded
 from tests.owner.helpers import Tools, error
 
 SESSIONS_LOGGER = "dsh_schedule.sessions"
@@ -160,10 +159,10 @@ def test_a_pykka_future_from_flush_is_adapted_on_the_embedded_host(
     agent = host.spawn_root(model=model, session_id="s-1")
     try:
         agent.prompt("remind 60 stretch your legs")
-        settle_embedded(plugin, agent)
+        settle_host(host, plugin)
         assert [result["id"] for result in model.results] == ["schedule-1"]
         timers.advance(60_000)
-        settle_embedded(plugin, agent)
+        settle_host(host, plugin)
         assert len(model.reminders) == 1
         assert 'reminder_prompt_json: "stretch your legs"' in model.reminders[0]
         assert plugin.status().faulted == ()

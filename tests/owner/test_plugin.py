@@ -121,13 +121,9 @@ def test_agent_disposal_unregisters_tools_and_disposes_the_owner(
 
 
 def test_plugin_dispose_waits_for_every_owner(host: FakeHost, runtime: Runtime) -> None:
-    plugin = install_schedule(host.context(), runtime=runtime)
-    first = host.spawn_root("a")
+    plugin = host.install_schedule(runtime=runtime)
+    first = host.spawn_root("a")  # returns once the owner's start-up flush is done
     second = host.spawn_root("b")
-    for agent in (first, second):
-        owner = plugin.owner_of(agent)
-        assert owner is not None
-        settle(owner)
     host.sessions.script(PENDING)
     host.tools.submit("schedule_list", {}, agent=first)
     owner = plugin.owner_of(first)

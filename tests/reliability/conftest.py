@@ -18,7 +18,7 @@ from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolResult
-from host_bridge.testing import FakeClock, FakeTimers, settle
+from host_bridge.testing import FakeClock, FakeTimers, call_tool, settle
 from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
 from messages.text import canonical_json
 from tests.schema_check import checked
@@ -71,7 +71,7 @@ class Rig:
 
     def call(self, agent: EmbeddedAgent, name: str, arguments: Any) -> dict[str, Any]:
         """Run a tool; check its value against the schema and its content bytes; settle."""
-        result = self.host.tools.execute(name, arguments, agent=agent, timeout=TOOL_TIMEOUT)
+        result = call_tool(self.host, agent, name, arguments, timeout=TOOL_TIMEOUT)
         self.settle(agent)  # the drive a successful preflight requests runs too
         return self.value(name, result)
 
