@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -53,5 +54,14 @@ def test_a_host_authors_test_file_uses_the_fixtures(pytester: pytest.Pytester) -
             assert embedded_host.data_dir.parent == tmp_path
         """
     )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+def test_the_documented_example_passes(pytester: pytest.Pytester) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "host-integration.md"
+    section = docs.read_text(encoding="utf-8").split("## 12. Testing with the kit", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_example=example)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
