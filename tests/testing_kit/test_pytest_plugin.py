@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -15,6 +17,14 @@ pytest_plugins = ["pytester"]
 def test_the_plugin_is_registered_as_an_entry_point() -> None:
     (entry,) = [e for e in entry_points(group="pytest11") if e.name == "dsh_schedule"]
     assert entry.value == "host_bridge.testing.pytest_plugin"
+
+
+def test_the_kit_itself_does_not_import_pytest() -> None:
+    probe = "import sys, host_bridge.testing; print('pytest' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"
 
 
 def test_fixtures_are_there_in_our_own_run(fake_host: FakeHost, fake_clock: FakeClock) -> None:
