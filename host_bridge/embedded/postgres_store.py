@@ -76,6 +76,7 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
+from host_bridge.embedded.paths import is_postgres_url
 from host_bridge.embedded.sqlite_store import (
     CLOSE_TIMEOUT,
     SqliteEventStore,
@@ -101,7 +102,6 @@ from host_bridge.embedded.store_errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores import is_postgres_url
 from host_bridge.protocols import SessionHeader
 
 __all__ = [
@@ -154,6 +154,7 @@ _LOCK_HOLDER = (
     " LEFT JOIN pg_stat_activity a ON a.pid = k.pid"
     f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
 )
+
 
 def _build_due_index(conn: psycopg.Connection[Any]) -> None:
     """Fill ``due_index`` from the stored logs (inside the migrating or reindexing transaction)."""

@@ -1057,9 +1057,7 @@ class SqliteEventStore:
             except OSError:
                 return False
 
-    def _plan_due_index(
-        self, batch: Sequence[_Op], read: Callable[[str], Any]
-    ) -> IndexPlan:
+    def _plan_due_index(self, batch: Sequence[_Op], read: Callable[[str], Any]) -> IndexPlan:
         """The due index changes of ``batch`` (writer thread, inside its transaction)."""
         rows = [
             (op.session_id, op.seq, op.type, op.time, op.payload)
@@ -1843,8 +1841,10 @@ def _select_indexed(
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-    return head, rows if head is not None else [], None if due is None else _due_entry(
-        session_id, due
+    return (
+        head,
+        rows if head is not None else [],
+        None if due is None else _due_entry(session_id, due),
     )
 
 
@@ -1912,7 +1912,6 @@ def _due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
     if entry is None:
         raise StoreCorruptError(f"the due index row of session {_show(session_id)} is empty")
     return entry
-
 
 
 def _is_storable_id(value: object) -> bool:
