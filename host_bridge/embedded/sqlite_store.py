@@ -1781,11 +1781,11 @@ def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
     return StoreError(f"cannot read the session store {path} ({category})")
 
 
-def _select_session_ids(conn: sqlite3.Connection, path: Path) -> list[str]:
-    """Every stored session id, sorted; a non-text id is corruption."""
+def _select_session_ids(conn: sqlite3.Connection, where: object) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption (``where`` names the store)."""
     ids = [row[0] for row in conn.execute("SELECT id FROM sessions")]
     if not all(isinstance(session_id, str) for session_id in ids):
-        raise StoreCorruptError(f"{path}: the sessions table holds an id that is not text")
+        raise StoreCorruptError(f"{where}: the sessions table holds an id that is not text")
     return sorted(ids)
 
 
