@@ -52,17 +52,17 @@ happened.
 Waiting follows the caller: a greenlet on a hub thread waits by switching to
 its hub (other actors keep running; a cross-thread wake-up arrives through an
 async watcher); a plain thread blocks on a ``threading.Event``. Waiting is
-refused, with :class:`actors.runtime.BlockingInHubError`, in the hub greenlet
+refused, with :class:`actors.waiting.BlockingInHubError`, in the hub greenlet
 itself (a loop callback), and with :class:`GeventRuntimeError` when a foreign
 thread would wait on actors whose hub is not running (a closed runtime, an
 attached hub whose thread never entered or already left its hub): an error,
 never a hang.
 
-Blocking I/O does not belong on the hub: :func:`actors.runtime.run_blocking`
+Blocking I/O does not belong on the hub: :func:`actors.waiting.run_blocking`
 moves a call to an offload thread (:func:`offload`) when it is made on a hub
 thread.
 :class:`GeventTimers` are libev/libuv timers of the hub; their callbacks run in
-the hub itself and, like those of :class:`host_bridge.clock.ThreadTimers`, must
+the hub itself and, like those of :class:`actors.clock.ThreadTimers`, must
 only post a message.
 """
 
@@ -77,16 +77,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 
 import gevent
 import gevent.event
 import gevent.hub
 import pykka
 
-from actors.runtime import (
-    BlockingInHubError,
-    RuntimeName,
+from actors.waiting import (
     Wake,
     current_hub,
     make_wake,
@@ -166,7 +164,7 @@ class GeventRuntime:
     # --- Runtime protocol ----------------------------------------------------------------
 
     @property
-    def name(self) -> RuntimeName:
+    def name(self) -> Literal["gevent"]:
         """Always ``"gevent"``."""
         return "gevent"
 
@@ -206,11 +204,11 @@ class GeventRuntime:
         return GeventTimers(self)
 
     def run_blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """See :func:`actors.runtime.run_blocking`."""
+        """See :func:`actors.waiting.run_blocking`."""
         return run_blocking(function, *args)
 
     def wait(self, future: ConcurrentFuture[T], timeout: float | None = None) -> T:
-        """See :func:`actors.runtime.wait_for`.
+        """See :func:`actors.waiting.wait_for`.
 
         A plain thread's wait ends with :class:`GeventRuntimeError` when this
         runtime closes or its hub stops before ``future`` resolves.
@@ -601,147 +599,6 @@ def default_runtime() -> GeventRuntime:
         if _default is None:
             _default = GeventRuntime()
         return _default
-
-
-# --- waiting -------------------------------------------------------------------------------
-
-
-class _GreenletWake:
-    """Suspends the calling greenlet; woken from any thread through an async watcher."""
-
-    __slots__ = ("_closed", "_lock", "_waiter", "_watcher")
-
-    def __init__(self, hub: Any) -> None:
-        self._waiter = gevent.hub.Waiter(hub)
-        self._watcher = hub.loop.async_()
-        self._watcher.start(self._waiter.switch, None)  # started now: no send can be lost
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def wake(self) -> None:
-        with self._lock:
-            if not self._closed:
-                try:
-                    self._watcher.send()
-                except ValueError:  # its hub was destroyed with this greenlet still waiting
-                    self._closed = True
-
-    def wait(self, timeout: float | None) -> bool:
-        timer = None
-        if timeout is not None:
-            timer = gevent.Timeout(max(0.0, timeout))
-            timer.start()
-        try:
-            self._waiter.get()
-            return True
-        except gevent.Timeout as raised:
-            if raised is not timer:
-                raise
-            return False
-        finally:
-            if timer is not None:
-                timer.close()
-            self.discard()
-
-    def discard(self) -> None:
-        """On the hub thread: release the watcher (later wakes do nothing); idempotent."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._watcher.stop()
-                self._watcher.close()
-
-
-def greenlet_wake(hub: Any) -> _GreenletWake:
-    """A wake-up for the current greenlet of ``hub``'s thread (not the hub greenlet)."""
-    if getcurrent() is hub:
-        raise BlockingInHubError(
-            "cannot wait inside the gevent hub (a loop or timer callback): it would stop "
-            "every greenlet of this thread; wait from a greenlet or another thread instead"
-        )
-    return _GreenletWake(hub)
-
-
-def offload(hub: Any, function: Callable[..., T], *args: Any) -> T:
-    """Run ``function(*args)`` in an offload thread; only the calling greenlet of ``hub`` waits.
-
-    The offload threads are plain daemon threads shared by every hub (at most
-    :data:`OFFLOAD_THREADS`; they start on demand and never retire). Unlike
-    gevent's own thread pool, whose retiring workers reach the hub with
-    ``run_callback_threadsafe`` (see :meth:`GeventRuntime._post_locked`), they
-    reach the waiting greenlet only through its async watcher.
-    """
-    if getcurrent() is hub:
-        raise BlockingInHubError(
-            "cannot run blocking work from inside the gevent hub (a loop or timer callback)"
-        )
-    wake = _GreenletWake(hub)
-    outcome: list[tuple[bool, Any]] = []
-
-    def task() -> None:
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as error:
-            outcome.append((False, error))
-        finally:
-            wake.wake()
-
-    try:
-        _offloader.submit(task)
-    except BaseException:
-        wake.discard()
-        raise
-    wake.wait(None)
-    done, value = outcome.pop()
-    if not done:
-        raise value
-    return cast("T", value)
-
-
-OFFLOAD_THREADS = 10
-"""How many offload threads run blocking calls for greenlets (:func:`offload`) at most."""
-
-
-class _Offloader:
-    """Daemon threads that run the blocking calls greenlets hand over; they never retire."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._threads = 0
-        self._idle = 0  # threads free for a new task (each submit reserves one)
-
-    def submit(self, task: Callable[[], None]) -> None:
-        """Run ``task`` in an offload thread (starting one if none is free); never blocks long."""
-        with self._lock:
-            grow = self._idle == 0 and self._threads < self._size
-            if grow:
-                self._threads += 1
-                number = self._threads
-            elif self._idle > 0:
-                self._idle -= 1
-        if grow:
-            try:
-                threading.Thread(
-                    target=self._serve, name=f"dsh-gevent-offload-{number}", daemon=True
-                ).start()
-            except BaseException:
-                with self._lock:
-                    self._threads -= 1
-                raise
-        self._tasks.put(task)
-
-    def _serve(self) -> None:
-        while True:
-            task = self._tasks.get()
-            task()  # never raises: offload's task keeps its outcome
-            del task
-            with self._lock:
-                self._idle += 1
-
-
-_offloader = _Offloader(OFFLOAD_THREADS)
 
 
 # --- the future ----------------------------------------------------------------------------
@@ -1197,9 +1054,9 @@ class GeventTimers:
     ``call_later`` and ``cancel`` are thread-safe: off the hub thread they hop
     to the hub with :meth:`GeventRuntime.call_soon`. Delays are measured on the
     loop's monotonic clock. Callbacks run in the hub itself: like those of
-    :class:`host_bridge.clock.ThreadTimers` they must be short and must not
+    :class:`actors.clock.ThreadTimers` they must be short and must not
     block (Schedule's only post a message to a mailbox); a callback that tries
-    to wait gets :class:`actors.runtime.BlockingInHubError`.
+    to wait gets :class:`actors.waiting.BlockingInHubError`.
     """
 
     def __init__(self, runtime: GeventRuntime | None = None) -> None:

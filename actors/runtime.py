@@ -15,24 +15,29 @@ actor's code is shared by both runtimes. See :mod:`actors.gevent_runtime` for
 the gevent model (one hub thread per runtime, thread-safe hand-off from any
 other thread).
 
-The module-level helpers :func:`wait_for` and :func:`run_blocking` wait "in the
-caller's style": on a thread that runs a gevent hub they suspend only the
-calling greenlet (the hub keeps running other actors), anywhere else they block
-the calling thread. They never import gevent unless gevent is already loaded,
-so the threading path stays free of it.
+The helpers :func:`wait_for` and :func:`run_blocking` wait "in the caller's
+style" (they live in the leaf module :mod:`actors.waiting` and are re-exported
+here): on a thread that runs a gevent hub they suspend only the calling
+greenlet, anywhere else they block the calling thread.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 import pykka
 
-from host_bridge.protocols import Timers
+from actors.contract import Timers
+from actors.waiting import (
+    BlockingInHubError,
+    Wake,
+    current_hub,
+    make_wake,
+    run_blocking,
+    wait_for,
+)
 
 __all__ = [
     "BlockingInHubError",
@@ -52,14 +57,6 @@ T = TypeVar("T")
 A = TypeVar("A", bound=pykka.Actor)
 
 RuntimeName: TypeAlias = Literal["threading", "gevent"]
-
-
-class BlockingInHubError(RuntimeError):
-    """A blocking wait was attempted in a gevent hub greenlet (a loop callback).
-
-    The hub cannot suspend itself: waiting there would stop every greenlet of
-    the thread, so it is refused with this error instead of hanging.
-    """
 
 
 class Runtime(Protocol):
@@ -115,8 +112,8 @@ class ThreadingRuntime:
         return actor_class
 
     def timers(self) -> Timers:
-        """A new :class:`host_bridge.clock.ThreadTimers` (one scheduler thread)."""
-        from host_bridge.clock import ThreadTimers
+        """A new :class:`actors.clock.ThreadTimers` (one scheduler thread)."""
+        from actors.clock import ThreadTimers
 
         return ThreadTimers(name="dsh-threading-timers")
 
@@ -157,94 +154,3 @@ def get_runtime(spec: RuntimeSpec = "threading") -> Runtime:
         if not callable(getattr(spec, attribute, None)):
             raise TypeError(f"{spec!r} is not an actor runtime (it has no {attribute}())")
     return spec
-
-
-# --- waiting in the caller's style ------------------------------------------------------
-
-
-def current_hub() -> Any | None:
-    """The gevent hub of the calling thread, or None (also when gevent is not loaded).
-
-    Never creates a hub and never imports gevent on its own.
-    """
-    if "gevent" not in sys.modules:
-        return None
-    from gevent._hub_local import get_hub_if_exists
-
-    return get_hub_if_exists()
-
-
-class Wake(Protocol):
-    """A one-shot wake-up: :meth:`wait` in the caller's context, :meth:`wake` from anywhere."""
-
-    def wake(self) -> None:
-        """Wake the waiter (idempotent; thread-safe; fine before or after :meth:`wait`)."""
-        ...
-
-    def wait(self, timeout: float | None) -> bool:
-        """Wait until woken; False on timeout. Call once, from the thread that made it."""
-        ...
-
-
-class _ThreadWake:
-    """Blocks the calling OS thread."""
-
-    __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def wake(self) -> None:
-        self._event.set()
-
-    def wait(self, timeout: float | None) -> bool:
-        return self._event.wait(timeout)
-
-
-def make_wake() -> Wake:
-    """A :class:`Wake` for the calling context.
-
-    On a thread that runs a gevent hub it suspends only the calling greenlet;
-    raises :class:`BlockingInHubError` in the hub greenlet itself.
-    """
-    hub = current_hub()
-    if hub is None:
-        return _ThreadWake()
-    from actors.gevent_runtime import greenlet_wake
-
-    return greenlet_wake(hub)
-
-
-def wait_for(future: Future[T], timeout: float | None = None) -> T:
-    """The result of a ``concurrent.futures.Future``, waited for in the caller's style.
-
-    A done future returns at once (anywhere). Otherwise, on a gevent hub thread
-    only the calling greenlet waits, so an actor on the same hub can resolve the
-    future; elsewhere this is ``future.result(timeout)``. Raises ``TimeoutError``
-    on timeout and :class:`BlockingInHubError` in a hub greenlet.
-    """
-    if future.done():
-        return future.result()
-    if current_hub() is None:
-        return future.result(timeout)
-    wake = make_wake()
-    future.add_done_callback(lambda _: wake.wake())
-    if not wake.wait(timeout):
-        raise TimeoutError(f"the future did not resolve within {timeout} seconds")
-    return future.result(0)
-
-
-def run_blocking(function: Callable[..., T], *args: Any) -> T:
-    """Call ``function(*args)``, off the hub when the caller runs on a gevent hub thread.
-
-    On a hub thread the call runs in an offload thread while only the
-    calling greenlet waits (so a SQLite commit or read never stalls the hub);
-    anywhere else it runs directly. Raises :class:`BlockingInHubError` in a hub
-    greenlet.
-    """
-    hub = current_hub()
-    if hub is None:
-        return function(*args)
-    from actors.gevent_runtime import offload
-
-    return offload(hub, function, *args)

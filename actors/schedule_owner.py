@@ -76,6 +76,7 @@ from typing import Any, Literal, Protocol
 import pykka
 
 from actors.base import MailboxActor
+from actors.contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from actors.observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -85,7 +86,6 @@ from actors.observer import (
     guarded,
 )
 from actors.status_box import OwnerStatusBox
-from host_bridge.protocols import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
 from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
@@ -209,7 +209,10 @@ class ScheduleOwner(MailboxActor):
             raise ValueError("ScheduleOwner needs a host with sessions and agents")
         # Identity and lifetime: kept across restarts.
         self._agent = agent
+        if host.timers is None:
+            raise ValueError("HostContext.timers must be set (install_schedule supplies them)")
         self._host = host
+        self._timers = host.timers
         self._log = host.logger.getChild("owner")
         self._sessions = host.sessions
         self._agents = host.agents
@@ -858,7 +861,7 @@ class ScheduleOwner(MailboxActor):
         timed_out = FlushTimedOut(txn.id, txn.phase)
         post = self._post
         try:
-            txn.deadline = self._host.timers.call_later(timeout, lambda: post(timed_out))
+            txn.deadline = self._timers.call_later(timeout, lambda: post(timed_out))
         except Exception:
             self._log.warning(
                 "the flush timeout of session %r could not be armed", self._session.id
@@ -925,7 +928,7 @@ class ScheduleOwner(MailboxActor):
         generation = self._timer_generation
         post = self._post
         delay_ms = plan.delay_ms
-        self._timer = self._host.timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
+        self._timer = self._timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
         self._timer_delay = delay_ms
         self._timer_target = plan.record.target_ms
         self._decided = self._fold

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol, cast
 
 from actors.base import MailboxActor
-from host_bridge.protocols import SessionEvent, SessionHeader
+from actors.contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
@@ -19,14 +19,9 @@ __all__ = [
     "PersistenceListener",
     "SessionActor",
     "SessionCore",
-    "SessionDetachedError",
 ]
 
 _log = logging.getLogger("dsh_schedule.session")
-
-
-class SessionDetachedError(RuntimeError):
-    """The session was detached: it accepts no more appends or flushes."""
 
 
 class PersistenceListener(Protocol):
@@ -46,10 +41,6 @@ class PersistenceListener(Protocol):
     def flush(self, session_id: str) -> Future[bool]:
         """Resolve True once everything queued for the session before this call is durable."""
         ...
-
-
-AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
-"""Called before an append with (header, current events, type, data); raising rejects it."""
 
 
 class _Counted(Protocol):

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from actors.runtime import Wake, make_wake
+from actors.waiting import Wake, make_wake
 from messages.status import OwnerStatus
 
 __all__ = ["OwnerStatusBox"]
@@ -17,7 +17,7 @@ class OwnerStatusBox:
 
     The owner publishes after every mailbox message it handles (on its own
     thread or greenlet); anyone may read :attr:`current` or wait for a status.
-    Waiting follows the caller (:func:`actors.runtime.make_wake`): a greenlet on a
+    Waiting follows the caller (:func:`actors.waiting.make_wake`): a greenlet on a
     gevent hub thread is suspended, not the hub, so waiting from an actor of the
     same hub cannot deadlock.
     """

@@ -1,7 +1,7 @@
 """WakeUpActor: wakes cold sessions whose reminders came due, and lets them go again.
 
 One per installed plugin whose host offers
-:class:`~host_bridge.protocols.SessionActivation`. It knows nothing about stores:
+:class:`~actors.contract.SessionActivation`. It knows nothing about stores:
 it asks the host when the next cold session is due, sleeps until then on one
 timer, and asks the host to activate the due sessions in due order, at most
 :attr:`WakePolicy.max_concurrent` at a time. An activated session's root agent
@@ -18,7 +18,7 @@ activation or a passivation settled) does three things:
    in flight, skipping sessions in flight or backing off;
 2. lets go of activated agents that stayed quiet for ``quiet_period_ms`` (agent
    idle, owner quiet, no reminder due within the quiet period) through
-   :class:`~host_bridge.protocols.SessionPassivation`, when the host offers it;
+   :class:`~actors.contract.SessionPassivation`, when the host offers it;
 3. arms the one timer for the earliest of: the next due target, the end of a
    back-off, the end of a quiet period, and ``rescan_ms`` (the index is re-read
    at least that often, so changes made by other processes are seen).
@@ -38,6 +38,13 @@ from typing import Any
 import pykka
 
 from actors.base import MailboxActor
+from actors.contract import (
+    Agent,
+    Cancellable,
+    HostContext,
+    SessionActivation,
+    SessionPassivation,
+)
 from actors.schedule_owner import OwnerSupervisor
 from actors.wake_policy import (
     MAX_TIMER_DELAY_MS,
@@ -45,13 +52,6 @@ from actors.wake_policy import (
     WakeState,
     WakeUpBoard,
     WakeUpStatus,
-)
-from host_bridge.protocols import (
-    Agent,
-    Cancellable,
-    HostContext,
-    SessionActivation,
-    SessionPassivation,
 )
 from messages.fold import fold_schedule_events
 from messages.mailbox import (
@@ -116,7 +116,10 @@ class WakeUpActor(MailboxActor):
         super().__init__()
         self._activation = activation
         self._passivation = activation if isinstance(activation, SessionPassivation) else None
+        if host.timers is None:
+            raise ValueError("HostContext.timers must be set (install_schedule supplies them)")
         self._host = host
+        self._timers = host.timers
         self._policy = policy
         self._owner_quiet = owner_quiet
         self._board = board
@@ -369,9 +372,7 @@ class WakeUpActor(MailboxActor):
         if due is not None and due > now:
             delays.append(due - now)
         delays += [b.until - mono for b in self._backoff.values()]
-        delays += [
-            e.quiet_until - mono for e in self._activated.values() if not e.passivating
-        ]
+        delays += [e.quiet_until - mono for e in self._activated.values() if not e.passivating]
         delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
         self._log.debug("next due %s; waking again in %d ms", due, delay)
         self._arm(delay)
@@ -404,9 +405,7 @@ class WakeUpActor(MailboxActor):
         self._generation += 1
         generation = self._generation
         post = self._post
-        self._timer = self._host.timers.call_later(
-            delay_ms, lambda: post(WakeUpTimerFired(generation))
-        )
+        self._timer = self._timers.call_later(delay_ms, lambda: post(WakeUpTimerFired(generation)))
         self._timer_delay = delay_ms
 
     def _cancel_timer(self) -> None:

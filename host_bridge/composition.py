@@ -229,7 +229,7 @@ def composition_problems(host: HostContext) -> list[str]:
         )
     lines += filter(None, [_clock_problem(host)])
     timers = getattr(host, "timers", None)
-    timer_problems = ["missing"] if timers is None else _shape_problems(timers, protocols.Timers)
+    timer_problems = [] if timers is None else _shape_problems(timers, protocols.Timers)
     if timer_problems:
         lines.append(_part("timers", protocols.Timers, timer_problems))
     logger = getattr(host, "logger", None)

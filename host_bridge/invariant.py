@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from host_bridge.protocols import Session, SessionEvent, SessionHeader
+from host_bridge.protocols import AppendGuard, Session, SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     FoldedSchedules,
@@ -30,7 +30,6 @@ __all__ = ["ScheduleInvariant", "ScheduleInvariantError", "install_schedule_inva
 
 _log = logging.getLogger("dsh_schedule.invariant")
 
-AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
 CreationGuard = Callable[[SessionHeader, Sequence[SessionEvent]], None]
 
 

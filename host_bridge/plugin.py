@@ -22,6 +22,7 @@ again once quiet; its timer is re-timed by the clock watchdog too.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
-from host_bridge.protocols import Agent, HostContext
+from host_bridge.protocols import Agent, HostContext, Timers
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
 from host_bridge.telemetry import ScheduleTelemetry
 from host_bridge.tools import schedule_tools
@@ -140,7 +141,15 @@ class SchedulePlugin:
         *,
         telemetry: OwnerObserver | bool = True,
     ) -> None:
+        self._runtime = get_runtime(runtime)
+        self._own_timers: Timers | None = None
+        timers = host.timers
+        if timers is None:  # the runtime supplies them; closed when the plugin is disposed
+            timers = self._own_timers = self._runtime.timers()
+            host = copy.copy(host)
+            host.timers = timers
         self._host = host
+        self._timers = timers
         self._telemetry = _telemetry(telemetry)
         self._restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self._wake_policy = wake_policy if wake_policy is not None else WakePolicy()
@@ -148,7 +157,7 @@ class SchedulePlugin:
             ClockWatchdog(
                 host.clock,
                 host.monotonic,
-                host.timers,
+                self._timers,
                 host.clock_watch_ms,
                 self._on_clock_jump,
                 log=host.logger.getChild("watchdog"),
@@ -156,7 +165,6 @@ class SchedulePlugin:
             if host.clock_watch_ms is not None
             else None
         )
-        self._runtime = get_runtime(runtime)
         self._owner_class = self._runtime.bind(ScheduleOwner)
         self._lock = threading.Lock()
         self._installed: dict[str, _Installed] = {}
@@ -186,7 +194,7 @@ class SchedulePlugin:
         supervision = OwnerSupervision(
             "wake-up",
             self._restart_policy,
-            host.timers,
+            self._timers,
             host.monotonic,
             host.logger.getChild("supervision"),
             subject="the wake-up actor",
@@ -289,8 +297,20 @@ class SchedulePlugin:
                 finished.append(reply)
             except pykka.ActorDeadError:
                 pass
-        _when_all(finished, self._dispose_future)
-        return self._dispose_future
+        own_timers = self._own_timers
+        if own_timers is None:
+            _when_all(finished, self._dispose_future)
+            return self._dispose_future
+        all_finished: Future[None] = Future()
+        done = self._dispose_future
+
+        def close_then_resolve(_: Future[None]) -> None:
+            _close_timers(own_timers)
+            done.set_result(None)
+
+        all_finished.add_done_callback(close_then_resolve)
+        _when_all(finished, all_finished)
+        return done
 
     # --- host events ---------------------------------------------------------------------
 
@@ -362,7 +382,7 @@ class SchedulePlugin:
         supervision = OwnerSupervision(
             agent.id,
             self._restart_policy,
-            host.timers,
+            self._timers,
             host.monotonic,
             host.logger.getChild("supervision"),
         )
@@ -477,6 +497,16 @@ def _quietly(action: Callable[[], None]) -> None:
         action()
     except Exception:
         _log.warning("a Schedule tool could not be unregistered")
+
+
+def _close_timers(timers: Timers) -> None:
+    """Close timers the runtime supplied for this plugin (nothing is armed on them any more)."""
+    close = getattr(timers, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            _log.warning("the plugin's timers could not be closed")
 
 
 def _when_all(futures: list[Future[None]], target: Future[None]) -> None:

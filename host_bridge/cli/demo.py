@@ -530,9 +530,7 @@ def _start(
                 )
         else:
             out.line("host", f"created session {session_id}")
-        model = ScriptedModel(
-            agent_id, out, {step.user: step for step in steps}, clock=host.clock
-        )
+        model = ScriptedModel(agent_id, out, {step.user: step for step in steps}, clock=host.clock)
         model.watch = LogWatch(session, out)
         out.line("host", f"spawning root agent {agent_id} with the scripted model")
         agent = host.spawn_root(session=session, model=model, agent_id=agent_id)

@@ -319,9 +319,7 @@ def serve_command(
     may share one store: a session is woken by one of them at a time.
     """
     data_dir = resolve_data_dir()
-    policy = WakePolicy(
-        max_concurrent=concurrency, quiet_period_ms=int(quiet_period * 1000)
-    )
+    policy = WakePolicy(max_concurrent=concurrency, quiet_period_ms=int(quiet_period * 1000))
     server = Server(data_dir, notify_command=notify_command, policy=policy)
     stop = threading.Event()
     with _stop_on_signals(stop):

@@ -28,17 +28,15 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
-from host_bridge.embedded.agents import EmbeddedAgent, Model
+from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.sessions import EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.futures import chain
 from host_bridge.protocols import Agent, DueSession
 
-if TYPE_CHECKING:
-    from host_bridge.embedded.host import EmbeddedHost
-
-__all__ = ["FILTER_WINDOW", "EmbeddedActivation"]
+__all__ = ["FILTER_WINDOW", "ActivatedHost", "EmbeddedActivation"]
 
 _log = logging.getLogger("dsh_schedule.activation")
 
@@ -47,6 +45,30 @@ FILTER_WINDOW = 1024
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
+
+
+class ActivatedHost(Protocol):
+    """The parts of :class:`~host_bridge.embedded.host.EmbeddedHost` that activation uses."""
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The host's wall clock (epoch ms)."""
+        ...
+
+    @property
+    def persistence(self) -> SqliteEventStore | None:
+        """The durable store (None once the host closed it)."""
+        ...
+
+    @property
+    def sessions(self) -> EmbeddedSessionStore:
+        """The host's live sessions."""
+        ...
+
+    @property
+    def agents(self) -> EmbeddedAgentRegistry:
+        """The host's agents."""
+        ...
 
 
 class EmbeddedActivation:
@@ -62,7 +84,7 @@ class EmbeddedActivation:
 
     def __init__(
         self,
-        host: EmbeddedHost,
+        host: ActivatedHost,
         *,
         model: Model | None = None,
         workers: int = 8,
@@ -239,4 +261,3 @@ class EmbeddedActivation:
                 listener()
             except Exception:
                 _log.warning("a due-change listener failed", exc_info=True)
-

@@ -37,8 +37,8 @@ from typing import Any, overload
 import pykka
 
 from actors.base import MailboxActor
+from actors.contract import SessionDetachedError
 from actors.runtime import RuntimeSpec, get_runtime
-from actors.session_actor import SessionDetachedError
 from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,

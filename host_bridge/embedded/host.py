@@ -141,9 +141,7 @@ class EmbeddedHost:
         Needs a durable store. Idempotent: a second call returns the same object.
         """
         if self.activation is None:
-            self.activation = EmbeddedActivation(
-                self, model=model, workers=workers, accept=accept
-            )
+            self.activation = EmbeddedActivation(self, model=model, workers=workers, accept=accept)
         return self.activation
 
     def spawn_root(

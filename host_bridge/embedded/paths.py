@@ -17,7 +17,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["APP_DIR_NAME", "DEFAULT_DATA_ENV", "STORE_FILE_NAME", "default_data_dir", "store_path"]
+__all__ = [
+    "APP_DIR_NAME",
+    "DEFAULT_DATA_ENV",
+    "STORE_FILE_NAME",
+    "default_data_dir",
+    "is_postgres_url",
+    "store_path",
+]
 
 DEFAULT_DATA_ENV = "DSH_SCHEDULE_HOME"
 """The environment variable that overrides the data directory."""
@@ -49,3 +56,11 @@ def default_data_dir() -> Path:
 def store_path(data_dir: str | os.PathLike[str]) -> Path:
     """The session store file inside ``data_dir``: ``data_dir / "sessions.sqlite3"``."""
     return Path(data_dir) / STORE_FILE_NAME
+
+
+def is_postgres_url(spec: object) -> bool:
+    """Whether a store spec is a ``postgresql://`` (or ``postgres://``) connection URL.
+
+    Any other spec is the path of an SQLite file.
+    """
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))

@@ -76,6 +76,7 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
+from host_bridge.embedded.paths import is_postgres_url
 from host_bridge.embedded.sqlite_store import (
     CLOSE_TIMEOUT,
     SqliteEventStore,
@@ -91,7 +92,6 @@ from host_bridge.embedded.sqlite_store import (
     _show,
     _Waiter,
     _write_due_changes,
-    decode_session,
 )
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
@@ -101,7 +101,7 @@ from host_bridge.embedded.store_errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores import is_postgres_url
+from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 from host_bridge.protocols import SessionHeader
 
 __all__ = [
@@ -154,6 +154,7 @@ _LOCK_HOLDER = (
     " LEFT JOIN pg_stat_activity a ON a.pid = k.pid"
     f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
 )
+
 
 def _build_due_index(conn: psycopg.Connection[Any]) -> None:
     """Fill ``due_index`` from the stored logs (inside the migrating or reindexing transaction)."""
@@ -818,7 +819,7 @@ class PostgresEventStore(SqliteEventStore):
             _log.info("session store %s migrated to schema version %d", self._label, version)
 
 
-class PostgresStoreReader:
+class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
     """Durably stored sessions of a PostgreSQL store, read without writing anything.
 
     One connection in read-only mode (``default_transaction_read_only``): no
@@ -829,6 +830,8 @@ class PostgresStoreReader:
     cannot be reached or the tables belong to another application, and
     :class:`StoreCorruptError` / :class:`StoreVersionError` like the writable store.
     """
+
+    _due_index_version = DUE_INDEX_SCHEMA_VERSION
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
         if not is_postgres_url(url):
@@ -865,72 +868,11 @@ class PostgresStoreReader:
                 reason="the database has none of its tables",
             )
         self._version = version
-        self._conn: psycopg.Connection[Any] | None = conn
+        self._conn = conn
         _log.debug("session store %s open read-only", self._label)
 
-    @property
-    def label(self) -> str:
-        """How messages name the store: its URL without password."""
-        return self._label
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the database."""
-        return self._version
-
-    def session_ids(self) -> list[str]:
-        """The ids of every durably stored session, sorted."""
-        return self._read(lambda conn: _select_session_ids(conn, self._label))
-
-    def load_header(self, session_id: str) -> SessionHeader | None:
-        """The stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
-            return None
-        row = self._read(lambda conn: _select_header(conn, session_id))
-        return None if row is None else _header(session_id, row)
-
-    def load(self, session_id: str) -> StoredSession | None:
-        """The stored session (header and decoded log), or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
-            return None
-        head, rows = self._read(lambda conn: _select_session(conn, session_id))
-        return decode_session(session_id, head, rows)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Whether the database has a due index (schema version 2 and later)."""
-        return self._version >= DUE_INDEX_SCHEMA_VERSION
-
-    def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (empty without a due index)."""
-        if not self.has_due_index:
-            return {}
-        return self._read(_select_due_entries)
-
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot.
-
-        Without a due index (an older database) the row is always ``None``.
-        """
-        if not self.has_due_index:
-            return self.load(session_id), None
-        if not _is_storable_id(session_id):
-            return None, None
-        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
-        return decode_session(session_id, head, rows), due
-
-    def close(self) -> None:
-        """Close the connection; later reads raise :class:`StoreClosedError`."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> PostgresStoreReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _reads(self) -> ReadQueries[psycopg.Connection[Any]]:
+        return _POSTGRES_READS
 
     def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         with self._lock:
@@ -1076,3 +1018,12 @@ def _category(error: BaseException) -> str:
     sqlstate = getattr(error, "sqlstate", None)
     name = type(error).__name__
     return f"{name} {sqlstate}" if isinstance(sqlstate, str) and sqlstate else name
+
+
+_POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = ReadQueries(
+    session_ids=_select_session_ids,
+    header=_select_header,
+    session=_select_session,
+    due_entries=_select_due_entries,
+    indexed=_select_indexed,
+)

@@ -19,8 +19,9 @@ from typing import Any, TypeAlias
 
 import pykka
 
+from actors.contract import AppendGuard, SessionDetachedError
 from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
-from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
+from actors.session_actor import SessionActor, SessionCore
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.inbox import InboxEntry, pending_entries

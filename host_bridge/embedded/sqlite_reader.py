@@ -38,14 +38,10 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
-from host_bridge.embedded.due_index import DueEntry
 from host_bridge.embedded.sqlite_store import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
-    StoredSession,
     _category,
-    _header,
-    _is_storable_id,
     _open_error,
     _read_error,
     _select_due_entries,
@@ -54,11 +50,10 @@ from host_bridge.embedded.sqlite_store import (
     _select_session,
     _select_session_ids,
     _sidecar,
-    decode_session,
     schema_version,
 )
 from host_bridge.embedded.store_errors import StoreClosedError, StoreError, StoreMissingError
-from host_bridge.protocols import SessionHeader
+from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 
 __all__ = ["SqliteStoreReader"]
 
@@ -67,7 +62,7 @@ _log = logging.getLogger("dsh_schedule.store")
 _T = TypeVar("_T")
 
 
-class SqliteStoreReader:
+class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
     """Durably stored sessions of one SQLite store file, read without writing anything.
 
     Raises on open: :class:`StoreMissingError` when ``path`` does not exist, is
@@ -77,8 +72,11 @@ class SqliteStoreReader:
     any thread; :meth:`close` is idempotent.
     """
 
+    _due_index_version = DUE_INDEX_SCHEMA_VERSION
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(os.fspath(path))
+        self._label = str(self._path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._immutable = _needs_immutable(self._path)
@@ -114,77 +112,9 @@ class SqliteStoreReader:
         return self._path
 
     @property
-    def label(self) -> str:
-        """How messages name the store: its file path."""
-        return str(self._path)
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the file (older versions are read as they are)."""
-        return self._version
-
-    @property
     def immutable(self) -> bool:
         """Whether the file was opened ``immutable=1`` (its directory cannot be written)."""
         return self._immutable
-
-    def session_ids(self) -> list[str]:
-        """The ids of every durably stored session, sorted."""
-        return self._read(lambda conn: _select_session_ids(conn, self._path))
-
-    def load_header(self, session_id: str) -> SessionHeader | None:
-        """The stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
-            return None
-        row = self._read(lambda conn: _select_header(conn, session_id))
-        return None if row is None else _header(session_id, row)
-
-    def load(self, session_id: str) -> StoredSession | None:
-        """The stored session (header and decoded log), or ``None`` when it is not stored.
-
-        Raises :class:`StoreCorruptError` naming the session and seq when its
-        rows are not ``0 … n-1`` contiguous or a row does not decode.
-        """
-        if not _is_storable_id(session_id):
-            return None
-        head, rows = self._read(lambda conn: _select_session(conn, session_id))
-        return decode_session(session_id, head, rows)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Whether the file has a due index (schema version 3 and later)."""
-        return self._version >= DUE_INDEX_SCHEMA_VERSION
-
-    def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (empty without a due index)."""
-        if not self.has_due_index:
-            return {}
-        return self._read(_select_due_entries)
-
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot.
-
-        Without a due index (an older file) the row is always ``None``.
-        """
-        if not self.has_due_index:
-            return self.load(session_id), None
-        if not _is_storable_id(session_id):
-            return None, None
-        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
-        return decode_session(session_id, head, rows), due
-
-    def close(self) -> None:
-        """Close the connection; later reads raise :class:`StoreClosedError`."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> SqliteStoreReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- internals -------------------------------------------------------------------
 
@@ -202,6 +132,9 @@ class SqliteStoreReader:
             )
         except sqlite3.Error as error:
             raise _open_error(self._path, error) from None
+
+    def _reads(self) -> ReadQueries[sqlite3.Connection]:
+        return _SQLITE_READS
 
     def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
         with self._lock:
@@ -251,3 +184,12 @@ def _size(path: Path) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+_SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
+    session_ids=_select_session_ids,
+    header=_select_header,
+    session=_select_session,
+    due_entries=_select_due_entries,
+    indexed=_select_indexed,
+)

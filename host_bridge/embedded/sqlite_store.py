@@ -1057,9 +1057,7 @@ class SqliteEventStore:
             except OSError:
                 return False
 
-    def _plan_due_index(
-        self, batch: Sequence[_Op], read: Callable[[str], Any]
-    ) -> IndexPlan:
+    def _plan_due_index(self, batch: Sequence[_Op], read: Callable[[str], Any]) -> IndexPlan:
         """The due index changes of ``batch`` (writer thread, inside its transaction)."""
         rows = [
             (op.session_id, op.seq, op.type, op.time, op.payload)
@@ -1783,11 +1781,11 @@ def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
     return StoreError(f"cannot read the session store {path} ({category})")
 
 
-def _select_session_ids(conn: sqlite3.Connection, path: Path) -> list[str]:
-    """Every stored session id, sorted; a non-text id is corruption."""
+def _select_session_ids(conn: sqlite3.Connection, where: object) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption (``where`` names the store)."""
     ids = [row[0] for row in conn.execute("SELECT id FROM sessions")]
     if not all(isinstance(session_id, str) for session_id in ids):
-        raise StoreCorruptError(f"{path}: the sessions table holds an id that is not text")
+        raise StoreCorruptError(f"{where}: the sessions table holds an id that is not text")
     return sorted(ids)
 
 
@@ -1843,8 +1841,10 @@ def _select_indexed(
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-    return head, rows if head is not None else [], None if due is None else _due_entry(
-        session_id, due
+    return (
+        head,
+        rows if head is not None else [],
+        None if due is None else _due_entry(session_id, due),
     )
 
 
@@ -1912,7 +1912,6 @@ def _due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
     if entry is None:
         raise StoreCorruptError(f"the due index row of session {_show(session_id)} is empty")
     return entry
-
 
 
 def _is_storable_id(value: object) -> bool:

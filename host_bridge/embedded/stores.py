@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
 from host_bridge.embedded.due_index import DueEntry
+from host_bridge.embedded.paths import is_postgres_url
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
@@ -55,11 +56,6 @@ class StoreReader(Protocol):
 
     def __exit__(self, *exc: object) -> None:
         """Close it."""
-
-
-def is_postgres_url(spec: object) -> bool:
-    """Whether ``spec`` is a ``postgresql://`` (or ``postgres://``) connection URL."""
-    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
 @overload

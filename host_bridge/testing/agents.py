@@ -6,15 +6,20 @@ import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from host_bridge.protocols import Session, UserMessage
+from host_bridge.protocols import Agent, Session, UserMessage
 from host_bridge.testing.journal import Journal
 
-if TYPE_CHECKING:
-    from host_bridge.testing.registry import FakeAgentRegistry
+__all__ = ["FakeAgent", "StatusSink"]
 
-__all__ = ["FakeAgent"]
+
+class StatusSink(Protocol):
+    """Where a :class:`FakeAgent` reports ``"running"``/``"idle"`` (a ``FakeAgentRegistry``)."""
+
+    def notify_status(self, agent: Agent, status: str) -> None:
+        """Tell the status listeners that ``agent`` is now ``status``."""
+        ...
 
 _MAX_TURNS = 10_000
 
@@ -51,7 +56,7 @@ class FakeAgent:
         id: str,
         session: Session,
         *,
-        registry: FakeAgentRegistry | None = None,
+        registry: StatusSink | None = None,
         journal: Journal | None = None,
     ) -> None:
         self._id = id

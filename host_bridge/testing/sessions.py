@@ -12,7 +12,13 @@ from typing import Any, Final, TypeAlias
 
 from host_bridge.clock import wall_clock_ms
 from host_bridge.eventlog import EventLog, LogBackedSession
-from host_bridge.protocols import Session, SessionEvent, SessionHeader
+from host_bridge.protocols import (
+    AppendGuard,
+    Session,
+    SessionDetachedError,
+    SessionEvent,
+    SessionHeader,
+)
 from host_bridge.testing.journal import Journal
 
 __all__ = [
@@ -24,10 +30,6 @@ __all__ = [
     "Pending",
     "SessionDetachedError",
 ]
-
-
-class SessionDetachedError(RuntimeError):
-    """Raised (or set on a flush future) for a detached or unknown session."""
 
 
 class Pending:
@@ -53,8 +55,8 @@ fails it, :data:`PENDING` leaves it pending."""
 
 ExceptionSpec: TypeAlias = BaseException | type[BaseException] | Callable[[], BaseException]
 AppendPredicate: TypeAlias = Callable[[str, Any], bool]
-AppendGuard: TypeAlias = Callable[["FakeSession", str, Any], None]
-StoreAppendGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+FakeSessionGuard: TypeAlias = Callable[["FakeSession", str, Any], None]
+"""A guard of one :class:`FakeSession`: called with (session, type, data); raising rejects."""
 CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], None]
 
 
@@ -119,7 +121,7 @@ class FakeSession(LogBackedSession):
         self.journal = journal
         self._lock = threading.RLock()
         self._failures: list[_AppendFailure] = []
-        self._guards: list[AppendGuard] = []
+        self._guards: list[FakeSessionGuard] = []
         self._detached = False
 
     def detach(self) -> None:
@@ -149,7 +151,7 @@ class FakeSession(LogBackedSession):
         with self._lock:
             self._failures.clear()
 
-    def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
+    def add_append_guard(self, guard: FakeSessionGuard) -> Callable[[], None]:
         """Run ``guard(session, type, data)`` before each append; it raises to reject.
 
         Returns an idempotent remover.
@@ -248,7 +250,7 @@ class FakeSessionStore:
         self._pending: deque[FlushRecord] = deque()
         self._durable: dict[str, int] = {}
         self._creation_guards: list[CreationGuard] = []
-        self._append_guards: list[StoreAppendGuard] = []
+        self._append_guards: list[AppendGuard] = []
 
     # -- the SessionStore protocol --------------------------------------------------
 
@@ -310,7 +312,7 @@ class FakeSessionStore:
         """
         return _add_guard(self._lock, self._creation_guards, guard)
 
-    def add_append_guard(self, guard: StoreAppendGuard) -> Callable[[], None]:
+    def add_append_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Run ``guard(header, events, type, data)`` before each append of every added session.
 
         It raises to reject (nothing is appended). Returns an idempotent remover.

@@ -11,7 +11,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.session_actor import AppendGuard, SessionActor, SessionCore, SessionDetachedError
+from actors.contract import AppendGuard, SessionDetachedError
+from actors.session_actor import SessionActor, SessionCore
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.eventlog import EventLog

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import pykka
 import pytest
@@ -162,3 +164,84 @@ def test_status_shows_a_faulted_owner(host: FakeHost, runtime: Runtime) -> None:
     (faulted,) = plugin.status().faulted
     assert faulted.agent_id == "a"
     assert faulted.fault == "dispatch append failed"
+
+
+class _RecordingTimers:
+    """Timers that remember the delays armed on them and whether they were closed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.delays: list[int] = []
+        self.closed = False
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Any:
+        self.delays.append(delay_ms)
+        return self.inner.call_later(delay_ms, callback)
+
+    def close(self) -> None:
+        self.closed = True
+        self.inner.close()
+
+
+class _RecordingRuntime:
+    """A runtime that hands out :class:`_RecordingTimers` and counts them."""
+
+    def __init__(self, inner: Runtime) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.made: list[_RecordingTimers] = []
+
+    def bind(self, actor_class: Any) -> Any:
+        return self.inner.bind(actor_class)
+
+    def timers(self) -> _RecordingTimers:
+        made = _RecordingTimers(self.inner.timers())
+        self.made.append(made)
+        return made
+
+    def run_blocking(self, function: Callable[..., Any], *args: Any) -> Any:
+        return self.inner.run_blocking(function, *args)
+
+    def wait(self, future: Future[Any], timeout: float | None = None) -> Any:
+        return self.inner.wait(future, timeout)
+
+    def on_hub_thread(self) -> bool:
+        return self.inner.on_hub_thread()
+
+
+def test_without_host_timers_the_runtime_supplies_them_and_they_close_with_the_plugin(
+    host: FakeHost, runtime: Runtime
+) -> None:
+    recording = _RecordingRuntime(runtime)
+    context = host.context()
+    context.timers = None
+    plugin = install_schedule(context, runtime=recording)
+    assert context.timers is None  # the host's context is not changed
+    agent = host.spawn_root("a")
+    result = host.tools.execute(
+        "schedule_create", {"prompt": "stretch", "after_seconds": 60}, agent=agent, timeout=5
+    )
+    assert isinstance(result, ToolResult) and not result.is_error, result
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+    (timers,) = recording.made
+    assert 60_000 in timers.delays  # the owner armed its reminder on the runtime's timers
+    assert not timers.closed
+    plugin.dispose().result(timeout=5)
+    assert timers.closed
+
+
+def test_host_timers_are_used_as_given_and_left_open(host: FakeHost, runtime: Runtime) -> None:
+    recording = _RecordingRuntime(runtime)
+    plugin = install_schedule(host.context(), runtime=recording)
+    agent = host.spawn_root("a")
+    host.tools.execute(
+        "schedule_create", {"prompt": "stretch", "after_seconds": 60}, agent=agent, timeout=5
+    )
+    owner = plugin.owner_of(agent)
+    assert owner is not None
+    settle(owner)
+    assert recording.made == []
+    assert host.timers.armed() == [60_000]
+    plugin.dispose().result(timeout=5)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from actors.contract import SessionDetachedError
 from actors.runtime import wait_for
-from actors.session_actor import SessionDetachedError
 from host_bridge.embedded.agents import EmbeddedAgent, RootAgents, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule

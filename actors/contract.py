@@ -1,0 +1,459 @@
+"""The host contract: what an agent host adapts its own objects to.
+
+A host embeds Schedule by handing :func:`host_bridge.install_schedule` a
+:class:`HostContext` whose parts satisfy the protocols below. Everything is
+structural (``typing.Protocol``): no base class needs to be inherited.
+
+This module is the floor both sides stand on: it imports nothing of this
+project, the actors code against it, and :mod:`host_bridge.protocols`
+re-exports it for hosts.
+
+Futures are :class:`concurrent.futures.Future` everywhere, because they are
+thread-safe, accept done-callbacks and do not tie the host to a runtime. A
+pykka future can be adapted with :func:`host_bridge.futures.from_pykka`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "DEFAULT_CLOCK_WATCH_MS",
+    "DEFAULT_FLUSH_TIMEOUT_MS",
+    "Agent",
+    "AgentRegistry",
+    "AgentStatus",
+    "AppendGuard",
+    "Cancellable",
+    "DueSession",
+    "HostContext",
+    "Session",
+    "SessionActivation",
+    "SessionDetachedError",
+    "SessionEvent",
+    "SessionHeader",
+    "SessionPassivation",
+    "SessionStore",
+    "TextBlock",
+    "Timers",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolRegistry",
+    "ToolResult",
+    "UserMessage",
+    "monotonic_ms",
+    "wall_clock_ms",
+]
+
+DEFAULT_FLUSH_TIMEOUT_MS = 30_000
+"""How long Schedule waits for a flush barrier before treating it as failed (30 s)."""
+
+DEFAULT_CLOCK_WATCH_MS = 1000
+"""How often Schedule's clock watchdog compares the wall clock with the monotonic clock (1 s)."""
+
+
+def wall_clock_ms() -> int:
+    """The wall clock in integer epoch milliseconds (``HostContext.clock``'s default)."""
+    return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """The process monotonic clock in integer milliseconds (``HostContext.monotonic``'s default).
+
+    It is the clock :class:`actors.clock.ThreadTimers` measures delays on.
+    """
+    return time.monotonic_ns() // 1_000_000
+
+
+class SessionDetachedError(RuntimeError):
+    """The session was detached: it accepts no more appends or flushes."""
+
+
+AgentStatus = str
+"""An agent status reported to ``AgentRegistry.on_status``: ``"running"`` or ``"idle"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One committed entry of a session's append-only log.
+
+    ``seq`` is the event's index in ``Session.events`` (``events[i].seq == i``),
+    ``time`` the append time in epoch milliseconds, ``type`` a host-chosen event
+    type (Schedule owns ``"schedule/change"``) and ``data`` its JSON-like payload.
+    """
+
+    type: str
+    seq: int
+    time: int
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """Identity of a session's log.
+
+    ``seed_length`` is set on a fork: the first ``seed_length`` events were copied
+    from ``parent_session`` and belong to the parent's history, not the child's.
+    ``None`` means the session is not a fork (equivalent to ``0``).
+    """
+
+    id: str
+    seed_length: int | None = None
+    parent_session: str | None = None
+
+
+AppendGuard = Callable[[SessionHeader, Sequence[SessionEvent], str, Any], None]
+"""Called before an append with (header, current events, type, data); raising rejects it."""
+
+
+@runtime_checkable
+class Session(Protocol):
+    """A live session: an append-only event log.
+
+    ``events`` returns an immutable snapshot (a sequence that never changes after
+    it was taken) in which ``events[i].seq == i``. ``append`` commits one event
+    synchronously to the live log and returns it; it raises when the host rejects
+    the event (for example an invariant refuses it), in which case nothing was appended.
+    Durability is *not* implied by ``append``: see :meth:`SessionStore.flush`.
+    """
+
+    @property
+    def id(self) -> str:
+        """The session id (equal to ``header.id``)."""
+        ...
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header."""
+        ...
+
+    @property
+    def events(self) -> Sequence[SessionEvent]:
+        """An immutable snapshot of the log."""
+        ...
+
+    def append(self, type: str, data: Any) -> SessionEvent:
+        """Append one event and return it; raises if the host rejects it."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """The host's session service and its durability barrier."""
+
+    def flush(self, session: Session) -> Future[bool]:
+        """Make every event appended to ``session`` before this call durable.
+
+        The future resolves ``True`` when a persistence listener made every such
+        event durable, ``False`` when no listener acknowledged durability, and
+        fails with an exception when a listener failed or the session is detached
+        or unknown. Only ``True`` counts as a successful checkpoint.
+        """
+        ...
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id, or ``None``."""
+        ...
+
+    def list(self) -> Sequence[Session]:
+        """Every live session."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """A block of plain text inside a message."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A user-role message queued to an agent.
+
+    ``source`` says who produced it; Schedule reminders carry
+    ``{"kind": "plugin", "plugin": "tool-schedule"}``.
+    """
+
+    content: tuple[TextBlock, ...]
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined with newlines."""
+        return "\n".join(block.text for block in self.content)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A live agent running turns in one session."""
+
+    @property
+    def id(self) -> str:
+        """The agent id, unique in its registry."""
+        ...
+
+    @property
+    def session(self) -> Session:
+        """The session the agent's turns are recorded in."""
+        ...
+
+    def followup(self, message: UserMessage) -> None:
+        """Synchronously enqueue ``message`` as a later turn. May raise; then nothing was queued."""
+        ...
+
+    def reserve_turn_admission(self) -> Callable[[], None] | None:
+        """Hold the agent idle for durable work, without blocking.
+
+        Returns an idempotent ``release`` callable, or ``None`` when the agent is
+        running, already reserved, or about to start a queued turn. A follow-up
+        queued while reserved starts its turn only after ``release()``.
+        """
+        ...
+
+    def when_idle(self) -> Future[None]:
+        """A future that resolves once the agent is idle (at once if it already is)."""
+        ...
+
+
+@runtime_checkable
+class AgentRegistry(Protocol):
+    """The host's live agents and their lifecycle notifications.
+
+    Every ``on_*`` method subscribes a listener and returns an ``unsubscribe``
+    callable. Status values are ``"running"`` and ``"idle"``.
+    """
+
+    def roots(self) -> Sequence[Agent]:
+        """The live root agents (agents that were not spawned by another agent)."""
+        ...
+
+    def get(self, agent_id: str) -> Agent | None:
+        """The live agent with this id, or ``None``."""
+        ...
+
+    def on_created(self, listener: Callable[[Agent], None]) -> Callable[[], None]:
+        """Call ``listener`` for every agent created from now on."""
+        ...
+
+    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+        """Call ``listener`` whenever an agent becomes ``"running"`` or ``"idle"``."""
+        ...
+
+    def on_disposed(self, listener: Callable[[Agent], None]) -> Callable[[], None]:
+        """Call ``listener`` for every agent disposed from now on."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The context of one tool execution: the call id and the calling agent."""
+
+    call_id: str
+    agent: Agent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of a tool execution.
+
+    ``value`` is the canonical JSON value, ``content`` its model-visible rendering.
+    ``is_error`` marks host-level failures (unknown tool, crashed tool); Schedule's
+    domain errors are ordinary values with ``is_error=False``.
+    """
+
+    is_error: bool
+    value: Any
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool offered to the model.
+
+    ``parameters`` and ``output_schema`` are JSON Schemas (draft 2020-12).
+    ``execute(arguments, call)`` returns a future of the :class:`ToolResult` and
+    never raises; ``render(value)`` is the model-visible content of a value and
+    ``present(value)`` a one-line human summary for transcripts and UIs.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    output_schema: Mapping[str, Any]
+    execute: Callable[[Any, ToolCall], Future[ToolResult]]
+    render: Callable[[Any], str]
+    present: Callable[[Any], str]
+
+
+@runtime_checkable
+class ToolRegistry(Protocol):
+    """The host's tool table, scoped per agent."""
+
+    def register(self, tool: ToolDefinition, *, agent: Agent) -> Callable[[], None]:
+        """Offer ``tool`` to ``agent`` only; returns ``unregister``. Raises on a name conflict."""
+        ...
+
+    def get(self, name: str, *, agent: Agent | None = None) -> ToolDefinition | None:
+        """The tool called ``name`` visible to ``agent`` (or globally when ``agent`` is None)."""
+        ...
+
+    def execute(self, name: str, arguments: Any, *, agent: Agent) -> ToolResult:
+        """Run a tool for ``agent`` and wait for its result."""
+        ...
+
+
+@runtime_checkable
+class Cancellable(Protocol):
+    """A handle to an armed timer."""
+
+    def cancel(self) -> None:
+        """Stop the callback from running if it has not run yet; idempotent."""
+        ...
+
+
+@runtime_checkable
+class Timers(Protocol):
+    """A timer service: run a callback once after a delay."""
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        """Run ``callback`` once, ``delay_ms`` milliseconds from now (``0`` means soon)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DueSession:
+    """A stored session with something due: its id and when (epoch milliseconds)."""
+
+    session_id: str
+    due_ms: int
+
+
+@runtime_checkable
+class SessionActivation(Protocol):
+    """How Schedule brings a cold session back to deliver what came due in it (optional).
+
+    A host without it keeps session-local delivery: a reminder fires only while
+    its session is live. With it, the plugin runs one wake-up actor that sleeps
+    until the earliest due target among sessions that are *not live in this
+    host*, then calls :meth:`activate` for them in due order (a bounded number at
+    a time). Delivery itself stays the ordinary owner path: the activated root
+    agent is announced through ``AgentRegistry.on_created``, Schedule installs
+    its owner, and the owner's first drive delivers what is due.
+
+    The wake-up actor calls these methods on its own thread (or greenlet). The
+    reads may block briefly (a database query); on the gevent runtime run them
+    with :func:`actors.runtime.run_blocking`. They may raise: the actor logs it
+    and tries again later.
+    """
+
+    def next_due(self) -> int | None:
+        """The earliest due time (epoch ms) among stored sessions not live here, or None.
+
+        It may lie in the past. Skip sessions that are evidently live elsewhere
+        (their owner there delivers), or the actor wakes for them in vain.
+        """
+        ...
+
+    def due_sessions(self, now_ms: int, limit: int) -> Sequence[DueSession]:
+        """Up to ``limit`` sessions due at ``now_ms``, earliest first, not live in this host."""
+        ...
+
+    def activate(self, session_id: str) -> Future[Agent | None]:
+        """Bring ``session_id`` back and spawn its root agent; never raises (fail the future).
+
+        Resolves with the live root agent once ``on_created`` listeners ran, or
+        ``None`` when the host declines: the session is live elsewhere, or
+        nothing is due in it any more. The host must make sure that two hosts
+        never have one session live at once (a lock or a lease): that, not this
+        call, is what keeps a reminder from being delivered twice.
+        """
+        ...
+
+    def on_due_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` when the due time of a session not live here may have moved.
+
+        For example after a commit that moved the due index of such a session,
+        or when a live session went cold. Returns ``unsubscribe``. The listener
+        only posts a message; it may be called from any thread.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionPassivation(Protocol):
+    """How Schedule lets an activated session go again once it is quiet (optional).
+
+    Implemented by the same object as :class:`SessionActivation`. Schedule calls
+    it only for agents that :meth:`SessionActivation.activate` produced, once the
+    agent and its owner have been quiet for the plugin's quiet period and no
+    reminder of the session is due within it.
+    """
+
+    def passivate(self, agent: Agent) -> Future[bool]:
+        """Dispose ``agent``, detach its session and release it; never raises.
+
+        Resolves ``True`` when the session went cold, ``False`` when the host
+        keeps it live (say a person opened it meanwhile).
+        """
+        ...
+
+
+@dataclass
+class HostContext:
+    """Everything Schedule needs from its host.
+
+    ``session_persistence`` is the host's durability service; it must be present
+    (Schedule refuses to install without it). ``clock`` returns wall-clock epoch
+    milliseconds. ``timers`` left ``None`` is supplied by the runtime Schedule
+    runs on (:meth:`actors.runtime.Runtime.timers`: one timer thread per plugin
+    on the threading runtime, hub timers on gevent).
+
+    ``monotonic`` returns milliseconds of a clock that never jumps: the clock
+    ``timers`` measure delays on (the default is the process's monotonic clock,
+    which :class:`actors.clock.ThreadTimers` uses). Left at its default, it
+    is taken from ``clock.monotonic`` when the clock has one (as
+    :class:`host_bridge.testing.FakeClock` does), so a fake wall clock is never
+    compared with the real monotonic clock.
+
+    ``clock_watch_ms`` is the tick of the plugin's clock watchdog: while at least
+    one owner is installed, it compares ``clock()`` with ``monotonic()`` every
+    ``clock_watch_ms`` (on ``timers``) and makes owners whose timer is armed
+    drive again when the wall clock jumped or the machine was suspended, so a
+    forward jump delivers what became due within about one tick. ``None``
+    turns the watchdog off.
+
+    ``flush_timeout_ms`` bounds every flush barrier Schedule waits for: a flush
+    that has not settled after that long (measured on ``timers``) counts as
+    failed, so a hung persistence listener yields ``persistence_uncertain``
+    instead of a tool that never answers and an owner that cannot be disposed.
+    ``None`` waits forever.
+
+    ``activation`` (optional) tells Schedule how to wake cold sessions whose
+    reminders came due (see :class:`SessionActivation`, and
+    :class:`SessionPassivation` for letting them go again); ``None`` keeps
+    session-local delivery.
+    """
+
+    sessions: SessionStore | None
+    agents: AgentRegistry | None
+    tools: ToolRegistry | None
+    session_persistence: object | None
+    clock: Callable[[], int] = wall_clock_ms
+    timers: Timers | None = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("dsh_schedule"))
+    flush_timeout_ms: int | None = DEFAULT_FLUSH_TIMEOUT_MS
+    monotonic: Callable[[], int] = monotonic_ms
+    clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS
+    activation: SessionActivation | None = None
+
+    def __post_init__(self) -> None:
+        if self.monotonic is monotonic_ms:
+            paired = getattr(self.clock, "monotonic", None)
+            if callable(paired):
+                self.monotonic = paired
