@@ -104,6 +104,7 @@ def fake_host(_: Path) -> ConformanceHost:
 def embedded_host(tmp_path: Path) -> ConformanceHost:
     """:class:`EmbeddedHost` on SQLite in ``tmp_path``, read back through a second connection."""
     host = EmbeddedHost(tmp_path / "data")
+    host.enable_activation()
 
     def spawn_root(model: TurnModel) -> Agent:
         return host.spawn_root(model=lambda turn: _turn(model, turn))

@@ -24,6 +24,7 @@ module needs pytest (``host_bridge.testing`` itself does not).
 
 from __future__ import annotations
 
+from host_bridge.testing.conformance._activation import ActivationChecks
 from host_bridge.testing.conformance._agents import AgentChecks
 from host_bridge.testing.conformance._host import UNSTORABLE, ConformanceHost, TurnModel
 from host_bridge.testing.conformance._inbox import InboxChecks
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class HostConformance(SessionChecks, AgentChecks, ServiceChecks, InboxChecks):
+class HostConformance(SessionChecks, AgentChecks, ServiceChecks, InboxChecks, ActivationChecks):
     """Every host-contract check; subclass it and implement :meth:`make_host`.
 
     ``make_host(tmp_path)`` returns a fresh :class:`ConformanceHost` for each
