@@ -6,6 +6,10 @@ follow-up, dispatch append, release and barrier. Time moves only when a test mov
 it (:class:`FakeClock`, :class:`FakeTimers`); flush outcomes, append and follow-up
 failures are scriptable; :func:`settle` waits for actors without sleeping.
 This package does not depend on pytest.
+
+:mod:`host_bridge.testing.conformance` (imported on its own; it needs pytest)
+is a conformance kit for a host's *own* adapters: subclass its
+``HostConformance`` in a test module to run a check of every host-contract rule.
 """
 
 from __future__ import annotations
