@@ -13,7 +13,8 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 import pytest
 
-from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
+from host_bridge.clock import default_timers
+from host_bridge.protocols import Agent, HostContext, TextBlock, Timers, UserMessage
 from host_bridge.testing.conformance._host import ConformanceHost
 from host_bridge.testing.conformance._probes import ScriptedModel
 
@@ -94,6 +95,19 @@ class ConformanceBase:
         """The host's context."""
         return self.host.context
 
+    @property
+    def timers(self) -> Timers:
+        """The host's timers (a process-wide default when the context leaves them to Schedule)."""
+        timers: Timers | None = self.ctx.timers
+        return timers if timers is not None else default_timers()
+
+    def host_timers(self) -> Timers:
+        """The host's own timers; skips the check when the context has none."""
+        timers: Timers | None = self.ctx.timers
+        self.need(timers, "HostContext.timers")
+        assert timers is not None
+        return timers
+
     def model(self) -> ScriptedModel:
         """A new scripted model, opened again when the check ends."""
         model = ScriptedModel(self.timeout)
@@ -145,7 +159,7 @@ class ConformanceBase:
             self.host.advance(ms)
             return
         passed: Future[None] = Future()
-        self.ctx.timers.call_later(ms, lambda: passed.set_result(None))
+        self.timers.call_later(ms, lambda: passed.set_result(None))
         self.wait(passed, "Timers.call_later", f"a {ms} ms timer firing")
 
     def wait_idle(self, agent: Agent, rule: str) -> None:

@@ -180,8 +180,9 @@ class ServiceChecks(ConformanceBase):
                 if not done.done():
                     done.set_result(None)
 
+        timers = self.host_timers()
         armed = self.ctx.monotonic()
-        self.ctx.timers.call_later(delay, callback)
+        timers.call_later(delay, callback)
         if self.host.advance is not None:
             self.host.advance(delay * 3)
         self.wait(done, TIMERS, f"a {delay} ms timer firing")
@@ -201,11 +202,12 @@ class ServiceChecks(ConformanceBase):
         second ``cancel()`` is harmless."""
         delay = self.time_window_ms
         cancelled: list[str] = []
-        handle = self.ctx.timers.call_later(delay, lambda: cancelled.append("ran"))
+        timers = self.host_timers()
+        handle = timers.call_later(delay, lambda: cancelled.append("ran"))
         handle.cancel()
         handle.cancel()
         later: Future[None] = Future()
-        self.ctx.timers.call_later(delay * 2, lambda: later.set_result(None))
+        timers.call_later(delay * 2, lambda: later.set_result(None))
         if self.host.advance is not None:
             self.host.advance(delay * 3)
         self.wait(later, TIMERS, f"a {delay * 2} ms timer firing")
