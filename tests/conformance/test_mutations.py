@@ -156,10 +156,26 @@ def float_monotonic(host: ConformanceHost) -> ConformanceHost:
     return _context(host, monotonic=lambda: monotonic() + 0.5)
 
 
+def inbox_only_in_memory(host: ConformanceHost) -> ConformanceHost:
+    """The host claims a durable inbox, but ``followup`` queues in memory only."""
+    return dataclasses.replace(host, durable_inbox=True)
+
+
+def detach_keeps_the_session(host: ConformanceHost) -> ConformanceHost:
+    """``detach`` refuses appends but leaves the session in the store."""
+
+    def detach(session: Session) -> None:
+        session.detach()  # type: ignore[attr-defined]
+
+    return dataclasses.replace(host, detach=detach)
+
+
 FLUSH_DURABLE = "test_flush_true_means_every_earlier_append_is_durable"
 FLUSH_FUTURE = "test_flush_returns_a_future_resolving_true_after_earlier_appends"
 CREATED = "test_on_created_fires_synchronously_for_a_new_root"
 RESERVED = "test_reserved_agent_starts_no_queued_turn_until_release"
+INBOX = "test_followup_persists_the_message_and_its_turn_waits_for_durability"
+DETACHED = "test_detached_session_is_gone_and_refuses_appends_and_flushes"
 
 CASES = [
     (
@@ -204,6 +220,18 @@ CASES = [
         "test_monotonic_returns_integer_milliseconds_that_never_go_back",
         r"HostContext\.monotonic: monotonic\(\) returned .*, not int",
     ),
+    (
+        example_host,
+        inbox_only_in_memory,
+        INBOX,
+        r"durable inbox: followup returned without appending the message",
+    ),
+    (
+        fake_host,
+        detach_keeps_the_session,
+        DETACHED,
+        r"detached session: sessions\.get\(id\) is not None",
+    ),
 ]
 
 
@@ -227,7 +255,10 @@ def test_the_kit_catches_a_broken_host(
         def make_host(self, tmp: Path) -> ConformanceHost:
             return base(tmp)
 
-    Sound.run_check(check, tmp_path / "sound")  # the same check passes on the unbroken host
+    try:  # the same check passes on the unbroken host (or is off there)
+        Sound.run_check(check, tmp_path / "sound")
+    except pytest.skip.Exception:
+        assert mutation is inbox_only_in_memory
     with pytest.raises(AssertionError, match=message):
         Broken.run_check(check, tmp_path / "broken")
 
