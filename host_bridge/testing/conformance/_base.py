@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import ClassVar, NoReturn, TypeVar
 
 import pytest
 
@@ -132,7 +132,7 @@ class ConformanceBase:
         self.kick(agent)
         return message
 
-    def release(self, agent: Agent, release: Any) -> None:
+    def release(self, agent: Agent, release: Callable[[], None]) -> None:
         """Call a turn-admission ``release``, then let a fake host run what it may."""
         release()
         self.kick(agent)
