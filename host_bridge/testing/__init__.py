@@ -11,6 +11,10 @@ and :func:`assert_delivered_once` read deliveries back from a session log.
 Pytest fixtures (``fake_host``, ``fake_clock``, ``embedded_host``,
 ``embedded_plugin``) come with the package as the ``dsh_schedule`` pytest plugin
 (:mod:`host_bridge.testing.pytest_plugin`); this package itself does not import pytest.
+
+:mod:`host_bridge.testing.conformance` (imported on its own; it needs pytest)
+is a conformance kit for a host's *own* adapters: subclass its
+``HostConformance`` in a test module to run a check of every host-contract rule.
 """
 
 from __future__ import annotations
