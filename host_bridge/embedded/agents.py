@@ -20,6 +20,10 @@ progress advances and on a back-off timer (0.5 s doubling to 30 s). The turn's
 appended when the model returns. The first agent spawned on a session resumed
 from the store queues the entries whose turns never completed again, in log
 order, before anything else.
+
+**Admission.** The queue, reservations, idle futures and status reports are a
+:class:`~host_bridge.admission.TurnAdmission`; the inbox is its ``ready`` gate
+(an entry may start once it is known durable and the agent was announced).
 """
 
 from __future__ import annotations
@@ -175,7 +179,7 @@ class EmbeddedAgent:
         self._parent = parent
         self.model: Model = model if model is not None else _silent_model
         self._gated = session.persistent  # without persistence nothing can wait for durability
-        self._lock = threading.Lock()  # guards the fields below; never held calling out
+        self._lock = threading.Lock()  # guards the fields below; never held calling the admission
         self._live = False  # set once spawn() has announced the agent: turns may start
         self._disposed = False
         self._staged = False  # a follow-up was staged during the current reservation
