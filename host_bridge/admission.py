@@ -140,15 +140,17 @@ class TurnAdmission(Generic[M]):
         thread may queue one concurrently). Raises the close error when closed.
         """
         with self._lock:
-            if self._closed is not None:
-                raise self._closed()
-            queue = self._queue
-            index = len(queue)
-            if order is not None:
-                while index and (before := queue[index - 1][0]) is not None and before > order:
-                    index -= 1
-            queue.insert(index, (order, message))
-            self._version += 1
+            closed = self._closed
+            if closed is None:
+                queue = self._queue
+                index = len(queue)
+                if order is not None:
+                    while index and (before := queue[index - 1][0]) is not None and before > order:
+                        index -= 1
+                queue.insert(index, (order, message))
+                self._version += 1
+        if closed is not None:
+            raise closed()
         self._pump()
         self._deliver_all()
 
@@ -158,7 +160,8 @@ class TurnAdmission(Generic[M]):
         ``None`` when a turn runs, a message is queued (a start is imminent),
         a reservation is held or the admission is closed. Messages queued
         while reserved start only after ``release()``. ``on_release`` is
-        called once, by the first ``release()``, before any turn it lets start.
+        delivered once, after the first ``release()``, before any turn it lets
+        start.
         """
         with self._lock:
             if not self._idle_locked():
@@ -332,6 +335,8 @@ class TurnAdmission(Generic[M]):
 
     def _deliver_all(self) -> None:
         """Deliver queued call-outs in order, unless another thread is delivering them."""
+        if not self._outbox:
+            return  # this thread queued nothing; another thread delivers what it queued
         with self._lock:
             if self._delivering or not self._outbox:
                 return

@@ -32,9 +32,7 @@ class Rig:
         self.started: list[str] = []
         self.on_start: Callable[[str], None] | None = None
         self.on_status: Callable[[AgentStatus], None] | None = None
-        self.admission: TurnAdmission[str] = TurnAdmission(
-            self._start, self._status, ready=ready
-        )
+        self.admission: TurnAdmission[str] = TurnAdmission(self._start, self._status, ready=ready)
 
     def _start(self, message: str) -> None:
         self.log.append(f"start {message}")
@@ -79,9 +77,7 @@ def test_reserve_is_refused_between_the_start_decision_and_start_turn() -> None:
     rig = Rig()
     answers: list[object] = []
     # "running" is delivered before start_turn: a start is imminent, the turn not handed over
-    rig.on_status = lambda status: answers.append(
-        (status, rig.started[:], rig.admission.reserve())
-    )
+    rig.on_status = lambda status: answers.append((status, rig.started[:], rig.admission.reserve()))
     rig.admission.followup("work")
     assert answers == [("running", [], None)]
     assert rig.started == ["work"]
