@@ -30,6 +30,7 @@ from host_bridge.protocols import (
 )
 
 __all__ = [
+    "AdmissionClosedError",
     "Agent",
     "AgentRegistry",
     "Cancellable",
@@ -49,15 +50,19 @@ __all__ = [
     "ToolDefinition",
     "ToolRegistry",
     "ToolResult",
+    "TurnAdmission",
     "UserMessage",
     "WakePolicy",
     "install_schedule",
 ]
 
 if TYPE_CHECKING:
+    from host_bridge.admission import AdmissionClosedError, TurnAdmission
     from host_bridge.plugin import CompositionError, SchedulePlugin, WakePolicy, install_schedule
 
 _LAZY = {
+    "TurnAdmission": "host_bridge.admission",
+    "AdmissionClosedError": "host_bridge.admission",
     "install_schedule": "host_bridge.plugin",
     "SchedulePlugin": "host_bridge.plugin",
     "CompositionError": "host_bridge.plugin",
@@ -66,7 +71,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Import the plugin's names on first use (PEP 562)."""
+    """Import the plugin's and the admission helper's names on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'host_bridge' has no attribute {name!r}")

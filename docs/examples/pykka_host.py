@@ -36,7 +36,6 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -54,6 +53,7 @@ from host_bridge import (
     ToolCall,
     ToolDefinition,
     ToolResult,
+    TurnAdmission,
     UserMessage,
     install_schedule,
 )
@@ -210,7 +210,7 @@ class TurnActor(pykka.ThreadingActor):
 
 
 class PykkaAgent:
-    """``Agent``: follow-up queue, turn admission and idle futures over a :class:`TurnActor`."""
+    """``Agent``: a :class:`~host_bridge.TurnAdmission` does the queueing, the actor the turns."""
 
     def __init__(
         self, agent_id: str, session: PykkaSession, model: Model, registry: PykkaAgentRegistry
@@ -218,14 +218,11 @@ class PykkaAgent:
         self._id = agent_id
         self._session = session
         self._model = model
-        self._registry = registry
-        self._lock = threading.Lock()
-        self._running = False
-        self._reserved = False
-        self._disposed = False
-        self._queue: deque[UserMessage] = deque()
-        self._idle_waiters: list[Future[None]] = []
         self._actor = TurnActor.start(self)
+        self._admission: TurnAdmission[UserMessage] = TurnAdmission(
+            self._actor.tell,  # start a turn: hand the message to the TurnActor
+            lambda status: registry.notify_status(self, status),  # Schedule drives on "idle"
+        )
 
     @property
     def id(self) -> str:
@@ -239,56 +236,22 @@ class PykkaAgent:
 
     def followup(self, message: UserMessage) -> None:
         """Queue a later turn synchronously; it starts when the agent is idle and unreserved."""
-        with self._lock:
-            if self._disposed:
-                raise RuntimeError(f"agent {self._id} is disposed")
-            self._queue.append(message)
-            started = self._start_next_locked()
-        if started:
-            self._registry.notify_status(self, "running")
+        self._admission.followup(message)
+
+    def reserve_turn_admission(self) -> Callable[[], None] | None:
+        """Hold the agent idle for Schedule's durable work; ``None`` if it is busy or waking."""
+        return self._admission.reserve()
+
+    def when_idle(self) -> Future[None]:
+        """Resolves once the agent is idle, unreserved, with nothing queued."""
+        return self._admission.when_idle()
 
     def prompt(self, text: str) -> None:
         """A turn started by the person (not part of the protocol)."""
         self.followup(UserMessage((TextBlock(text),), {"kind": "user"}))
 
-    def reserve_turn_admission(self) -> Callable[[], None] | None:
-        """Hold the agent idle for Schedule's durable work; ``None`` if it is busy or waking."""
-        with self._lock:
-            if self._disposed or self._running or self._reserved or self._queue:
-                return None
-            self._reserved = True
-        released = threading.Event()
-
-        def release() -> None:
-            if released.is_set():
-                return  # idempotent
-            released.set()
-            with self._lock:
-                self._reserved = False
-                started = self._start_next_locked()
-            if started:
-                self._registry.notify_status(self, "running")
-
-        return release
-
-    def when_idle(self) -> Future[None]:
-        """Resolves once the agent is idle with nothing queued."""
-        future: Future[None] = Future()
-        with self._lock:
-            if not self._running and not self._queue:
-                future.set_result(None)
-            else:
-                self._idle_waiters.append(future)
-        return future
-
-    def _start_next_locked(self) -> bool:
-        if self._disposed or self._running or self._reserved or not self._queue:
-            return False
-        self._running = True
-        self._actor.tell(self._queue.popleft())
-        return True
-
     def _run_turn(self, message: UserMessage) -> None:
+        """On the TurnActor: run the model, then let the admission start the next turn."""
         try:
             self._session.append("message", {"role": "user", "content": message.text})
             reply = self._model(self, message)
@@ -296,22 +259,11 @@ class PykkaAgent:
                 self._session.append("message", {"role": "assistant", "content": reply})
         except Exception as error:  # a failing model must not wedge the agent
             print(f"turn failed: {error!r}", file=sys.stderr)
-        with self._lock:
-            self._running = False
-            if self._start_next_locked():
-                return
-            waiters, self._idle_waiters = self._idle_waiters, []
-        self._registry.notify_status(self, "idle")  # Schedule drives its owner on "idle"
-        for waiter in waiters:
-            waiter.set_result(None)
+        finally:
+            self._admission.turn_finished()
 
     def _dispose(self) -> None:
-        with self._lock:
-            self._disposed = True
-            self._queue.clear()
-            waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            waiter.set_exception(RuntimeError(f"agent {self._id} is disposed"))
+        self._admission.close()  # idle futures fail; later follow-ups raise
         self._actor.stop(block=False)
 
 

@@ -20,18 +20,20 @@ progress advances and on a back-off timer (0.5 s doubling to 30 s). The turn's
 appended when the model returns. The first agent spawned on a session resumed
 from the store queues the entries whose turns never completed again, in log
 order, before anything else.
+
+**Admission.** The queue, reservations, idle futures and status reports are a
+:class:`~host_bridge.admission.TurnAdmission`; the inbox is its ``ready`` gate
+(an entry may start once it is known durable and the agent was announced).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, overload
 
 import pykka
@@ -39,6 +41,7 @@ import pykka
 from actors.base import MailboxActor
 from actors.contract import SessionDetachedError
 from actors.runtime import RuntimeSpec, get_runtime
+from host_bridge.admission import TurnAdmission
 from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -148,32 +151,16 @@ class TurnActor(MailboxActor):
         self._agent._run_turn(message.message)
 
 
-@dataclass
-class _State:
-    status: str = "idle"
-    reserved: bool = False
-    disposed: bool = False
-    queue: deque[InboxEntry] = field(default_factory=deque)  # in log order
-    idle_waiters: list[Future[None]] = field(default_factory=list)
-    reservation: int = 0
-    announced_running: bool = False  # touched only on the turn thread
-    staged: bool = False  # a follow-up was staged during the current reservation
-    durable_length: int = 0  # leading session events known durable
-    flushing: bool = False  # a flush requested by the agent is in flight
-    retry: Cancellable | None = None  # the back-off timer, while armed
-    backoff_ms: int = RETRY_FIRST_MS
-
-    def settled(self) -> bool:
-        """Idle, unreserved and with nothing queued: ``when_idle`` may resolve."""
-        return not self.disposed and self.status == "idle" and not self.reserved and not self.queue
-
-
 class EmbeddedAgent:
     """A live agent of the embedded host (implements the ``Agent`` protocol).
 
-    Status notifications are delivered from the agent's turn thread only, so a
-    listener always sees ``"running"`` before the matching ``"idle"``. Queued
-    messages live in the session log (see the module docstring).
+    Queueing, turn admission, idle futures and status reports are a
+    :class:`~host_bridge.admission.TurnAdmission` whose gate is the durable
+    inbox: a queued message is ready once a flush covering its inbox entry
+    succeeded (see the module docstring). Its turns run on the agent's
+    :class:`TurnActor`; status notifications reach the registry's listeners in
+    order, one at a time (``"running"`` before the turn starts, ``"idle"`` after
+    the last queued turn), on the thread that caused them.
     """
 
     def __init__(
@@ -192,10 +179,21 @@ class EmbeddedAgent:
         self._parent = parent
         self.model: Model = model if model is not None else _silent_model
         self._gated = session.persistent  # without persistence nothing can wait for durability
-        self._state = _State(queue=deque(pending), durable_length=session.durable_length)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the fields below; never held calling the admission
+        self._live = False  # set once spawn() has announced the agent: turns may start
+        self._disposed = False
+        self._staged = False  # a follow-up was staged during the current reservation
+        self._durable_length = session.durable_length  # leading session events known durable
+        self._flushing = False  # a flush requested by the agent is in flight
+        self._retry: Cancellable | None = None  # the back-off timer, while armed
+        self._backoff_ms = RETRY_FIRST_MS
         self._turns: list[TurnRecord] = []
         self._actor: pykka.ActorRef[TurnActor] = registry._turn_actor.start(self)
+        self._admission: TurnAdmission[InboxEntry] = TurnAdmission(
+            self._start_turn, self._report_status, ready=self._ready
+        )
+        for entry in pending:
+            self._admission.followup(entry, order=entry.seq)
         self._unsubscribe_durable = session.on_durable(self._on_durable)
 
     # --- Agent protocol -------------------------------------------------------------
@@ -221,50 +219,31 @@ class EmbeddedAgent:
         """
         if not isinstance(message, UserMessage):
             raise TypeError("followup expects a UserMessage")
-        with self._lock:
-            if self._state.disposed:
-                raise AgentDisposedError(f"agent {self._id!r} is disposed")
-            staged = self._state.reserved and self._gated
+        if self._disposed:
+            raise self._disposed_error()
+        staged = self._gated and self._admission.reserved
         data = queued_data(message)
         if staged:
             event = self._session.append_staged(INBOX_EVENT, data)
+            with self._lock:
+                self._staged = True
         else:
             event = self._session.append(INBOX_EVENT, data)
         entry = InboxEntry(event.seq, message)
-        with self._lock:
-            state = self._state
-            if staged:
-                state.staged = True
-            if state.disposed:
-                # In the log already: the next resume of the session queues it again.
-                _log.debug("agent %r was disposed while queuing entry %d", self._id, entry.seq)
-                return
-            if state.queue and state.queue[-1].seq > entry.seq:
-                state.queue = deque(sorted((*state.queue, entry), key=lambda e: e.seq))
-            else:
-                state.queue.append(entry)
+        try:
+            self._admission.followup(entry, order=entry.seq)
+        except AgentDisposedError:
+            # In the log already: the next resume of the session queues it again.
+            _log.debug("agent %r was disposed while queuing entry %d", self._id, entry.seq)
+            return
         self._advance()
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
         """Hold the agent idle; ``None`` when running, reserved, or about to wake."""
-        with self._lock:
-            state = self._state
-            if state.disposed or state.status != "idle" or state.reserved or state.queue:
-                return None
-            state.reserved = True
-            state.staged = False
-            state.reservation += 1
-            token = state.reservation
-
-        def release() -> None:
+        release = self._admission.reserve(on_release=self._released)
+        if release is not None:
             with self._lock:
-                if self._state.reservation != token or not self._state.reserved:
-                    return  # released already (idempotent), or superseded
-                self._state.reserved = False
-                staged, self._state.staged = self._state.staged, False
-            # A stage left open (the reserver's append failed) is committed by the flush.
-            self._advance(flush=staged)
-
+                self._staged = False
         return release
 
     def when_idle(self) -> Future[None]:
@@ -275,16 +254,7 @@ class EmbeddedAgent:
         once it is released. A message waiting for its inbox entry to become
         durable counts as queued.
         """
-        future: Future[None] = Future()
-        with self._lock:
-            state = self._state
-            if state.disposed:
-                future.set_exception(AgentDisposedError(f"agent {self._id!r} is disposed"))
-            elif state.settled():
-                future.set_result(None)
-            else:
-                state.idle_waiters.append(future)
-        return future
+        return self._admission.when_idle()
 
     # --- host-side API ----------------------------------------------------------------
 
@@ -301,18 +271,17 @@ class EmbeddedAgent:
     @property
     def status(self) -> str:
         """``"running"`` or ``"idle"``."""
-        return self._state.status
+        return "running" if self._admission.running else "idle"
 
     @property
     def reserved(self) -> bool:
         """Whether a turn-admission reservation holds the agent idle."""
-        return self._state.reserved
+        return self._admission.reserved
 
     @property
     def queued(self) -> tuple[InboxEntry, ...]:
         """The inbox entries waiting for their turns, oldest first."""
-        with self._lock:
-            return tuple(self._state.queue)
+        return self._admission.queued
 
     @property
     def turns(self) -> Sequence[TurnRecord]:
@@ -324,51 +293,47 @@ class EmbeddedAgent:
         """Queue a user prompt (a turn started by the person, not a plugin) through the inbox."""
         self.followup(UserMessage((TextBlock(text),), {"kind": "user"}))
 
-    # --- internals: admission -----------------------------------------------------------
+    # --- internals: the inbox gate ------------------------------------------------------
 
-    def _needs_flush_locked(self) -> bool:
+    def _ready(self, entry: InboxEntry) -> bool:
+        """May the turn of ``entry`` start: the agent is announced and the entry is durable."""
+        return self._live and (not self._gated or entry.seq < self._durable_length)
+
+    def _activate(self) -> None:
+        """Called by ``spawn`` once the creation listeners ran: taken-over entries may start."""
+        self._live = True
+        self._advance()
+
+    def _released(self) -> None:
+        """A reservation was released: flush what it staged (the stage may be left open)."""
+        with self._lock:
+            staged, self._staged = self._staged, False
+        self._advance(flush=staged)
+
+    def _needs_flush(self) -> bool:
         """Unreserved, with a queued entry not known durable (a reservation keeps its stage)."""
-        state = self._state
-        return (
-            self._gated
-            and not state.disposed
-            and not state.reserved
-            and bool(state.queue)
-            and state.queue[-1].seq >= state.durable_length
-        )
-
-    def _start_next_locked(self) -> bool:
-        state = self._state
-        if state.disposed or state.status != "idle" or state.reserved or not state.queue:
+        if not self._gated or self._disposed or self._admission.reserved:
             return False
-        if self._gated and state.queue[0].seq >= state.durable_length:
-            return False  # not known durable yet: a flush must cover it first
-        state.status = "running"
-        self._actor.tell(RunTurn(state.queue.popleft()))
-        return True
+        queued = self._admission.queued
+        return bool(queued) and queued[-1].seq >= self._durable_length
 
     def _advance(self, *, flush: bool = False) -> None:
         """Start the next turn if allowed; else request the flush its message waits for.
 
         Never called with the lock held: the flush may settle (and call back) inline.
         """
+        self._admission.recheck()
+        needed = flush or self._needs_flush()
         with self._lock:
-            state = self._state
-            started = self._start_next_locked()
-            needed = flush or self._needs_flush_locked()
-            request = needed and not state.flushing and not state.disposed
+            request = needed and not self._flushing and not self._disposed
             retry = None
             if request or not needed:
-                state.flushing = state.flushing or request
-                retry, state.retry = state.retry, None  # retrying now, or nothing to retry
-            waiters: list[Future[None]] = []
-            if not started and state.settled():
-                waiters, state.idle_waiters = state.idle_waiters, []
+                self._flushing = self._flushing or request
+                retry, self._retry = self._retry, None  # retrying now, or nothing to retry
         if retry is not None:
             retry.cancel()
         if request:
             self._request_flush()
-        _resolve(waiters)
 
     def _request_flush(self) -> None:
         try:
@@ -382,61 +347,63 @@ class EmbeddedAgent:
         error = None if done.cancelled() else done.exception()
         ok = not done.cancelled() and error is None and done.result() is True
         with self._lock:
-            state = self._state
-            state.flushing = False
-            if state.disposed:
+            self._flushing = False
+            if self._disposed:
                 return
-            if not ok and self._needs_flush_locked():
-                if isinstance(error, SessionDetachedError):
-                    _log.warning(
-                        "session of agent %r is detached; %d queued messages wait for a resume",
-                        self._id,
-                        len(state.queue),
-                    )
-                    return
-                self._arm_retry_locked()
+        if not ok and self._needs_flush():
+            if isinstance(error, SessionDetachedError):
+                _log.warning(
+                    "session of agent %r is detached; %d queued messages wait for a resume",
+                    self._id,
+                    len(self._admission.queued),
+                )
                 return
+            self._arm_retry()
+            return
         if ok:
             self._advance()  # e.g. a message queued while this flush was in flight
 
-    def _arm_retry_locked(self) -> None:
-        state = self._state
+    def _arm_retry(self) -> None:
         timers = self._registry.timers
-        if timers is None or state.retry is not None:
-            return
-        delay = state.backoff_ms
-        state.backoff_ms = min(delay * 2, RETRY_MAX_MS)
-        _log.info("inbox of agent %r is not durable yet; trying again in %d ms", self._id, delay)
-        try:
-            state.retry = timers.call_later(delay, self._retry_due)
-        except Exception:
-            _log.warning("the inbox retry timer of agent %r could not be armed", self._id)
+        with self._lock:
+            if timers is None or self._retry is not None or self._disposed:
+                return
+            delay = self._backoff_ms
+            self._backoff_ms = min(delay * 2, RETRY_MAX_MS)
+            _log.info(
+                "inbox of agent %r is not durable yet; trying again in %d ms", self._id, delay
+            )
+            try:
+                self._retry = timers.call_later(delay, self._retry_due)
+            except Exception:
+                _log.warning("the inbox retry timer of agent %r could not be armed", self._id)
 
     def _retry_due(self) -> None:
         with self._lock:
-            self._state.retry = None
+            self._retry = None
         self._advance()
 
     def _on_durable(self, length: int) -> None:
         """The session's durable progress advanced (any flush, by anyone)."""
         with self._lock:
-            state = self._state
-            if length <= state.durable_length:
+            if length <= self._durable_length:
                 return
-            state.durable_length = length
-            state.backoff_ms = RETRY_FIRST_MS  # the store works again
+            self._durable_length = length
+            self._backoff_ms = RETRY_FIRST_MS  # the store works again
         self._advance()
 
     # --- internals: turns ---------------------------------------------------------------
 
+    def _start_turn(self, entry: InboxEntry) -> None:
+        """The admission's ``start_turn``: the turn actor runs it."""
+        self._actor.tell(RunTurn(entry))
+
+    def _report_status(self, status: str) -> None:
+        self._registry._notify_status(self, status)
+
     def _run_turn(self, entry: InboxEntry) -> None:
-        with self._lock:
-            if self._state.disposed:
-                return  # queued before the agent was disposed: no work after dispose
-            announce = not self._state.announced_running
-            self._state.announced_running = True
-        if announce:
-            self._registry._notify_status(self, "running")
+        if self._disposed:
+            return  # queued before the agent was disposed: no work after dispose
         message = entry.message
         reply: str | None = None
         failed = False
@@ -462,17 +429,8 @@ class EmbeddedAgent:
             self._complete(entry, failed)
         with self._lock:
             self._turns.append(TurnRecord(message, reply, failed))
-            self._state.status = "idle"
-            if self._start_next_locked():
-                return  # the next queued turn follows at once: still "running"
-            if self._state.disposed:
-                return  # disposal failed the waiters; a disposed agent reports nothing
-            busy = bool(self._state.queue)  # the next message waits for durability: not idle
-            if not busy:
-                self._state.announced_running = False
-        if not busy:
-            self._registry._notify_status(self, "idle")
-        self._advance()  # resolves idle waiters, or asks for the flush the next message needs
+        self._admission.turn_finished()  # the next turn, or "idle" and the idle waiters
+        self._advance()  # asks for the flush the next message needs, if any
 
     def _complete(self, entry: InboxEntry, failed: bool) -> None:
         """Record that the turn of ``entry`` returned; ask (without waiting) for a flush."""
@@ -489,26 +447,25 @@ class EmbeddedAgent:
         if self._gated:
             self._session.request_flush()
 
+    def _disposed_error(self) -> AgentDisposedError:
+        return AgentDisposedError(f"agent {self._id!r} is disposed")
+
     def _dispose(self) -> None:
         with self._lock:
-            if self._state.disposed:
+            if self._disposed:
                 return
-            self._state.disposed = True
-            self._state.queue.clear()  # the entries stay in the log for the next resume
-            waiters = self._state.idle_waiters
-            self._state.idle_waiters = []
-            retry, self._state.retry = self._state.retry, None
+            self._disposed = True
+            retry, self._retry = self._retry, None
+        # the queued entries stay in the log for the next resume
+        self._admission.close(self._disposed_error)
         if retry is not None:
             retry.cancel()
         self._unsubscribe_durable()
-        for waiter in waiters:
-            with contextlib.suppress(InvalidStateError):  # cancelled by its waiter
-                waiter.set_exception(AgentDisposedError(f"agent {self._id!r} is disposed"))
         self._actor.stop(block=False)  # may be called from inside a turn
 
     def __repr__(self) -> str:
         kind = "child" if self._parent is not None else "root"
-        return f"EmbeddedAgent({self._id!r}, {kind}, {self._state.status})"
+        return f"EmbeddedAgent({self._id!r}, {kind}, {self.status})"
 
 
 class RootAgents(Sequence[EmbeddedAgent]):
@@ -629,7 +586,7 @@ class EmbeddedAgentRegistry:
             listeners = tuple(self._created)
         for listener in listeners:
             _call_listener(listener, agent)
-        agent._advance()  # taken-over entries: their turns start now (tools are registered)
+        agent._activate()  # taken-over entries: their turns start now (tools are registered)
         return agent
 
     def dispose(self, agent: EmbeddedAgent) -> None:
@@ -691,12 +648,6 @@ class EmbeddedAgentRegistry:
             listeners = tuple(self._status)
         for listener in listeners:
             _call_listener(listener, agent, status)
-
-
-def _resolve(waiters: list[Future[None]]) -> None:
-    for waiter in waiters:
-        with contextlib.suppress(InvalidStateError):  # cancelled by its waiter
-            waiter.set_result(None)
 
 
 def _call_listener(listener: Callable[..., None], *args: Any) -> None:
