@@ -251,6 +251,10 @@ class Server:
             )
 
 
+SIGNAL_POLL_S = 0.25
+"""How often ``serve``'s main thread wakes up so a pending SIGTERM/SIGINT handler can run."""
+
+
 @contextlib.contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """SIGTERM and SIGINT set ``stop`` while inside (the previous handlers come back after)."""
@@ -329,7 +333,11 @@ def serve_command(
             "open are delivered here (SIGTERM or Ctrl-C stops)"
         )
         try:
-            stop.wait()
+            # A signal the kernel hands to another thread does not interrupt a wait
+            # without a timeout, and Python runs its handler only on the main
+            # thread between bytecodes: so wake up now and then to let it run.
+            while not stop.wait(SIGNAL_POLL_S):
+                pass
         finally:
             click.echo("stopping: letting work in flight settle and writing every event")
             server.stop(timeout=stop_timeout)

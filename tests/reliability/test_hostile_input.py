@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from host_bridge.cli.verify import verify_command, verify_session
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
+from host_bridge.embedded.due_index import project_session
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError
@@ -1011,6 +1012,7 @@ def test_any_stored_bytes_load_or_raise_store_corrupt_error(
             stored = store.load("s1")
         except StoreCorruptError:
             stored = None
+        indexed = store.due_entry("s1")  # written for the row before it was overwritten
         verdict = verify_session(store, "s1")  # never raises
     finally:
         store.close()
@@ -1020,7 +1022,12 @@ def test_any_stored_bytes_load_or_raise_store_corrupt_error(
         except ScheduleLogError as error:
             assert verdict.problem == error.message
         else:
-            assert verdict.problem is None
+            rows = ((e.seq, e.type, e.time, e.data) for e in stored.events)
+            if project_session(stored.header.seed_length, rows).entry() == indexed:
+                assert verdict.problem is None
+            else:  # a valid record with another due time: the index no longer matches the log
+                assert verdict.problem is not None
+                assert verdict.problem.startswith("the due index says ")
     else:
         assert verdict.problem is not None and verdict.problem.startswith("store: ")
 
