@@ -1,13 +1,24 @@
-"""Host-facing surface of dsh-tool-schedule: the host contract and its adapters.
+"""Host-facing surface of dsh-tool-schedule: the host contract, the plugin and adapters.
 
-Heavier parts (the plugin, the embedded host) are imported lazily so that
-``actors`` can depend on :mod:`host_bridge.protocols` without an import cycle.
+A host builds a :class:`HostContext` whose parts satisfy the protocols of the
+contract (defined in :mod:`actors.contract`), calls :func:`install_schedule`
+and keeps the :class:`SchedulePlugin` it returns. :class:`TurnAdmission` is a
+ready-made turn-admission state machine for a host's agent adapter;
+:class:`RestartPolicy` and :class:`WakePolicy` tune supervision and the waking
+of cold sessions. The embedded reference host is :mod:`host_bridge.embedded`,
+the test kit for hosts :mod:`host_bridge.testing`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from host_bridge.admission import AdmissionClosedError, TurnAdmission
+from host_bridge.plugin import (
+    CompositionError,
+    RestartPolicy,
+    SchedulePlugin,
+    WakePolicy,
+    install_schedule,
+)
 from host_bridge.protocols import (
     Agent,
     AgentRegistry,
@@ -37,6 +48,7 @@ __all__ = [
     "CompositionError",
     "DueSession",
     "HostContext",
+    "RestartPolicy",
     "SchedulePlugin",
     "Session",
     "SessionActivation",
@@ -55,26 +67,3 @@ __all__ = [
     "WakePolicy",
     "install_schedule",
 ]
-
-if TYPE_CHECKING:
-    from host_bridge.admission import AdmissionClosedError, TurnAdmission
-    from host_bridge.plugin import CompositionError, SchedulePlugin, WakePolicy, install_schedule
-
-_LAZY = {
-    "TurnAdmission": "host_bridge.admission",
-    "AdmissionClosedError": "host_bridge.admission",
-    "install_schedule": "host_bridge.plugin",
-    "SchedulePlugin": "host_bridge.plugin",
-    "CompositionError": "host_bridge.plugin",
-    "WakePolicy": "host_bridge.plugin",
-}
-
-
-def __getattr__(name: str) -> object:
-    """Import the plugin's and the admission helper's names on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'host_bridge' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)

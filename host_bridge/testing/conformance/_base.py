@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -169,4 +170,5 @@ class ConformanceBase:
     def need(self, hook: object, name: str) -> None:
         """Skip the check when the host does not provide the hook ``name``."""
         if hook is None or hook is False:
-            pytest.skip(f"the host provides no {name!r}")
+            check = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
+            pytest.skip(f"{check or 'this check'}: the host provides no {name!r}")
