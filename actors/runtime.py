@@ -11,7 +11,7 @@ host parts that go with it::
 ``bind`` returns the class itself on the threading runtime. On the gevent
 runtime it returns a cached subclass that mixes the runtime's pykka hooks
 (inbox, future type, actor loop) in ahead of the class's own base, so the
-actor's code is shared by both runtimes. See :mod:`actors.gevent_runtime` for
+actor's code is shared by both runtimes. See :mod:`actors.gevent` for
 the gevent model (one hub thread per runtime, thread-safe hand-off from any
 other thread).
 
@@ -139,13 +139,13 @@ _THREADING = ThreadingRuntime()
 def get_runtime(spec: RuntimeSpec = "threading") -> Runtime:
     """The runtime named by ``spec`` (``"threading"`` or ``"gevent"``), or ``spec`` itself.
 
-    ``"gevent"`` is the process-wide default :class:`actors.gevent_runtime.GeventRuntime`
+    ``"gevent"`` is the process-wide default :class:`actors.gevent.GeventRuntime`
     (imported on first use, so the threading path never loads gevent).
     """
     if spec == "threading":
         return _THREADING
     if spec == "gevent":
-        from actors.gevent_runtime import default_runtime
+        from actors.gevent import default_runtime
 
         return default_runtime()
     if isinstance(spec, str):

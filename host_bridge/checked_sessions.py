@@ -135,7 +135,7 @@ def _from_pykka(future: Any) -> Future[Any]:
     """A pykka future as a ``concurrent.futures.Future``, without a thread where possible.
 
     A pykka future that has settled is copied at once; one with done-callbacks
-    (the gevent runtime's :class:`~actors.gevent_runtime.GeventFuture`) is
+    (the gevent runtime's :class:`~actors.gevent.GeventFuture`) is
     copied from its callback; only a pending plain pykka future needs
     :func:`host_bridge.futures.from_pykka`'s waiting thread.
     """

@@ -450,7 +450,7 @@ def install_schedule(
 
     ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
     OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
-    see :mod:`actors.gevent_runtime`) or a runtime object from
+    see :mod:`actors.gevent`) or a runtime object from
     :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
     and budget with which owners stopped by an unexpected error are restarted
     (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10

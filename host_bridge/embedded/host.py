@@ -49,7 +49,7 @@ class EmbeddedHost:
     ``runtime`` chooses where the host's actors (one SessionActor per session,
     one TurnActor per agent) run: ``"threading"`` (the default: OS threads),
     ``"gevent"`` (greenlets on the gevent runtime's hub, see
-    :mod:`actors.gevent_runtime`) or a runtime object. The default timers follow
+    :mod:`actors.gevent`) or a runtime object. The default timers follow
     the runtime; SQLite work done on the caller's behalf (opening, session rows,
     resume reads, close) runs off the hub when called from a gevent hub thread,
     and commits always happen on the store's writer thread. Pass the same

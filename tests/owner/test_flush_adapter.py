@@ -20,7 +20,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.gevent_runtime import GeventFuture, GeventRuntime
+from actors.gevent import GeventFuture, GeventRuntime
 from actors.runtime import Runtime, get_runtime
 from host_bridge.checked_sessions import FlushMonitor
 from host_bridge.embedded.host import EmbeddedHost

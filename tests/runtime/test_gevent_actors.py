@@ -13,13 +13,8 @@ import pytest
 from pykka._envelope import Envelope
 
 from actors.base import MailboxActor
-from actors.gevent_runtime import (
-    GeventFuture,
-    GeventInbox,
-    GeventRuntime,
-    StopFlag,
-    default_runtime,
-)
+from actors.gevent import GeventFuture, GeventInbox, GeventRuntime, default_runtime
+from actors.gevent.inbox import StopFlag
 from actors.runtime import get_runtime, run_blocking, wait_for
 from host_bridge.embedded.sessions import EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore

@@ -12,7 +12,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.gevent_runtime import GeventFuture, GeventRuntime, GeventTimers, default_runtime
+from actors.gevent import GeventFuture, GeventRuntime, GeventTimers, default_runtime
 from actors.runtime import BlockingInHubError, run_blocking, wait_for
 
 

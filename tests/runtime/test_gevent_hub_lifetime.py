@@ -26,9 +26,9 @@ import gevent.exceptions
 import pykka
 import pytest
 
-from actors import gevent_runtime
 from actors.base import MailboxActor
-from actors.gevent_runtime import GeventFuture, GeventRuntime, GeventRuntimeError
+from actors.gevent import GeventFuture, GeventRuntime, GeventRuntimeError
+from actors.gevent import hub as gevent_hub
 from actors.runtime import run_blocking
 
 HANG_GUARD_S = 5.0
@@ -129,7 +129,7 @@ def test_hand_offs_from_other_threads_leave_the_loop_watcher_count_alone(
 def test_a_burst_of_hand_offs_lets_due_timers_run_and_keeps_its_order(
     runtime: GeventRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gevent_runtime, "HANDOFF_BUDGET_S", 0.0)  # one hand-off per turn
+    monkeypatch.setattr(gevent_hub, "HANDOFF_BUDGET_S", 0.0)  # one hand-off per turn
     timers = runtime.timers()
     ran: list[int] = []
     seen_by_timer: Future[int] = Future()

@@ -16,7 +16,7 @@ import pykka
 import pytest
 
 from actors.base import MailboxActor
-from actors.gevent_runtime import GeventFuture, GeventRuntime, GeventRuntimeError
+from actors.gevent import GeventFuture, GeventRuntime, GeventRuntimeError
 from actors.runtime import wait_for
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule

@@ -11,7 +11,7 @@ import pykka
 import pytest
 
 from actors.base import MailboxActor
-from actors.gevent_runtime import GeventActor, GeventRuntime, default_runtime
+from actors.gevent import GeventActor, GeventRuntime, default_runtime
 from actors.runtime import ThreadingRuntime, get_runtime
 from actors.schedule_owner import ScheduleOwner
 from actors.session_actor import SessionActor
