@@ -620,16 +620,7 @@ class ScheduleOwner(MailboxActor):
             return self._finish()
         if self._faulted is not None or not self._is_live():
             return self._finish()
-        plan = self._plan()
-        if plan is None:
-            self._cancel_timer()
-            txn.outcome = "nothing_active"
-            return self._finish()
-        if isinstance(plan, _NoDecision):
-            return self._finish()
-        if isinstance(plan, WaitFor):
-            self._arm(plan)
-            txn.outcome = "not_due"
+        if self._nothing_to_deliver(txn, self._plan()):
             return self._finish()
         self._cancel_timer()
         release = self._agent.reserve_turn_admission()
@@ -684,6 +675,22 @@ class ScheduleOwner(MailboxActor):
             return _NO_DECISION
         return plan
 
+    def _nothing_to_deliver(self, txn: _Txn, plan: _Plan) -> bool:
+        """Act on a ``plan`` that delivers nothing; ``False`` when it delivers.
+
+        Nothing active cancels the timer, nothing due yet arms it, no decision
+        leaves it alone (:meth:`_plan` logged why).
+        """
+        if plan is None:
+            self._cancel_timer()
+            txn.outcome = "nothing_active"
+        elif isinstance(plan, WaitFor):
+            self._arm(plan)
+            txn.outcome = "not_due"
+        elif not isinstance(plan, _NoDecision):
+            return False
+        return True
+
     def _dispatch_reserved(self, txn: _Txn, release: Callable[[], None]) -> bool:
         """Inside the reservation: re-check, decide again, follow up, append the dispatch(es).
 
@@ -693,15 +700,9 @@ class ScheduleOwner(MailboxActor):
             if not self._is_live():
                 return False
             plan = self._plan()  # batch membership is decided here, inside the reservation
-            if plan is None:
-                txn.outcome = "nothing_active"
+            if self._nothing_to_deliver(txn, plan):
                 return False
-            if isinstance(plan, _NoDecision):
-                return False
-            if isinstance(plan, WaitFor):
-                self._arm(plan)
-                txn.outcome = "not_due"
-                return False
+            assert isinstance(plan, DeliverNow | DeliverBatch)
             if isinstance(plan, DeliverNow):
                 return self._deliver_one(txn, plan)
             return self._deliver_batch(txn, plan)
