@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 __all__ = [
     "DEFAULT_CLOCK_WATCH_MS",
@@ -74,7 +74,7 @@ class SessionDetachedError(RuntimeError):
     """The session was detached: it accepts no more appends or flushes."""
 
 
-AgentStatus = str
+AgentStatus: TypeAlias = Literal["running", "idle"]
 """An agent status reported to ``AgentRegistry.on_status``: ``"running"`` or ``"idle"``."""
 
 
@@ -241,7 +241,7 @@ class AgentRegistry(Protocol):
         """Call ``listener`` for every agent created from now on."""
         ...
 
-    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+    def on_status(self, listener: Callable[[Agent, AgentStatus], None]) -> Callable[[], None]:
         """Call ``listener`` whenever an agent becomes ``"running"`` or ``"idle"``."""
         ...
 
@@ -408,8 +408,14 @@ class SessionPassivation(Protocol):
 class HostContext:
     """Everything Schedule needs from its host.
 
-    ``session_persistence`` is the host's durability service; it must be present
-    (Schedule refuses to install without it). ``clock`` returns wall-clock epoch
+    ``session_persistence`` is the host's durability service: the object that
+    makes session appends durable (the embedded host passes its event store, the
+    test kit a marker). Schedule never calls it: it reaches durability only
+    through ``SessionStore.flush``. The field states that the host persists its
+    sessions, so it must be present: Schedule refuses to install without it,
+    because on a host that keeps sessions only in memory a confirmed reminder
+    could not survive a restart. Its type is ``object`` because no method of it
+    is used. ``clock`` returns wall-clock epoch
     milliseconds. ``timers`` left ``None`` is supplied by the runtime Schedule
     runs on (:meth:`actors.runtime.Runtime.timers`: one timer thread per plugin
     on the threading runtime, hub timers on gevent).

@@ -96,6 +96,7 @@ from messages.mailbox import (
     CreateSchedule,
     DeleteSchedule,
     DisposeOwner,
+    FlushPhase,
     FlushTimedOut,
     ListSchedules,
     PreflightSettled,
@@ -143,7 +144,7 @@ class _Txn:
     id: int
     kind: TxnKind
     request: ToolRequest | None
-    phase: Literal["preflight", "barrier"] = "preflight"
+    phase: FlushPhase = "preflight"
     record: ScheduleRecord | None = None
     schedule_id: str | None = None
     dispatched: tuple[str, ...] = ()  # a delivery's dispatched ids, in append order

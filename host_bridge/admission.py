@@ -76,16 +76,15 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
+
+from actors.contract import AgentStatus
 
 __all__ = ["AdmissionClosedError", "AgentStatus", "TurnAdmission"]
 
 _log = logging.getLogger("dsh_schedule.admission")
 
 M = TypeVar("M")
-
-AgentStatus = Literal["running", "idle"]
-"""What a status listener is told."""
 
 # kinds of call-outs waiting for delivery
 _STATUS, _START, _RESOLVE, _CALL = range(4)

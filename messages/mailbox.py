@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from messages.tool_values import CreateSelector
 
@@ -28,6 +28,7 @@ __all__ = [
     "DisposeOwner",
     "DisposeWakeUp",
     "DueIndexMoved",
+    "FlushPhase",
     "FlushSession",
     "FlushTimedOut",
     "ListSchedules",
@@ -170,12 +171,16 @@ class BarrierSettled:
     ok: bool
 
 
+FlushPhase: TypeAlias = Literal["preflight", "barrier"]
+"""Which flush of a transaction: the preflight before it acts, or the barrier after its append."""
+
+
 @dataclass(frozen=True, slots=True)
 class FlushTimedOut:
     """The flush of transaction ``txn`` in ``phase`` did not settle within the flush timeout."""
 
     txn: int
-    phase: str  # "preflight" | "barrier"
+    phase: FlushPhase
 
 
 @dataclass(frozen=True, slots=True)

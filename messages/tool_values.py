@@ -69,6 +69,7 @@ __all__ = [
     "CreateInput",
     "CreateSelector",
     "DeleteInput",
+    "ErrorSituation",
     "EverySelector",
     "ListInput",
     "Operation",
@@ -124,7 +125,33 @@ characters. A longer string is copied as ``""``, which is refused with exactly
 the code the long string would get, so the bound changes no answer and the
 owner's queue never holds megabytes of ``at`` text."""
 
-_MESSAGES: Mapping[str, str] = {
+ErrorSituation = Literal[
+    "not_object",
+    "json_text",
+    "create_keys",
+    "create_selector_count",
+    "delete_keys",
+    "prompt",
+    "prompt_too_long",
+    "active_limit",
+    "after_seconds",
+    "every_seconds",
+    "frequency_too_high",
+    "at",
+    "time_zone",
+    "not_future",
+    "at_out_of_range",
+    "delete_id",
+    "delete_id_too_long",
+    "time_out_of_range",
+    "corrupt",
+    "internal",
+    "cross_agent",
+    "not_live",
+]
+"""A situation with a fixed diagnostic message: what :meth:`ToolError.of` accepts."""
+
+_MESSAGES: Mapping[ErrorSituation, str] = {
     "not_object": "Tool arguments must be a JSON object.",
     "json_text": (
         "Tool arguments given as text must be one JSON object in strict JSON (no NaN or "
@@ -173,14 +200,17 @@ _MESSAGES: Mapping[str, str] = {
     ),
     "time_out_of_range": "The reminder would fall after 9999-12-31T23:59:59.999Z.",
     "corrupt": "The session's schedule log is corrupt; schedules cannot be read or changed.",
+    "internal": "An internal error stopped the schedule operation.",
+    "cross_agent": "This schedule tool belongs to another agent.",
+    "not_live": "The agent that owns these schedules is no longer live.",
+}
+
+_UNCERTAIN: Mapping[Literal["preflight", "barrier"], str] = {
     "preflight": "The session's log could not be confirmed durable, so the {op} did not run.",
     "barrier": (
         "The {op} was appended but could not be confirmed durable; "
         "a later schedule_list confirms the retained log."
     ),
-    "internal": "An internal error stopped the schedule operation.",
-    "cross_agent": "This schedule tool belongs to another agent.",
-    "not_live": "The agent that owns these schedules is no longer live.",
 }
 
 
@@ -203,7 +233,7 @@ class ToolError:
         return value
 
     @classmethod
-    def of(cls, code: ErrorCode, situation: str) -> ToolError:
+    def of(cls, code: ErrorCode, situation: ErrorSituation) -> ToolError:
         """The error for ``code`` with the fixed message of ``situation``."""
         return cls(code, _MESSAGES[situation])
 
@@ -481,7 +511,7 @@ def persistence_uncertain(
     operation: Operation, *, appended: bool, id: str | None = None
 ) -> ToolError:
     """``persistence_uncertain`` for a failed preflight (``appended=False``) or barrier."""
-    template = _MESSAGES["barrier" if appended else "preflight"]
+    template = _UNCERTAIN["barrier" if appended else "preflight"]
     return ToolError(ErrorCode.PERSISTENCE_UNCERTAIN, template.format(op=operation), operation, id)
 
 
@@ -516,7 +546,7 @@ def time_out_of_range_error() -> ToolError:
     return ToolError.of(ErrorCode.TIME_OUT_OF_RANGE, "time_out_of_range")
 
 
-_INPUT_SITUATIONS: Mapping[tuple[SelectorKey, ErrorCode], str] = {
+_INPUT_SITUATIONS: Mapping[tuple[SelectorKey, ErrorCode], ErrorSituation] = {
     ("after_seconds", ErrorCode.INVALID_RULE): "after_seconds",
     ("after_seconds", ErrorCode.TIME_OUT_OF_RANGE): "time_out_of_range",
     ("every_seconds", ErrorCode.INVALID_RULE): "every_seconds",

@@ -59,6 +59,7 @@ from host_bridge import (
 )
 from host_bridge.clock import ThreadTimers, wall_clock_ms
 from host_bridge.futures import failed, from_pykka
+from host_bridge.protocols import AgentStatus
 
 # --- sessions ----------------------------------------------------------------------------------
 
@@ -309,7 +310,7 @@ class PykkaAgentRegistry:
         """Subscribe to agent creation."""
         return self._subscribe("created", listener)
 
-    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+    def on_status(self, listener: Callable[[Agent, AgentStatus], None]) -> Callable[[], None]:
         """Subscribe to ``"running"``/``"idle"``."""
         return self._subscribe("status", listener)
 
@@ -317,7 +318,7 @@ class PykkaAgentRegistry:
         """Subscribe to agent disposal."""
         return self._subscribe("disposed", listener)
 
-    def notify_status(self, agent: PykkaAgent, status: str) -> None:
+    def notify_status(self, agent: PykkaAgent, status: AgentStatus) -> None:
         """Tell status listeners (called by agents)."""
         self._emit("status", agent, status)
 

@@ -52,7 +52,15 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.embedded.tools import ScopedToolRegistry
-from host_bridge.protocols import Agent, Cancellable, TextBlock, Timers, ToolResult, UserMessage
+from host_bridge.protocols import (
+    Agent,
+    AgentStatus,
+    Cancellable,
+    TextBlock,
+    Timers,
+    ToolResult,
+    UserMessage,
+)
 from messages.mailbox import RunTurn
 
 __all__ = [
@@ -398,7 +406,7 @@ class EmbeddedAgent:
         """The admission's ``start_turn``: the turn actor runs it."""
         self._actor.tell(RunTurn(entry))
 
-    def _report_status(self, status: str) -> None:
+    def _report_status(self, status: AgentStatus) -> None:
         self._registry._notify_status(self, status)
 
     def _run_turn(self, entry: InboxEntry) -> None:
@@ -544,7 +552,7 @@ class EmbeddedAgentRegistry:
         self._roots_snapshot: RootAgents | None = None
         self._lock = threading.RLock()
         self._created: list[Callable[[Agent], None]] = []
-        self._status: list[Callable[[Agent, str], None]] = []
+        self._status: list[Callable[[Agent, AgentStatus], None]] = []
         self._disposed: list[Callable[[Agent], None]] = []
         self._ids = itertools.count(1)
 
@@ -624,7 +632,7 @@ class EmbeddedAgentRegistry:
         """Subscribe to agent creation."""
         return self._subscribe(self._created, listener)
 
-    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+    def on_status(self, listener: Callable[[Agent, AgentStatus], None]) -> Callable[[], None]:
         """Subscribe to ``"running"``/``"idle"`` changes."""
         return self._subscribe(self._status, listener)
 
@@ -643,7 +651,7 @@ class EmbeddedAgentRegistry:
 
         return unsubscribe
 
-    def _notify_status(self, agent: EmbeddedAgent, status: str) -> None:
+    def _notify_status(self, agent: EmbeddedAgent, status: AgentStatus) -> None:
         with self._lock:
             listeners = tuple(self._status)
         for listener in listeners:

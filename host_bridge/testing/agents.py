@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
-from host_bridge.protocols import Agent, Session, UserMessage
+from host_bridge.protocols import Agent, AgentStatus, Session, UserMessage
 from host_bridge.testing.journal import Journal
 
 __all__ = ["FakeAgent", "StatusSink"]
@@ -17,7 +17,7 @@ __all__ = ["FakeAgent", "StatusSink"]
 class StatusSink(Protocol):
     """Where a :class:`FakeAgent` reports ``"running"``/``"idle"`` (a ``FakeAgentRegistry``)."""
 
-    def notify_status(self, agent: Agent, status: str) -> None:
+    def notify_status(self, agent: Agent, status: AgentStatus) -> None:
         """Tell the status listeners that ``agent`` is now ``status``."""
         ...
 
@@ -64,7 +64,7 @@ class FakeAgent:
         self.registry = registry
         self.journal = journal
         self._lock = threading.RLock()
-        self._status = "idle"
+        self._status: AgentStatus = "idle"
         self._queued: list[UserMessage] = []
         self._received: list[UserMessage] = []
         self._turns: list[tuple[UserMessage, ...]] = []
@@ -208,7 +208,7 @@ class FakeAgent:
     # -- inspection ---------------------------------------------------------------------
 
     @property
-    def status(self) -> str:
+    def status(self) -> AgentStatus:
         """``"idle"`` or ``"running"``."""
         with self._lock:
             return self._status
@@ -272,7 +272,7 @@ class FakeAgent:
         if self.journal is not None:
             self.journal.record(kind, *fields)
 
-    def _notify(self, status: str) -> None:
+    def _notify(self, status: AgentStatus) -> None:
         registry = self.registry
         if registry is not None:
             registry.notify_status(self, status)

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
-from host_bridge.protocols import Agent, Session
+from host_bridge.protocols import Agent, AgentStatus, Session
 from host_bridge.testing.agents import FakeAgent
 from host_bridge.testing.journal import Journal
 
@@ -59,7 +59,7 @@ class FakeAgentRegistry:
         self._agents: dict[str, Agent] = {}
         self._roots: list[Agent] = []
         self._created: _Listeners[Callable[[Agent], None]] = _Listeners()
-        self._status: _Listeners[Callable[[Agent, str], None]] = _Listeners()
+        self._status: _Listeners[Callable[[Agent, AgentStatus], None]] = _Listeners()
         self._disposed: _Listeners[Callable[[Agent], None]] = _Listeners()
 
     # -- the AgentRegistry protocol -------------------------------------------------------
@@ -78,7 +78,7 @@ class FakeAgentRegistry:
         """Subscribe to creations; returns an idempotent unsubscribe."""
         return self._created.subscribe(listener)
 
-    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+    def on_status(self, listener: Callable[[Agent, AgentStatus], None]) -> Callable[[], None]:
         """Subscribe to status changes; returns an idempotent unsubscribe."""
         return self._status.subscribe(listener)
 
@@ -129,7 +129,7 @@ class FakeAgentRegistry:
             if agent in self._roots:
                 self._roots.remove(agent)
 
-    def notify_status(self, agent: Agent, status: str) -> None:
+    def notify_status(self, agent: Agent, status: AgentStatus) -> None:
         """Announce that ``agent`` became ``status`` (``"running"`` or ``"idle"``)."""
         for listener in self._status.snapshot():
             listener(agent, status)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from host_bridge.futures import resolved
-from host_bridge.protocols import Agent, Cancellable, Session, UserMessage
+from host_bridge.protocols import Agent, AgentStatus, Cancellable, Session, UserMessage
 from host_bridge.testing.conformance import ConformanceHost, HostConformance
 from tests.conformance.hosts import example_host, fake_host
 
@@ -70,7 +70,7 @@ class _LateCreations:
 
         return self._inner.on_created(later)  # type: ignore[no-any-return]
 
-    def on_status(self, listener: Callable[[Agent, str], None]) -> Callable[[], None]:
+    def on_status(self, listener: Callable[[Agent, AgentStatus], None]) -> Callable[[], None]:
         return self._inner.on_status(listener)  # type: ignore[no-any-return]
 
     def on_disposed(self, listener: Callable[[Agent], None]) -> Callable[[], None]:

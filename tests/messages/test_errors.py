@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import get_args
 
 import pytest
 
@@ -13,6 +14,7 @@ from messages import (
     ScheduleInputError,
     ScheduleLogError,
 )
+from messages.tool_values import ErrorSituation, ToolError
 
 
 def test_error_codes_are_the_closed_set_in_order() -> None:
@@ -70,3 +72,14 @@ def test_errors_survive_pickling(error: ScheduleError) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error)
     assert (copy.code, copy.message) == (error.code, error.message)
+
+
+def test_every_error_situation_has_a_fixed_message_and_every_message_a_situation() -> None:
+    from messages import tool_values
+
+    situations = set(get_args(ErrorSituation))
+    assert situations == set(tool_values._MESSAGES)
+    for situation in sorted(situations):
+        error = ToolError.of(ErrorCode.INTERNAL_ERROR, situation)
+        assert error.message == tool_values._MESSAGES[situation]
+        assert "{" not in error.message  # templates belong to persistence_uncertain only
