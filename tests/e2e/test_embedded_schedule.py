@@ -15,9 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
@@ -58,12 +56,6 @@ class ScriptedModel:
             self.results.append(checked("schedule_create", result.value))
             return "Scheduled."
         return None
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Runtime:
-    """Each actor runtime in turn."""
-    return get_runtime(request.param)
 
 
 def stored_payloads(data_dir: Path, session_id: str) -> list[Any]:

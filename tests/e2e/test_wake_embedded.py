@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pykka
-import pytest
-
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
@@ -52,12 +48,6 @@ class Recorder:
     def wait_for(self, count: int) -> None:
         with self.lock:
             assert self.lock.wait_for(lambda: len(self.reminders) >= count, TIMEOUT)
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
-    yield get_runtime(request.param)
-    pykka.ActorRegistry.stop_all()
 
 
 def quiet(plugin: SchedulePlugin, host: EmbeddedHost) -> None:

@@ -19,7 +19,7 @@ from host_bridge.testing import PENDING, FakeClock, FakeHost
 from messages.instant import parse_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.tool_values import AtSelector, EverySelector
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
 

@@ -14,7 +14,7 @@ from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.instant import format_instant
 from messages.presentation import REMINDER_SOURCE
 from messages.records import SCHEDULE_CHANGE_TYPE
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 
 MINUTE = 60_000
 

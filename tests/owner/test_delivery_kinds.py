@@ -18,7 +18,7 @@ from host_bridge.plugin import install_schedule
 from host_bridge.testing import FakeHost, FakeSession, settle
 from messages.instant import MAX_INSTANT_MS, format_instant, parse_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 from tests.owner.helpers import Tools
 
 NOW = parse_instant("2026-08-05T12:00:00.000Z")

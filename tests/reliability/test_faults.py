@@ -31,7 +31,7 @@ from host_bridge.futures import resolved
 from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
 from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
-from tests.reliability.conftest import Rig, durable_changes, reopened_changes
+from tests.reliability.rig import Rig, durable_changes, reopened_changes
 
 HOUR = 3600
 
