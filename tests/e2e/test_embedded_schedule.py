@@ -19,11 +19,11 @@ from actors.runtime import Runtime
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
+from tests.changes import change_of, reopened
 from tests.schema_check import checked
 
 
@@ -59,21 +59,12 @@ class ScriptedModel:
 
 
 def stored_payloads(data_dir: Path, session_id: str) -> list[Any]:
-    store = SqliteEventStore(data_dir / "sessions.sqlite3", create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    return [event.data for event in stored.events if event.type == SCHEDULE_CHANGE_TYPE]
+    events = reopened(data_dir / "sessions.sqlite3", session_id).events
+    return [event.data for event in events if event.type == SCHEDULE_CHANGE_TYPE]
 
 
 def stored_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
-    out = []
-    for data in stored_payloads(data_dir, session_id):
-        op = data["operation"]
-        out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
-    return out
+    return [change_of(data) for data in stored_payloads(data_dir, session_id)]
 
 
 def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path, runtime: Runtime) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
-from typing import Any
 
 from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
@@ -20,7 +19,7 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
-from messages.records import SCHEDULE_CHANGE_TYPE
+from tests.changes import reopened_changes
 
 TIMEOUT = 20.0
 
@@ -89,20 +88,6 @@ def advance(timers: FakeTimers, ms: int, plugin: SchedulePlugin, host: EmbeddedH
     quiet(plugin, host)
 
 
-def stored_changes(path: Path, session_id: str) -> list[tuple[str, Any]]:
-    store = SqliteEventStore(path, create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    return [
-        (e.data["operation"], e.data.get("id") or e.data["schedule"]["id"])
-        for e in stored.events
-        if e.type == SCHEDULE_CHANGE_TYPE
-    ]
-
-
 def test_a_host_that_never_opened_a_session_delivers_its_reminders(
     tmp_path: Path, runtime: Runtime
 ) -> None:
@@ -151,7 +136,7 @@ def test_a_host_that_never_opened_a_session_delivers_its_reminders(
     finally:
         plugin.dispose().result(timeout=TIMEOUT)
         host.close()
-    changes = stored_changes(tmp_path / "sessions.sqlite3", "chat")
+    changes = reopened_changes(tmp_path / "sessions.sqlite3", "chat")
     assert changes == [
         ("create", "schedule-1"),
         ("create", "schedule-2"),

@@ -21,9 +21,9 @@ from messages.mailbox import (
     RequestDrive,
     StartOwner,
 )
-from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.status import OwnerStatus
 from messages.tool_values import AfterSelector, AtSelector, CreateSelector, EverySelector
+from tests.changes import schedule_changes
 from tests.schema_check import checked
 
 
@@ -127,13 +127,7 @@ class Harness:
 
     def changes(self) -> list[tuple[str, str]]:
         """(operation, id) of every schedule/change in the log."""
-        out: list[tuple[str, str]] = []
-        for event in self.session.events:
-            if event.type == SCHEDULE_CHANGE_TYPE:
-                data = event.data
-                op = data["operation"]
-                out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
-        return out
+        return schedule_changes(self.session.events)
 
     def steps(self) -> list[tuple[Any, ...]]:
         """The journal reduced to protocol steps (flush/reserve/followup/append/release)."""

@@ -15,8 +15,9 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolResult
 from host_bridge.testing import FakeClock, FakeTimers, call_tool, settle
-from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
+from messages import SCHEDULE_CHANGE_TYPE
 from messages.text import canonical_json
+from tests.changes import change_of
 from tests.schema_check import checked
 
 TOOL_TIMEOUT = 10.0
@@ -139,26 +140,5 @@ def durable_changes(path: Path, session_id: str) -> list[tuple[str, str]]:
     for type_, data in rows:
         if type_ != SCHEDULE_CHANGE_TYPE:
             continue
-        value: Any = decode_payload(data)
-        op = value["operation"]
-        changes.append((op, value["schedule"]["id"] if op == "create" else value["id"]))
-    return changes
-
-
-def reopened_changes(path: Path, session_id: str) -> list[tuple[str, str]]:
-    """Reopen the closed store as a restarted host would; stream-check and list the changes."""
-    store = SqliteEventStore(path, create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    validate_schedule_stream(stored.events, stored.header.seed_length)
-    changes = []
-    for event in stored.events:
-        if event.type == SCHEDULE_CHANGE_TYPE:
-            op = event.data["operation"]
-            changes.append(
-                (op, event.data["schedule"]["id"] if op == "create" else event.data["id"])
-            )
+        changes.append(change_of(decode_payload(data)))
     return changes
