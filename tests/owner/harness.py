@@ -26,6 +26,19 @@ from messages.tool_values import AfterSelector, AtSelector, CreateSelector, Ever
 from tests.changes import schedule_changes
 from tests.schema_check import checked
 
+DELIVERY_STEPS: tuple[tuple[Any, ...], ...] = (
+    ("flush",),
+    ("flushed", True),
+    ("reserve", True),
+    ("followup",),
+    ("append", "dispatch"),
+    ("release",),
+    ("flush",),
+    ("flushed", True),
+)
+"""The :meth:`Harness.steps` of one good delivery: preflight, reserve, follow-up, dispatch,
+release, barrier."""
+
 
 class Harness:
     """A FakeHost, one root agent and its owner, driven message by message."""

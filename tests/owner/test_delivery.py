@@ -14,7 +14,7 @@ from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.instant import format_instant
 from messages.presentation import REMINDER_SOURCE
 from messages.records import SCHEDULE_CHANGE_TYPE
-from tests.owner.harness import Harness
+from tests.owner.harness import DELIVERY_STEPS, Harness
 
 MINUTE = 60_000
 
@@ -42,18 +42,9 @@ def test_due_reminder_runs_preflight_reserve_followup_dispatch_release_barrier(
 
     harness.advance(MINUTE)
 
-    assert harness.steps() == [
-        ("flush",),
-        ("flushed", True),
-        ("reserve", True),
-        ("followup",),
-        ("append", "dispatch"),
-        ("release",),
-        ("flush",),
-        ("flushed", True),
-        # after a good barrier the owner drives again only when a record is left:
-        # with none, a drive could deliver nothing and arm nothing
-    ]
+    # after a good barrier the owner drives again only when a record is left:
+    # with none, a drive could deliver nothing and arm nothing
+    assert harness.steps() == list(DELIVERY_STEPS)
     (message,) = harness.agent.received
     assert message.text == framing("schedule-1", start + MINUTE, "stretch")
     assert dict(message.source) == dict(REMINDER_SOURCE)
