@@ -13,6 +13,25 @@ from messages import SCHEDULE_CHANGE_TYPE, format_instant
 AT = "2026-01-01T00:00:00.000Z"
 AT_MS = 1_767_225_600_000
 
+REFUSED_ZONE_NAMES: tuple[str, ...] = (
+    "utc",
+    "GMT",
+    "Z",
+    "EST",
+    "CST",
+    "PST",
+    "EST5EDT",
+    "+08:00",
+    "",
+    " UTC",
+    "UTC ",
+    "Not/A_Real_Zone",
+    "America//New_York",
+    "America/New York",
+)
+"""Time zone names that are not canonical IANA keys: abbreviations, offsets, case or
+whitespace slips, unknown names and malformed paths."""
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

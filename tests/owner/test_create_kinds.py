@@ -19,6 +19,7 @@ from host_bridge.testing import PENDING, FakeClock, FakeHost
 from messages.instant import parse_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.tool_values import AtSelector, EverySelector
+from tests.messages.helpers import REFUSED_ZONE_NAMES
 from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
@@ -257,20 +258,7 @@ AT_REFUSED = [
     ("2026-08-06T09:00:00+08:00" + " " * 100, "invalid_rule"),  # long: copied as ""
 ]
 ZONES_REFUSED = [
-    "utc",
-    "GMT",
-    "Z",
-    "EST",
-    "CST",
-    "PST",
-    "EST5EDT",
-    "+08:00",
-    "",
-    " UTC",
-    "UTC ",
-    "Not/A_Real_Zone",
-    "America//New_York",
-    "America/New York",
+    *REFUSED_ZONE_NAMES,
     "posix/Europe/London",
     "right/UTC",
     "Asia/Shanghai" + "/x" * 40,  # long: copied as ""
