@@ -11,51 +11,19 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
 from actors.runtime import Runtime
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 from tests.changes import change_of, reopened
+from tests.e2e.helpers import ScriptedModel
 from tests.schema_check import checked
-
-
-class ScriptedModel:
-    """Creates a reminder when asked, and records every reminder it is shown."""
-
-    def __init__(self) -> None:
-        self.reminders: list[str] = []
-        self.results: list[Any] = []
-        self.reminded = threading.Event()
-
-    def __call__(self, turn: Turn) -> str | None:
-        text = turn.message.text
-        if text.startswith(("[SCHEDULE REMINDER]", "[SCHEDULE REMINDER BATCH]")):
-            self.reminders.append(text)
-            self.reminded.set()
-            return "Reminder presented."
-        if text.startswith("every "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "every_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        if text.startswith("remind "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "after_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        return None
 
 
 def stored_payloads(data_dir: Path, session_id: str) -> list[Any]:
