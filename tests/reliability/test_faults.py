@@ -123,10 +123,27 @@ def test_a_store_locked_by_another_process(tmp_path: Path, monkeypatch: pytest.M
     assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
 
 
-def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
-    """Run ``script`` with a mount point in a private mount namespace; its last JSON line.
+_MOUNT_TINY_FS = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
 
-    Skips where the machine offers no such namespace or the script cannot mount a tmpfs.
+    mount = Path(sys.argv[1])
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode != 0:
+        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
+        sys.exit(0)
+    """
+)
+
+
+def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
+    """Run ``script`` on a 2 MiB tmpfs at ``mount``, in a private mount namespace; its last
+    JSON line. The script may use ``json``, ``os``, ``subprocess``, ``sys``, ``Path``.
+
+    Skips where the machine offers no such namespace or cannot mount a tmpfs.
     """
     unshare = shutil.which("unshare")
     if unshare is None:
@@ -134,7 +151,7 @@ def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
     mount = tmp_path / "mnt"
     mount.mkdir()
     run = subprocess.run(
-        [unshare, "-rm", sys.executable, "-c", script, str(mount)],
+        [unshare, "-rm", sys.executable, "-c", _MOUNT_TINY_FS + script, str(mount)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -151,20 +168,11 @@ def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
 
 _TINY_FS = textwrap.dedent(
     """
-    import json, os, subprocess, sys
-    from pathlib import Path
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sqlite_store import SqliteEventStore
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
-    mount = Path(sys.argv[1])
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode != 0:
-        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
-        sys.exit(0)
     clock = FakeClock()
     host = EmbeddedHost(mount / "data", clock=clock, timers=FakeTimers(clock))
     plugin = install_schedule(host.context())
@@ -347,20 +355,11 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
 
 _TINY_FS_OUTAGE = textwrap.dedent(
     """
-    import json, os, subprocess, sys
-    from pathlib import Path
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sqlite_store import StoreWriteError
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers, settle
 
-    mount = Path(sys.argv[1])
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode != 0:
-        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
-        sys.exit(0)
     out = {}
 
     def host_run(name, work):
