@@ -1,10 +1,14 @@
-"""Shared by the SessionActor tests: a flush listener, a gate, and mailbox-level calls."""
+"""Shared by the embedded tests: a flush listener, a gate, mailbox-level calls, child processes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pykka
@@ -145,3 +149,20 @@ def send_flush(ref: ActorRef) -> Future[bool]:
 def append(ref: ActorRef, type_: str, data: Any) -> SessionEvent:
     event: SessionEvent = send_append(ref, type_, data).result(TIMEOUT)
     return event
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def python_child(script: str, *args: str) -> subprocess.Popen[str]:
+    """A Python process running ``script`` with ``args`` (this checkout importable).
+
+    Its stdin and stdout are text pipes.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
