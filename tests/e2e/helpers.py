@@ -10,7 +10,8 @@ from tests.schema_check import checked
 
 
 class ScriptedModel:
-    """Creates a reminder when asked, and records every reminder it is shown."""
+    """Creates a reminder when asked (``remind N prompt``, ``every N prompt``) and records
+    every reminder it is shown."""
 
     def __init__(self) -> None:
         self.reminders: list[str] = []
@@ -23,18 +24,11 @@ class ScriptedModel:
             self.reminders.append(text)
             self.reminded.set()
             return "Reminder presented."
-        if text.startswith("every "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "every_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        if text.startswith("remind "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "after_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        return None
+        command, _, rest = text.partition(" ")
+        selector = {"every": "every_seconds", "remind": "after_seconds"}.get(command)
+        if selector is None:
+            return None
+        seconds, prompt = rest.split(" ", 1)
+        result = turn.call_tool("schedule_create", {"prompt": prompt, selector: int(seconds)})
+        self.results.append(checked("schedule_create", result.value))
+        return "Scheduled."
