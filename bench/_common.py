@@ -23,7 +23,8 @@ from typing import Any
 from host_bridge.embedded.agents import EmbeddedAgent, Model
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import ToolResult
+from host_bridge.protocols import SessionEvent, ToolResult
+from messages.instant import format_instant
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 """Where each script writes ``<name>.json`` unless ``--results`` says otherwise (git-ignored)."""
@@ -373,3 +374,25 @@ def open_host(data_dir: Path, runtime: str = "threading", store: str | None = No
         host.close()
         raise
     return Host(host, plugin)
+
+
+def at_reminder(seq: int, schedule_id: str, prompt: str, due_ms: int, at_ms: int) -> SessionEvent:
+    """A stored ``create`` of an ``at`` reminder due at ``due_ms``, logged at ``at_ms``."""
+    schedule = {
+        "id": schedule_id,
+        "kind": "at",
+        "prompt": prompt,
+        "scheduledAt": format_instant(due_ms),
+    }
+    data = {"version": 1, "operation": "create", "schedule": schedule}
+    return SessionEvent("schedule/change", seq, at_ms, data)
+
+
+def delivery_counts(events: Sequence[SessionEvent]) -> tuple[int, int, int]:
+    """A session's dispatches, inbox entries and inbox entries whose turn completed."""
+    dispatches = sum(
+        1 for e in events if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
+    )
+    inbox = {e.seq for e in events if e.type == "inbox/queued"}
+    done = {e.data["inbox"] for e in events if e.type == "turn/completed"}
+    return dispatches, len(inbox), len(inbox & done)

@@ -105,24 +105,6 @@ def _wait_for(word: str) -> None:
         raise SystemExit(f"expected {word!r} from the parent, got {line!r}")
 
 
-def _settle(plugin: Any, agent: Any, timeout: float = STEP_TIMEOUT_S) -> None:
-    """Until the agent's owner and the agent have no work left (waits on futures only)."""
-    deadline = time.monotonic() + timeout
-
-    def left() -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the host did not settle in time")
-        return remaining
-
-    while True:
-        plugin.wait_quiet(agent, left())
-        agent.when_idle().result(timeout=left())
-        status = plugin.wait_quiet(agent, left())
-        if agent.status == "idle" and not status.busy:
-            return
-
-
 def _child_main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(prog="session_race --child")
     parser.add_argument("--child", required=True, help="the store (path or URL)")
@@ -137,6 +119,7 @@ def _child_main(argv: Sequence[str]) -> None:
     watchdog.daemon = True
     watchdog.start()
 
+    from host_bridge.cli.common import settle
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sessions import SessionError
     from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
@@ -179,7 +162,7 @@ def _child_main(argv: Sequence[str]) -> None:
     lease_error = named = False
     try:
         agent = host.spawn_root(session_id=args.session, model=model)
-        _settle(plugin, agent)
+        settle(plugin, agent, STEP_TIMEOUT_S)
     except (SessionError, StoreError) as error:
         refused = f"{type(error).__name__}: {error}"
         lease_error = isinstance(error, SessionLeaseError)
@@ -195,7 +178,7 @@ def _child_main(argv: Sequence[str]) -> None:
     command = sys.stdin.readline().strip()
     if command.startswith("advance ") and agent is not None and timers is not None:
         timers.advance(int(command.split()[1]))
-        _settle(plugin, agent)
+        settle(plugin, agent, STEP_TIMEOUT_S)
         command = sys.stdin.readline().strip()
     lease_lost = bool(agent is not None and getattr(agent.session, "lease_lost", False))
     if command != "finish":

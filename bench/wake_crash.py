@@ -40,7 +40,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
+    at_reminder,
     data_root,
+    delivery_counts,
     fmt,
     header,
     load_average,
@@ -52,8 +54,7 @@ from bench._common import (
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.protocols import SessionEvent, SessionHeader
-from messages.instant import format_instant
+from host_bridge.protocols import SessionHeader
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = ("commit", "turn", "random")
@@ -105,15 +106,8 @@ def store_sessions(path: Path, count: int) -> list[str]:
     ids = [f"s{i}" for i in range(count)]
     try:
         for session_id in ids:
-            schedule = {
-                "id": "schedule-1",
-                "kind": "at",
-                "prompt": f"stretch {session_id}",
-                "scheduledAt": format_instant(due),
-            }
-            data = {"version": 1, "operation": "create", "schedule": schedule}
-            event = SessionEvent("schedule/change", 0, due, data)
-            store.create_session(SessionHeader(session_id), [(event, encode_payload(data))])
+            event = at_reminder(0, "schedule-1", f"stretch {session_id}", due, due)
+            store.create_session(SessionHeader(session_id), [(event, encode_payload(event.data))])
         store.flush_all().result(timeout=60)
     finally:
         store.close()
@@ -127,15 +121,7 @@ def counts(path: Path, ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         for session_id in ids:
             stored = store.load(session_id)
             assert stored is not None
-            events = stored.events
-            dispatches = sum(
-                1
-                for e in events
-                if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
-            )
-            inbox = {e.seq for e in events if e.type == "inbox/queued"}
-            done = {e.data["inbox"] for e in events if e.type == "turn/completed"}
-            out[session_id] = (dispatches, len(inbox), len(inbox & done))
+            out[session_id] = delivery_counts(stored.events)
         return out
     finally:
         store.close()
@@ -247,8 +233,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_table(
         ["", "value"],
         [
-            ["trials (commit/turn/random)", f"{len(trials)} ({by_mode['commit']}/"
-             f"{by_mode['turn']}/{by_mode['random']})"],
+            [
+                "trials (commit/turn/random)",
+                f"{len(trials)} ({by_mode['commit']}/{by_mode['turn']}/{by_mode['random']})",
+            ],
             ["reminders", fmt(len(trials) * args.sessions)],
             *[[key, fmt(value)] for key, value in totals.items()],
         ],

@@ -54,6 +54,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
+    at_reminder,
+    delivery_counts,
     distribution,
     fmt,
     header,
@@ -66,8 +68,8 @@ from bench._common import (
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.postgres_store import PostgresEventStore
-from host_bridge.protocols import SessionEvent, SessionHeader
-from messages.instant import format_instant, parse_instant
+from host_bridge.protocols import SessionHeader
+from messages.instant import parse_instant
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -103,17 +105,17 @@ def build(url: str, count: int, first_due_ms: int, spread_ms: int) -> dict[str, 
         for index, session_id in enumerate(ids):
             due = first_due_ms + (spread_ms * index) // max(1, count)
             dues = [due, due + SECOND_AFTER_MS] if index % SECOND_EVERY == 0 else [due]
-            rows = []
-            for number, when in enumerate(dues, start=1):
-                schedule = {
-                    "id": f"schedule-{number}",
-                    "kind": "at",
-                    "prompt": f"reminder {index}.{number}",
-                    "scheduledAt": format_instant(when),
-                }
-                data = {"version": 1, "operation": "create", "schedule": schedule}
-                event = SessionEvent("schedule/change", number - 1, first_due_ms, data)
-                rows.append((event, encode_payload(data)))
+            events = [
+                at_reminder(
+                    number - 1,
+                    f"schedule-{number}",
+                    f"reminder {index}.{number}",
+                    when,
+                    first_due_ms,
+                )
+                for number, when in enumerate(dues, start=1)
+            ]
+            rows = [(event, encode_payload(event.data)) for event in events]
             reminders[session_id] = len(dues)
             store.acquire_session(session_id)
             store.create_session(SessionHeader(session_id), rows)
@@ -185,15 +187,7 @@ def store_counts(url: str, ids: Sequence[str]) -> dict[str, tuple[int, int, int]
         for session_id in ids:
             stored = store.load(session_id)
             assert stored is not None
-            events = stored.events
-            dispatches = sum(
-                1
-                for e in events
-                if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
-            )
-            inbox = {e.seq for e in events if e.type == "inbox/queued"}
-            done = {e.data["inbox"] for e in events if e.type == "turn/completed"}
-            out[session_id] = (dispatches, len(inbox), len(inbox & done))
+            out[session_id] = delivery_counts(stored.events)
         out["__index_rows__"] = (len(store.due_entries()), 0, 0)
         return out
     finally:

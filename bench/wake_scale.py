@@ -42,6 +42,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
+    at_reminder,
     data_root,
     distribution,
     fmt,
@@ -64,7 +65,7 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import WakePolicy, install_schedule
 from host_bridge.protocols import Agent, SessionEvent, SessionHeader
-from messages.instant import format_instant, parse_instant
+from messages.instant import parse_instant
 
 P99_TARGET_MS = 1_000.0
 
@@ -83,14 +84,7 @@ def build_store(
             slot = index // every
             if index % every == 0 and slot < due:
                 due_ms = first_due_ms + (spread_ms * slot) // max(1, due)
-                schedule = {
-                    "id": "schedule-1",
-                    "kind": "at",
-                    "prompt": f"reminder {slot}",
-                    "scheduledAt": format_instant(due_ms),
-                }
-                data = {"version": 1, "operation": "create", "schedule": schedule}
-                rows.append(SessionEvent("schedule/change", 1, first_due_ms, data))
+                rows.append(at_reminder(1, "schedule-1", f"reminder {slot}", due_ms, first_due_ms))
                 dues[session_id] = due_ms
             store.create_session(
                 SessionHeader(session_id), [(e, encode_payload(e.data)) for e in rows]
@@ -324,8 +318,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_table(
         ["", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"],
         [
-            [name, fmt(d["count"]), fmt(d["p50_ms"], 1), fmt(d["p90_ms"], 1), fmt(d["p99_ms"], 1),
-             fmt(d["max_ms"], 1)]
+            [
+                name,
+                fmt(d["count"]),
+                fmt(d["p50_ms"], 1),
+                fmt(d["p90_ms"], 1),
+                fmt(d["p99_ms"], 1),
+                fmt(d["max_ms"], 1),
+            ]
             for name, d in (("wake lateness", wake), ("delivery lateness", delivery))
         ],
     )

@@ -7,9 +7,17 @@ from collections.abc import Iterator
 import pykka
 import pytest
 
+from actors.runtime import Runtime, get_runtime
+
 
 @pytest.fixture(autouse=True)
 def _stop_actors() -> Iterator[None]:
     """Stop every actor a test left running, whatever runtime it was on."""
     yield
     pykka.ActorRegistry.stop_all()
+
+
+@pytest.fixture(params=("threading", "gevent"))
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    """Each actor runtime in turn: a test that asks for it runs once on each."""
+    return get_runtime(request.param)

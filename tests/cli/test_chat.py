@@ -7,8 +7,8 @@ from pathlib import Path
 
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
-from messages import SCHEDULE_CHANGE_TYPE, format_instant
+from messages import format_instant
+from tests.changes import reopened_changes
 from tests.cli.helpers import run_cli
 
 HEADER = "[SCHEDULE REMINDER]"
@@ -20,16 +20,7 @@ def chat(data_dir: Path, home: Path, lines: str, *extra: str) -> tuple[int, str,
 
 
 def schedule_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
-    with SqliteEventStore(store_path(data_dir), create=False) as store:
-        stored = store.load(session_id)
-    assert stored is not None
-    out = []
-    for event in stored.events:
-        if event.type == SCHEDULE_CHANGE_TYPE:
-            data = event.data
-            op = data["operation"]
-            out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
-    return out
+    return reopened_changes(store_path(data_dir), session_id)
 
 
 def test_quit_resume_after_due_time_delivers_exactly_once(data_dir: Path, home: Path) -> None:
@@ -119,9 +110,7 @@ def test_an_unreadable_store_exits_2(data_dir: Path, home: Path) -> None:
     assert "Traceback" not in err
 
 
-def test_at_and_every_commands_call_the_tool_with_each_selector(
-    data_dir: Path, home: Path
-) -> None:
+def test_at_and_every_commands_call_the_tool_with_each_selector(data_dir: Path, home: Path) -> None:
     script = "\n".join(
         [
             "/help",

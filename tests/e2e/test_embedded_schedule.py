@@ -11,77 +11,28 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
+from tests.changes import change_of, reopened
+from tests.e2e.helpers import ScriptedModel
 from tests.schema_check import checked
 
 
-class ScriptedModel:
-    """Creates a reminder when asked, and records every reminder it is shown."""
-
-    def __init__(self) -> None:
-        self.reminders: list[str] = []
-        self.results: list[Any] = []
-        self.reminded = threading.Event()
-
-    def __call__(self, turn: Turn) -> str | None:
-        text = turn.message.text
-        if text.startswith(("[SCHEDULE REMINDER]", "[SCHEDULE REMINDER BATCH]")):
-            self.reminders.append(text)
-            self.reminded.set()
-            return "Reminder presented."
-        if text.startswith("every "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "every_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        if text.startswith("remind "):
-            _, seconds, prompt = text.split(" ", 2)
-            result = turn.call_tool(
-                "schedule_create", {"prompt": prompt, "after_seconds": int(seconds)}
-            )
-            self.results.append(checked("schedule_create", result.value))
-            return "Scheduled."
-        return None
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Runtime:
-    """Each actor runtime in turn."""
-    return get_runtime(request.param)
-
-
 def stored_payloads(data_dir: Path, session_id: str) -> list[Any]:
-    store = SqliteEventStore(data_dir / "sessions.sqlite3", create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    return [event.data for event in stored.events if event.type == SCHEDULE_CHANGE_TYPE]
+    events = reopened(data_dir / "sessions.sqlite3", session_id).events
+    return [event.data for event in events if event.type == SCHEDULE_CHANGE_TYPE]
 
 
 def stored_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
-    out = []
-    for data in stored_payloads(data_dir, session_id):
-        op = data["operation"]
-        out.append((op, data["schedule"]["id"] if op == "create" else data["id"]))
-    return out
+    return [change_of(data) for data in stored_payloads(data_dir, session_id)]
 
 
 def test_create_due_followup_turn_and_durable_dispatch(tmp_path: Path, runtime: Runtime) -> None:

@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pykka
-import pytest
-
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
-from messages.records import SCHEDULE_CHANGE_TYPE
+from tests.changes import reopened_changes
 
 TIMEOUT = 20.0
 
@@ -52,12 +47,6 @@ class Recorder:
     def wait_for(self, count: int) -> None:
         with self.lock:
             assert self.lock.wait_for(lambda: len(self.reminders) >= count, TIMEOUT)
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
-    yield get_runtime(request.param)
-    pykka.ActorRegistry.stop_all()
 
 
 def quiet(plugin: SchedulePlugin, host: EmbeddedHost) -> None:
@@ -97,20 +86,6 @@ def advance(timers: FakeTimers, ms: int, plugin: SchedulePlugin, host: EmbeddedH
         raise AssertionError("timers kept firing")
     timers.advance(target - clock.monotonic())
     quiet(plugin, host)
-
-
-def stored_changes(path: Path, session_id: str) -> list[tuple[str, Any]]:
-    store = SqliteEventStore(path, create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    return [
-        (e.data["operation"], e.data.get("id") or e.data["schedule"]["id"])
-        for e in stored.events
-        if e.type == SCHEDULE_CHANGE_TYPE
-    ]
 
 
 def test_a_host_that_never_opened_a_session_delivers_its_reminders(
@@ -161,7 +136,7 @@ def test_a_host_that_never_opened_a_session_delivers_its_reminders(
     finally:
         plugin.dispose().result(timeout=TIMEOUT)
         host.close()
-    changes = stored_changes(tmp_path / "sessions.sqlite3", "chat")
+    changes = reopened_changes(tmp_path / "sessions.sqlite3", "chat")
     assert changes == [
         ("create", "schedule-1"),
         ("create", "schedule-2"),

@@ -1,4 +1,9 @@
-"""Embedded agents: follow-up queue, turn admission, idle futures, notifications, model, tools."""
+"""Embedded agents: the durable inbox's hold on admission, notifications, model, tools, disposal.
+
+The rules every host shares (turn admission, ``when_idle``, status order, follow-up
+order) are checked on this host by the conformance kit (``tests/conformance``) and,
+for the ``TurnAdmission`` these agents delegate to, by ``test_admission.py``.
+"""
 
 from __future__ import annotations
 
@@ -86,24 +91,6 @@ def message_events(agent: EmbeddedAgent) -> list[Any]:
 # --- turn admission ---------------------------------------------------------------------
 
 
-def test_admission_is_exclusive_and_release_is_idempotent(host: EmbeddedHost) -> None:
-    agent = host.spawn_root()
-    release = agent.reserve_turn_admission()
-    assert release is not None
-    assert agent.reserved
-    assert agent.reserve_turn_admission() is None  # already reserved
-    release()
-    assert not agent.reserved
-    second = agent.reserve_turn_admission()
-    assert second is not None
-    release()  # the old release must not end the new reservation
-    assert agent.reserved
-    assert agent.reserve_turn_admission() is None
-    second()
-    second()
-    assert not agent.reserved
-
-
 def test_admission_is_refused_while_running(host: EmbeddedHost) -> None:
     model = BlockingModel()
     agent = host.spawn_root(model=model)
@@ -119,110 +106,7 @@ def test_admission_is_refused_while_running(host: EmbeddedHost) -> None:
     release()
 
 
-def test_a_followup_queued_while_reserved_waits_for_release(host: EmbeddedHost) -> None:
-    calls: list[str] = []
-
-    def model(turn: Turn) -> None:
-        calls.append(turn.message.text)
-
-    agent = host.spawn_root(model=model)
-    release = agent.reserve_turn_admission()
-    assert release is not None
-    agent.followup(message("due reminder"))
-    settle(agent.actor_ref)
-    assert calls == []
-    assert agent.status == "idle"
-    assert len(agent.turns) == 0
-    # a queued follow-up means "about to wake": no admission, no idleness
-    assert agent.reserve_turn_admission() is None
-    idle = agent.when_idle()
-    assert not idle.done()
-    release()
-    idle.result(TIMEOUT)
-    assert calls == ["due reminder"]
-    assert [t.message.text for t in agent.turns] == ["due reminder"]
-    release()  # idempotent: starts nothing more
-    settle(agent.actor_ref)
-    assert calls == ["due reminder"]
-
-
-def test_admission_is_refused_while_follow_ups_wait_behind_a_turn(host: EmbeddedHost) -> None:
-    model = BlockingModel()
-    agent = host.spawn_root(model=model)
-    agent.prompt("first")
-    agent.followup(message("second"))
-    assert model.entered.wait(TIMEOUT)
-    model.entered.clear()
-    assert agent.reserve_turn_admission() is None
-    model.gate.set()
-    wait_idle(agent)
-    assert [t.message.text for t in agent.turns] == ["first", "second"]
-    assert agent.reserve_turn_admission() is not None
-
-
-# --- when_idle ---------------------------------------------------------------------------
-
-
-def test_when_idle_resolves_at_once_when_idle(host: EmbeddedHost) -> None:
-    agent = host.spawn_root()
-    assert agent.when_idle().done()
-    assert agent.when_idle().result(0) is None
-
-
-def test_when_idle_resolves_after_the_turn(host: EmbeddedHost) -> None:
-    model = BlockingModel()
-    agent = host.spawn_root(model=model)
-    agent.prompt("work")
-    idle = agent.when_idle()
-    assert model.entered.wait(TIMEOUT)
-    assert not idle.done()
-    model.gate.set()
-    assert idle.result(TIMEOUT) is None
-    assert agent.status == "idle"
-    assert agent.turns == (TurnRecord(agent.turns[0].message, "ok"),)
-
-
-def test_when_idle_waits_for_a_reservation_to_be_released(host: EmbeddedHost) -> None:
-    agent = host.spawn_root()
-    release = agent.reserve_turn_admission()
-    assert release is not None
-    idle = agent.when_idle()
-    assert not idle.done()  # otherwise a refused reserver would spin
-    release()
-    assert idle.result(TIMEOUT) is None
-    assert agent.when_idle().done()
-
-
-def test_cancelled_idle_waiters_are_skipped(host: EmbeddedHost) -> None:
-    model = BlockingModel()
-    agent = host.spawn_root(model=model)
-    agent.prompt("work")
-    cancelled = agent.when_idle()
-    kept = agent.when_idle()
-    assert cancelled.cancel()
-    model.gate.set()
-    assert kept.result(TIMEOUT) is None
-    wait_idle(agent)
-    assert agent.actor_ref.is_alive()
-
-
 # --- notifications -----------------------------------------------------------------------
-
-
-def test_status_notifications_alternate_in_order(host: EmbeddedHost) -> None:
-    statuses = Statuses()
-    host.agents.on_status(statuses)
-    model = BlockingModel()
-    agent = host.spawn_root(model=model)
-    agent.prompt("one")
-    agent.followup(message("two"))  # runs right after "one": no idle in between
-    model.gate.set()
-    wait_idle(agent)
-    assert statuses.of(agent) == ["running", "idle"]
-    agent.prompt("three")
-    wait_idle(agent)
-    assert statuses.of(agent) == ["running", "idle", "running", "idle"]
-    assert len(agent.turns) == 3
 
 
 def test_idle_is_never_reported_before_the_running_it_ends(host: EmbeddedHost) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import Any
@@ -12,142 +12,24 @@ import pykka
 import pytest
 
 from actors.contract import AppendGuard, SessionDetachedError
-from actors.session_actor import SessionActor, SessionCore
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.eventlog import EventLog
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle, settle_all
-from messages.mailbox import AppendEvent, DetachSession, FlushSession
-
-TIMEOUT = 5.0
-
-ActorRef = pykka.ActorRef[SessionActor]
-
-
-class FakeListener:
-    """A persistence listener whose flush futures the test resolves."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-        self.flushes: list[Future[bool]] = []
-        self.append_error: Exception | None = None
-        self.flush_error: Exception | None = None
-        self._lock = threading.Lock()
-
-    def record_append(self, session_id: str, event: SessionEvent, payload: bytes) -> None:
-        if self.append_error is not None:
-            raise self.append_error
-        with self._lock:
-            self.calls.append(("append", session_id, event, payload))
-
-    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
-        if self.append_error is not None:
-            raise self.append_error
-        with self._lock:  # one call: one unit
-            self.calls.append(("appends", session_id, tuple(rows)))
-
-    def flush(self, session_id: str) -> Future[bool]:
-        if self.flush_error is not None:
-            raise self.flush_error
-        future: Future[bool] = Future()
-        with self._lock:
-            self.calls.append(("flush", session_id))
-            self.flushes.append(future)
-        return future
-
-    def appended(self) -> list[SessionEvent]:
-        events: list[SessionEvent] = []
-        for call in self.calls:
-            if call[0] == "append":
-                events.append(call[2])
-            elif call[0] == "appends":
-                events.extend(event for event, _ in call[2])
-        return events
-
-    def kinds(self) -> list[str]:
-        """``flush``, ``appendN`` for one row, ``appendsN+M`` for a unit of rows."""
-        kinds = []
-        for call in self.calls:
-            if call[0] == "flush":
-                kinds.append("flush")
-            elif call[0] == "append":
-                kinds.append(f"append{call[2].seq}")
-            else:
-                kinds.append("appends" + "+".join(str(event.seq) for event, _ in call[2]))
-        return kinds
-
-
-class Gate:
-    """An append guard that holds the actor inside an append whose data is ``"block"``."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(
-        self, header: SessionHeader, events: Sequence[SessionEvent], type_: str, data: Any
-    ) -> None:
-        if data == "block":
-            self.entered.set()
-            assert self.release.wait(TIMEOUT)
-
-
-def start(
-    listener: Any = None,
-    *,
-    header: SessionHeader | None = None,
-    log: EventLog | None = None,
-    guards: Callable[[], Sequence[AppendGuard]] = tuple,
-    clock: Callable[[], int] | None = None,
-) -> tuple[ActorRef, EventLog]:
-    log = log if log is not None else EventLog()
-    core = SessionCore(
-        header if header is not None else SessionHeader("s-1"),
-        log,
-        listener=listener,
-        encode=encode_payload,
-        decode=decode_payload,
-        clock=clock if clock is not None else FakeClock(1000),
-        guards=guards,
-    )
-    ref = SessionActor.start(core)
-    return ref, log
-
-
-def send_append(ref: ActorRef, type_: str, data: Any) -> Future[Any]:
-    reply: Future[Any] = Future()
-    ref.tell(AppendEvent(type_, data, reply))
-    return reply
-
-
-def send_staged(ref: ActorRef, type_: str, data: Any) -> SessionEvent:
-    reply: Future[Any] = Future()
-    ref.tell(AppendEvent(type_, data, reply, staged=True))
-    event: SessionEvent = reply.result(TIMEOUT)
-    return event
-
-
-def make_core(listener: Any, log: EventLog | None = None) -> SessionCore:
-    return SessionCore(
-        SessionHeader("s-1"),
-        log if log is not None else EventLog(),
-        listener=listener,
-        encode=encode_payload,
-        decode=decode_payload,
-        clock=FakeClock(1000),
-    )
-
-
-def send_flush(ref: ActorRef) -> Future[bool]:
-    reply: Future[bool] = Future()
-    ref.tell(FlushSession(reply))
-    return reply
-
-
-def append(ref: ActorRef, type_: str, data: Any) -> SessionEvent:
-    event: SessionEvent = send_append(ref, type_, data).result(TIMEOUT)
-    return event
+from messages.mailbox import DetachSession
+from tests.embedded.helpers import (
+    TIMEOUT,
+    ActorRef,
+    FakeListener,
+    Gate,
+    append,
+    make_core,
+    send_append,
+    send_flush,
+    send_staged,
+    start,
+)
 
 
 def test_append_commits_and_writes_behind_before_replying() -> None:

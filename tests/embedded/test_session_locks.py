@@ -6,8 +6,6 @@ import ctypes
 import fcntl
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +18,9 @@ from host_bridge.embedded.session_locks import (
     lock_offset,
     ofd_locks_available,
 )
+from tests.embedded.helpers import python_child
 
 needs_ofd = pytest.mark.skipif(not ofd_locks_available(), reason="OFD locks are Linux-only")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -172,13 +170,7 @@ def test_a_killed_process_leaves_no_lock_behind(
 ) -> None:
     if mechanism == "ofd" and not ofd_locks_available():
         pytest.skip("OFD locks are Linux-only")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(lock_path), mechanism],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    child = python_child(_HOLDER, str(lock_path), mechanism)
     try:
         assert child.stdout is not None
         assert child.stdout.readline() == "held\n"

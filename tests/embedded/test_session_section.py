@@ -20,7 +20,7 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.eventlog import EventLog
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle
-from tests.embedded.test_session_actor import TIMEOUT, FakeListener, send_append
+from tests.embedded.helpers import TIMEOUT, FakeListener, send_append
 
 HEADER = SessionHeader("s-1")
 

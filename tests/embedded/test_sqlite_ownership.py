@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import sqlite3
@@ -27,9 +26,9 @@ from host_bridge.embedded.sessions import (
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
 from host_bridge.protocols import SessionEvent
+from tests.embedded.helpers import python_child
 
 TIMEOUT = 20.0
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -83,13 +82,7 @@ _CHILD = textwrap.dedent(
 def test_a_session_live_in_another_process_is_refused_until_that_process_dies(
     db: Path, stores: list[SqliteEventStore]
 ) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    child = python_child(_CHILD, str(db))
     try:
         assert child.stdout is not None
         owner = json.loads(child.stdout.readline())["owner"]

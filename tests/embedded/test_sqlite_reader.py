@@ -57,6 +57,26 @@ def fingerprint(path: Path) -> tuple[str, list[str]]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), sorted(os.listdir(path.parent))
 
 
+def run_read_only(script: str, db: Path, *, read_only: Path, mode: int) -> str:
+    """Run ``script`` on ``db`` while ``read_only`` cannot be written; its stdout.
+
+    ``read_only`` (the file or its directory) gets ``mode`` back afterwards.
+    """
+    prefix = read_only_prefix(read_only)
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", script, str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        read_only.chmod(mode)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "data" / "sessions.sqlite3"
@@ -274,19 +294,7 @@ def test_a_read_only_file_is_read(db: Path) -> None:
             print(reader.immutable, reader.session_ids())
         """
     )
-    prefix = read_only_prefix(db)
-    try:
-        done = subprocess.run(
-            [*prefix, sys.executable, "-c", script, str(db)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        db.chmod(0o644)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "False ['a']\n"
+    assert run_read_only(script, db, read_only=db, mode=0o644) == "False ['a']\n"
 
 
 def test_a_store_in_a_read_only_directory_is_opened_immutable(db: Path) -> None:
@@ -301,17 +309,5 @@ def test_a_store_in_a_read_only_directory_is_opened_immutable(db: Path) -> None:
             print(reader.immutable, reader.session_ids(), len(stored.events))
         """
     )
-    prefix = read_only_prefix(db.parent)
-    try:
-        done = subprocess.run(
-            [*prefix, sys.executable, "-c", script, str(db)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        db.parent.chmod(0o755)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "True ['a'] 2\n"
+    assert run_read_only(script, db, read_only=db.parent, mode=0o755) == "True ['a'] 2\n"
     assert fingerprint(db) == before

@@ -14,6 +14,49 @@ AT = "2026-01-01T00:00:00.000Z"
 AT_MS = 1_767_225_600_000
 
 
+def local(date: object, time: object, zone: object) -> dict[str, object]:
+    """An ``at`` selector in local time: ``{"date", "time", "time_zone"}``."""
+    return {"date": date, "time": time, "time_zone": zone}
+
+
+AT_EXAMPLES: tuple[tuple[object, str], ...] = (
+    ("2026-08-06T09:00:00+08:00", "2026-08-06T01:00:00.000Z"),
+    ("2026-08-05T20:30:00-05:30", "2026-08-06T02:00:00.000Z"),
+    ("2026-08-06T01:00:00.12Z", "2026-08-06T01:00:00.120Z"),
+    ("2028-02-29T01:00:00Z", "2028-02-29T01:00:00.000Z"),
+    ("2026-08-07T01:00:00+14:00", "2026-08-06T11:00:00.000Z"),
+    ("2026-08-05T12:00:00.001Z", "2026-08-05T12:00:00.001Z"),
+    ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+    (local("2026-08-06", "09:00:00.25", "Asia/Shanghai"), "2026-08-06T01:00:00.250Z"),
+    (local("2026-08-06", "09:00:00", "Etc/GMT+3"), "2026-08-06T12:00:00.000Z"),
+    (local("2026-08-06", "09:00:00", "Asia/Kolkata"), "2026-08-06T03:30:00.000Z"),
+    (local("2026-08-06", "09:00:00", "america/new_york"), "2026-08-06T13:00:00.000Z"),
+    (local("2026-11-01", "01:30:00", "America/New_York"), "2026-11-01T05:30:00.000Z"),
+    (local("2026-10-25", "01:30:00", "Europe/London"), "2026-10-25T00:30:00.000Z"),
+)
+"""Accepted ``at`` values of the contract's table with their stored instants, for now =
+2026-08-05T12:00:00.000Z."""
+
+REFUSED_ZONE_NAMES: tuple[str, ...] = (
+    "utc",
+    "GMT",
+    "Z",
+    "EST",
+    "CST",
+    "PST",
+    "EST5EDT",
+    "+08:00",
+    "",
+    " UTC",
+    "UTC ",
+    "Not/A_Real_Zone",
+    "America//New_York",
+    "America/New York",
+)
+"""Time zone names that are not canonical IANA keys: abbreviations, offsets, case or
+whitespace slips, unknown names and malformed paths."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """A minimal session event (matches ``EventLike``)."""

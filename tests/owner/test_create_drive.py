@@ -14,7 +14,7 @@ from typing import Any
 
 from host_bridge.testing import PENDING, FakeSessionStore
 from messages.records import SCHEDULE_CHANGE_TYPE
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 
 MINUTE = 60_000
 

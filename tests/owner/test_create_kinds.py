@@ -19,16 +19,13 @@ from host_bridge.testing import PENDING, FakeClock, FakeHost
 from messages.instant import parse_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 from messages.tool_values import AtSelector, EverySelector
-from tests.owner.conftest import Harness
+from tests.messages.helpers import AT_EXAMPLES, REFUSED_ZONE_NAMES, local
+from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
 
 NOW = parse_instant("2026-08-05T12:00:00.000Z")
 SAFE = 2**53 - 1
-
-
-def local(date: Any, time: Any, zone: Any) -> dict[str, Any]:
-    return {"date": date, "time": time, "time_zone": zone}
 
 
 @pytest.fixture
@@ -169,23 +166,11 @@ def test_every_seconds_past_the_calendar_is_refused_after_the_preflight(
 # --- at: the contract's examples (now = 2026-08-05T12:00:00.000Z) -------------------------
 
 AT_ACCEPTED = [
-    ("2026-08-06T09:00:00+08:00", "2026-08-06T01:00:00.000Z"),
-    ("2026-08-05T20:30:00-05:30", "2026-08-06T02:00:00.000Z"),
-    ("2026-08-06T01:00:00.12Z", "2026-08-06T01:00:00.120Z"),
+    *AT_EXAMPLES,
     ("2026-08-06T01:00:00+00:00", "2026-08-06T01:00:00.000Z"),
-    ("2028-02-29T01:00:00Z", "2028-02-29T01:00:00.000Z"),
-    ("2026-08-07T01:00:00+14:00", "2026-08-06T11:00:00.000Z"),
-    ("2026-08-05T12:00:00.001Z", "2026-08-05T12:00:00.001Z"),
-    ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
-    (local("2026-08-06", "09:00:00.25", "Asia/Shanghai"), "2026-08-06T01:00:00.250Z"),
-    (local("2026-08-06", "09:00:00", "Etc/GMT+3"), "2026-08-06T12:00:00.000Z"),
-    (local("2026-08-06", "09:00:00", "Asia/Kolkata"), "2026-08-06T03:30:00.000Z"),
     (local("2026-08-06", "09:00:00", "Asia/Calcutta"), "2026-08-06T03:30:00.000Z"),
-    (local("2026-08-06", "09:00:00", "america/new_york"), "2026-08-06T13:00:00.000Z"),
     (local("2026-08-06", "09:00:00", "US/Eastern"), "2026-08-06T13:00:00.000Z"),
     (local("2026-08-06", "09:00:00", "UTC"), "2026-08-06T09:00:00.000Z"),
-    (local("2026-11-01", "01:30:00", "America/New_York"), "2026-11-01T05:30:00.000Z"),
-    (local("2026-10-25", "01:30:00", "Europe/London"), "2026-10-25T00:30:00.000Z"),
 ]
 
 
@@ -257,20 +242,7 @@ AT_REFUSED = [
     ("2026-08-06T09:00:00+08:00" + " " * 100, "invalid_rule"),  # long: copied as ""
 ]
 ZONES_REFUSED = [
-    "utc",
-    "GMT",
-    "Z",
-    "EST",
-    "CST",
-    "PST",
-    "EST5EDT",
-    "+08:00",
-    "",
-    " UTC",
-    "UTC ",
-    "Not/A_Real_Zone",
-    "America//New_York",
-    "America/New York",
+    *REFUSED_ZONE_NAMES,
     "posix/Europe/London",
     "right/UTC",
     "Asia/Shanghai" + "/x" * 40,  # long: copied as ""

@@ -14,22 +14,10 @@ from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.instant import format_instant
 from messages.presentation import REMINDER_SOURCE
 from messages.records import SCHEDULE_CHANGE_TYPE
-from tests.owner.conftest import Harness
+from tests.owner.harness import DELIVERY_STEPS, Harness
+from tests.owner.helpers import one_shot
 
 MINUTE = 60_000
-
-
-def framing(schedule_id: str, at_ms: int, prompt: str) -> str:
-    return "\n".join(
-        [
-            "[SCHEDULE REMINDER]",
-            "Present this due reminder to the user. "
-            "Treat reminder_prompt_json as user-authored reminder content.",
-            f'schedule_id_json: "{schedule_id}"',
-            f"occurrence_at: {format_instant(at_ms)}",
-            f'reminder_prompt_json: "{prompt}"',
-        ]
-    )
 
 
 def test_due_reminder_runs_preflight_reserve_followup_dispatch_release_barrier(
@@ -42,20 +30,11 @@ def test_due_reminder_runs_preflight_reserve_followup_dispatch_release_barrier(
 
     harness.advance(MINUTE)
 
-    assert harness.steps() == [
-        ("flush",),
-        ("flushed", True),
-        ("reserve", True),
-        ("followup",),
-        ("append", "dispatch"),
-        ("release",),
-        ("flush",),
-        ("flushed", True),
-        # after a good barrier the owner drives again only when a record is left:
-        # with none, a drive could deliver nothing and arm nothing
-    ]
+    # after a good barrier the owner drives again only when a record is left:
+    # with none, a drive could deliver nothing and arm nothing
+    assert harness.steps() == list(DELIVERY_STEPS)
     (message,) = harness.agent.received
-    assert message.text == framing("schedule-1", start + MINUTE, "stretch")
+    assert message.text == one_shot("schedule-1", format_instant(start + MINUTE), "stretch")
     assert dict(message.source) == dict(REMINDER_SOURCE)
     assert harness.changes() == [("create", "schedule-1"), ("dispatch", "schedule-1")]
     assert harness.host.timers.armed() == []

@@ -28,21 +28,17 @@ from host_bridge.futures import resolved
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session
 from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, settle_host
-from tests.e2e.test_embedded_schedule import ScriptedModel
+from tests.e2e.helpers import ScriptedModel
 from tests.owner.helpers import Tools, error
 
 SESSIONS_LOGGER = "dsh_schedule.sessions"
 
 
-class PykkaFlushes:
-    """A session store whose ``flush`` answers with a pykka future, as a pykka host's might."""
+class WrappedSessions:
+    """A session store that hands ``get`` and ``list`` to ``store``; subclasses change ``flush``."""
 
-    def __init__(
-        self, store: Any, make: Callable[[], pykka.Future[bool]] = pykka.ThreadingFuture
-    ) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
-        self.make = make
-        self.returned: list[pykka.Future[bool]] = []
 
     def get(self, session_id: str) -> Session | None:
         session: Session | None = self.store.get(session_id)
@@ -50,6 +46,17 @@ class PykkaFlushes:
 
     def list(self) -> list[Session]:
         return list(self.store.list())
+
+
+class PykkaFlushes(WrappedSessions):
+    """A session store whose ``flush`` answers with a pykka future, as a pykka host's might."""
+
+    def __init__(
+        self, store: Any, make: Callable[[], pykka.Future[bool]] = pykka.ThreadingFuture
+    ) -> None:
+        super().__init__(store)
+        self.make = make
+        self.returned: list[pykka.Future[bool]] = []
 
     def flush(self, session: Session) -> Any:
         inner: Future[bool] = self.store.flush(session)
@@ -67,20 +74,13 @@ class PykkaFlushes:
         return outer
 
 
-class OddFlushes:
+class OddFlushes(WrappedSessions):
     """A session store whose ``flush`` returns ``value`` (not a future) every time."""
 
     def __init__(self, store: Any, value: object) -> None:
-        self.store = store
+        super().__init__(store)
         self.value = value
         self.calls = 0
-
-    def get(self, session_id: str) -> Session | None:
-        session: Session | None = self.store.get(session_id)
-        return session
-
-    def list(self) -> list[Session]:
-        return list(self.store.list())
 
     def flush(self, session: Session) -> Any:
         self.calls += 1

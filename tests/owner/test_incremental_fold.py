@@ -8,7 +8,7 @@ import actors.schedule_owner as owner_module
 from actors.runtime import Runtime
 from host_bridge.testing import FakeHost
 from messages.fold import fold_schedule_events
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 
 
 def test_tool_calls_fold_only_new_events(

@@ -11,7 +11,7 @@ from pytest_mock import MockerFixture
 
 from host_bridge.testing import PENDING
 from messages.mailbox import ListSchedules, RequestDrive
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 
 
 def test_dispose_cancels_the_timer_and_finishes(harness: Harness) -> None:

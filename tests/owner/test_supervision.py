@@ -311,7 +311,7 @@ def test_disposal_during_the_back_off_cancels_the_restart(rig: Supervised, dispo
 def test_an_owner_without_a_supervisor_stays_faulted(
     host: FakeHost, runtime: Runtime, mocker: MockerFixture
 ) -> None:
-    from tests.owner.conftest import Harness
+    from tests.owner.harness import Harness
 
     harness = Harness(host, runtime=runtime)
     harness.created("x", 1)

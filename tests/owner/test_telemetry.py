@@ -36,7 +36,7 @@ from host_bridge.telemetry import ScheduleTelemetry, sdk_configured
 from host_bridge.testing import PENDING, FakeClock, FakeHost
 from messages.mailbox import CreateSchedule
 from messages.tool_values import AfterSelector, AtSelector
-from tests.owner.conftest import Harness
+from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 
 SECOND = 1000

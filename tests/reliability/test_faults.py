@@ -26,12 +26,14 @@ import pytest
 from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.sqlite_store import StoreWriteError
 from host_bridge.futures import resolved
 from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
-from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
-from tests.reliability.conftest import Rig, durable_changes, reopened_changes
+from messages import SCHEDULE_CHANGE_TYPE
+from tests.changes import reopened, reopened_changes
+from tests.cli.helpers import write_locked
+from tests.reliability.rig import Rig, durable_changes
 
 HOUR = 3600
 
@@ -104,59 +106,27 @@ def test_a_failing_store_answers_persistence_uncertain_and_recovers(
     ]
 
 
-_LOCKER = textwrap.dedent(
-    """
-    import sqlite3, sys
-    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-    conn.execute("BEGIN EXCLUSIVE")
-    print("locked", flush=True)
-    sys.stdin.readline()
-    conn.execute("ROLLBACK")
-    conn.close()
-    print("released", flush=True)
-    """
-)
-
-
 def test_a_store_locked_by_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 100)  # read when connections open
     rig = Rig(tmp_path / "data")
     try:
         agent = rig.agent()
         assert rig.create(agent, "kept", HOUR)["id"] == "schedule-1"
-        holder = subprocess.Popen(
-            [sys.executable, "-c", _LOCKER, str(rig.path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert holder.stdin is not None and holder.stdout is not None
-        try:
-            assert holder.stdout.readline() == "locked\n"
+        with write_locked(rig.path):  # until the holder has exited
             created = rig.create(agent, "while locked", HOUR)
             assert without_message(created) == uncertain("create", "schedule-2")
             assert without_message(rig.call(agent, "schedule_list", {})) == uncertain("list")
             assert durable_changes(rig.path, "s1") == [("create", "schedule-1")]
-            holder.stdin.write("go\n")
-            holder.stdin.flush()
-            assert holder.stdout.readline() == "released\n"
-        finally:
-            holder.stdin.close()
-            holder.wait(timeout=30)
         assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
     finally:
         rig.close()
     assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
 
 
-_TINY_FS = textwrap.dedent(
+_MOUNT_TINY_FS = textwrap.dedent(
     """
     import json, os, subprocess, sys
     from pathlib import Path
-    from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.embedded.sqlite_store import SqliteEventStore
-    from host_bridge.plugin import install_schedule
-    from host_bridge.testing import FakeClock, FakeTimers
 
     mount = Path(sys.argv[1])
     made = subprocess.run(
@@ -165,6 +135,44 @@ _TINY_FS = textwrap.dedent(
     if made.returncode != 0:
         print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
         sys.exit(0)
+    """
+)
+
+
+def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
+    """Run ``script`` on a 2 MiB tmpfs at ``mount``, in a private mount namespace; its last
+    JSON line. The script may use ``json``, ``os``, ``subprocess``, ``sys``, ``Path``.
+
+    Skips where the machine offers no such namespace or cannot mount a tmpfs.
+    """
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare(1) is not available")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    run = subprocess.run(
+        [unshare, "-rm", sys.executable, "-c", _MOUNT_TINY_FS + script, str(mount)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if run.returncode != 0 and "unshare" in run.stderr:
+        pytest.skip(f"no private mount namespace here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    if "skip" in out:
+        pytest.skip(f"cannot mount a tmpfs: {out['skip']}")
+    return out
+
+
+_TINY_FS = textwrap.dedent(
+    """
+    from host_bridge.embedded.host import EmbeddedHost
+    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.plugin import install_schedule
+    from host_bridge.testing import FakeClock, FakeTimers
+
     clock = FakeClock()
     host = EmbeddedHost(mount / "data", clock=clock, timers=FakeTimers(clock))
     plugin = install_schedule(host.context())
@@ -208,24 +216,7 @@ _TINY_FS = textwrap.dedent(
 
 def test_a_full_file_system(tmp_path: Path) -> None:
     """Real ENOSPC: the store lives on a tiny tmpfs (in a private mount namespace) that fills up."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("unshare(1) is not available")
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    run = subprocess.run(
-        [unshare, "-rm", sys.executable, "-c", _TINY_FS, str(mount)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if run.returncode != 0 and "unshare" in run.stderr:
-        pytest.skip(f"no private mount namespace here: {run.stderr.strip()}")
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout.strip().splitlines()[-1])
-    if "skip" in out:
-        pytest.skip(f"cannot mount a tmpfs: {out['skip']}")
+    out = on_a_tiny_file_system(_TINY_FS, tmp_path)
     assert out["kept"]["id"] == "schedule-1"
     assert out["ballast_error"] == "No space left on device"
     *accepted, refused = out["answers"]
@@ -247,13 +238,7 @@ def reminder_ledger(path: Path, session_id: str) -> dict[str, list[str]]:
     ``queued``: inbox entries carrying the reminder; ``started``/``completed``:
     turns of those entries; ``dispatched``: its ``dispatch`` records.
     """
-    store = SqliteEventStore(path, create=False)
-    try:
-        stored = store.load(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    validate_schedule_stream(stored.events, stored.header.seed_length)
+    stored = reopened(path, session_id)
     ledger: dict[str, list[str]] = {"queued": [], "started": [], "completed": [], "dispatched": []}
     entry_ids: dict[int, str] = {}
     for event in stored.events:
@@ -370,20 +355,11 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
 
 _TINY_FS_OUTAGE = textwrap.dedent(
     """
-    import json, os, subprocess, sys
-    from pathlib import Path
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sqlite_store import StoreWriteError
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers, settle
 
-    mount = Path(sys.argv[1])
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode != 0:
-        print(json.dumps({"skip": made.stderr.decode(errors="replace")}))
-        sys.exit(0)
     out = {}
 
     def host_run(name, work):
@@ -446,24 +422,7 @@ _TINY_FS_OUTAGE = textwrap.dedent(
 
 def test_a_real_disk_full_outage_with_a_clean_restart_delivers_once(tmp_path: Path) -> None:
     """Real ENOSPC on a tiny tmpfs: the dispatch commit fails, the host closes, space returns."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("unshare(1) is not available")
-    mount = tmp_path / "mnt"
-    mount.mkdir()
-    run = subprocess.run(
-        [unshare, "-rm", sys.executable, "-c", _TINY_FS_OUTAGE, str(mount)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if run.returncode != 0 and "unshare" in run.stderr:
-        pytest.skip(f"no private mount namespace here: {run.stderr.strip()}")
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout.strip().splitlines()[-1])
-    if "skip" in out:
-        pytest.skip(f"cannot mount a tmpfs: {out['skip']}")
+    out = on_a_tiny_file_system(_TINY_FS_OUTAGE, tmp_path)
     assert out["created"] == "schedule-1"
     assert out["ballast_error"] == "No space left on device"
     assert out["first_seen"] == []  # due while full: never handed to the model

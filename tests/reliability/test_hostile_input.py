@@ -53,7 +53,8 @@ from messages.json_arguments import JsonArgumentsError, decode_json_arguments
 from messages.records import CreateChange, DeleteChange, DispatchChange
 from messages.text import canonical_json
 from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
-from tests.reliability.conftest import Rig, reopened_changes
+from tests.changes import reopened_changes
+from tests.reliability.rig import Rig
 from tests.schema_check import checked
 
 EXAMPLES = int(os.environ.get("DSH_FUZZ_EXAMPLES", "200"))

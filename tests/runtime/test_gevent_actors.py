@@ -22,7 +22,7 @@ from host_bridge.testing import settle, settle_all
 
 
 @pytest.fixture
-def runtime() -> GeventRuntime:
+def hub_runtime() -> GeventRuntime:
     return default_runtime()
 
 
@@ -87,22 +87,22 @@ class Recorder(MailboxActor):
         return len(self.notes)
 
 
-def start(runtime: GeventRuntime) -> pykka.ActorRef[Recorder]:
-    return runtime.bind(Recorder).start()
+def start(hub_runtime: GeventRuntime) -> pykka.ActorRef[Recorder]:
+    return hub_runtime.bind(Recorder).start()
 
 
 def ask(ref: pykka.ActorRef[Any], message: Any) -> Any:
     return ref.ask(message, block=True, timeout=5)
 
 
-def test_an_actor_is_a_greenlet_of_the_runtime_hub(runtime: GeventRuntime) -> None:
-    ref = start(runtime)
+def test_an_actor_is_a_greenlet_of_the_runtime_hub(hub_runtime: GeventRuntime) -> None:
+    ref = start(hub_runtime)
     assert ask(ref, Where()) == ("dsh-gevent-hub", True)
     assert isinstance(ref.ask(Where(), block=False), GeventFuture)
 
 
-def test_tells_from_many_threads_arrive_in_per_sender_order(runtime: GeventRuntime) -> None:
-    ref = start(runtime)
+def test_tells_from_many_threads_arrive_in_per_sender_order(hub_runtime: GeventRuntime) -> None:
+    ref = start(hub_runtime)
     senders, per_sender = 8, 250
     go = threading.Barrier(senders)
 
@@ -124,13 +124,13 @@ def test_tells_from_many_threads_arrive_in_per_sender_order(runtime: GeventRunti
         assert [note.n for note in notes if note.sender == sender] == list(range(per_sender))
 
 
-def test_actors_on_one_hub_ask_each_other_without_deadlock(runtime: GeventRuntime) -> None:
-    first, second = start(runtime), start(runtime)
+def test_actors_on_one_hub_ask_each_other_without_deadlock(hub_runtime: GeventRuntime) -> None:
+    first, second = start(hub_runtime), start(hub_runtime)
     assert ask(first, AskOther(second)) == ("dsh-gevent-hub", True)
 
 
-def test_proxies_futures_and_errors_follow_pykka(runtime: GeventRuntime) -> None:
-    ref = start(runtime)
+def test_proxies_futures_and_errors_follow_pykka(hub_runtime: GeventRuntime) -> None:
+    ref = start(hub_runtime)
     proxy = ref.proxy()
     ref.tell(Note(0, 1))
     assert proxy.count().get(timeout=5) == 1
@@ -141,8 +141,10 @@ def test_proxies_futures_and_errors_follow_pykka(runtime: GeventRuntime) -> None
     assert joined.get(timeout=5) == 2
 
 
-def test_ask_times_out_and_a_greenlet_wait_does_not_block_the_hub(runtime: GeventRuntime) -> None:
-    waiting, other = start(runtime), start(runtime)
+def test_ask_times_out_and_a_greenlet_wait_does_not_block_the_hub(
+    hub_runtime: GeventRuntime,
+) -> None:
+    waiting, other = start(hub_runtime), start(hub_runtime)
     gate: Future[str] = Future()
     pending = waiting.ask(Wait(gate), block=False)
     with pytest.raises(pykka.Timeout):
@@ -153,8 +155,8 @@ def test_ask_times_out_and_a_greenlet_wait_does_not_block_the_hub(runtime: Geven
     assert pending.get(timeout=5) == "opened"
 
 
-def test_stop_from_a_foreign_thread_and_dead_actor_errors(runtime: GeventRuntime) -> None:
-    ref = start(runtime)
+def test_stop_from_a_foreign_thread_and_dead_actor_errors(hub_runtime: GeventRuntime) -> None:
+    ref = start(hub_runtime)
     ref.tell(Note(0, 0))
     assert ref.stop(timeout=5) is True
     assert not ref.is_alive()
@@ -165,23 +167,23 @@ def test_stop_from_a_foreign_thread_and_dead_actor_errors(runtime: GeventRuntime
     assert ref.stop(timeout=5) is False
 
 
-def test_an_unhandled_failure_stops_only_that_actor(runtime: GeventRuntime) -> None:
-    failing, bystander = start(runtime), start(runtime)
+def test_an_unhandled_failure_stops_only_that_actor(hub_runtime: GeventRuntime) -> None:
+    failing, bystander = start(hub_runtime), start(hub_runtime)
     failing.tell(Boom())
     assert failing.actor_stopped.wait(5)
     assert ask(bystander, Where())[0] == "dsh-gevent-hub"
 
 
-def test_a_busy_actor_yields_so_its_neighbours_stay_responsive(runtime: GeventRuntime) -> None:
+def test_a_busy_actor_yields_so_its_neighbours_stay_responsive(hub_runtime: GeventRuntime) -> None:
     class Spinner(MailboxActor):
         def handle_Note(self, message: Note) -> None:
             if not stop.is_set():
                 self.actor_ref.tell(message)
 
     stop = threading.Event()
-    spinner = runtime.bind(Spinner).start()
+    spinner = hub_runtime.bind(Spinner).start()
     spinner.tell(Note(0, 0))
-    neighbour = start(runtime)
+    neighbour = start(hub_runtime)
     try:
         assert ask(neighbour, Where())[0] == "dsh-gevent-hub"
     finally:
@@ -189,8 +191,8 @@ def test_a_busy_actor_yields_so_its_neighbours_stay_responsive(runtime: GeventRu
     settle_all(spinner, neighbour)
 
 
-def test_run_blocking_leaves_the_hub_free(runtime: GeventRuntime) -> None:
-    blocker, helper = start(runtime), start(runtime)
+def test_run_blocking_leaves_the_hub_free(hub_runtime: GeventRuntime) -> None:
+    blocker, helper = start(hub_runtime), start(hub_runtime)
     released = threading.Event()
     threads: list[str] = []
 
@@ -206,7 +208,7 @@ def test_run_blocking_leaves_the_hub_free(runtime: GeventRuntime) -> None:
 
 
 def test_sqlite_work_of_the_session_store_runs_off_the_hub(
-    runtime: GeventRuntime, tmp_path: Path
+    hub_runtime: GeventRuntime, tmp_path: Path
 ) -> None:
     store = SqliteEventStore(tmp_path / "s.sqlite3")
     seen: list[str] = []
@@ -217,9 +219,9 @@ def test_sqlite_work_of_the_session_store_runs_off_the_hub(
         create(*args)
 
     store.create_session = spy  # type: ignore[method-assign,assignment]
-    sessions = EmbeddedSessionStore(store, runtime=runtime)
+    sessions = EmbeddedSessionStore(store, runtime=hub_runtime)
     try:
-        ref = start(runtime)
+        ref = start(hub_runtime)
         session = ask(ref, Call(lambda: sessions.create("s-1")))
         # an append from a greenlet waits for the session actor on the same hub
         event = ask(ref, Call(lambda: session.append("note", {"n": 1})))
@@ -227,35 +229,35 @@ def test_sqlite_work_of_the_session_store_runs_off_the_hub(
         assert wait_for(sessions.flush(session), timeout=5) is True
         assert seen and seen[0] != "dsh-gevent-hub"
         assert type(session.actor_ref.actor_class).__name__ != "ThreadingActor"
-        assert session.actor_ref.actor_class.gevent_runtime() is runtime
+        assert session.actor_ref.actor_class.gevent_runtime() is hub_runtime
     finally:
         sessions.close()
         store.close()
 
 
 def test_an_idle_actor_holds_no_greenlet_and_late_asks_get_actor_dead(
-    runtime: GeventRuntime,
+    hub_runtime: GeventRuntime,
 ) -> None:
-    ref = start(runtime)
+    ref = start(hub_runtime)
     assert ask(ref, Where())[0] == "dsh-gevent-hub"
     inbox = ref.actor_inbox
     assert isinstance(inbox, GeventInbox)
     state: Future[str] = Future()
-    runtime.spawn(lambda: state.set_result(inbox._state))  # runs once the runner yielded
+    hub_runtime.spawn(lambda: state.set_result(inbox._state))  # runs once the runner yielded
     assert state.result(timeout=5) == "idle"  # the runner ended with the inbox empty
     ref.stop(timeout=5)
-    late: GeventFuture[Any] = GeventFuture(runtime)
+    late: GeventFuture[Any] = GeventFuture(hub_runtime)
     inbox.put(Envelope(Where(), reply_to=late))  # a racing ask after the stop
     with pytest.raises(pykka.ActorDeadError):
         late.get(timeout=5)
 
 
-def test_the_stop_flag_is_waitable_from_threads_and_greenlets(runtime: GeventRuntime) -> None:
-    ref = start(runtime)
+def test_the_stop_flag_is_waitable_from_threads_and_greenlets(hub_runtime: GeventRuntime) -> None:
+    ref = start(hub_runtime)
     flag = ref.actor_stopped
     assert isinstance(flag, StopFlag) and not flag.wait(0.001)
     in_greenlet: Future[bool] = Future()
-    runtime.spawn(lambda: in_greenlet.set_result(flag.wait(5)))
+    hub_runtime.spawn(lambda: in_greenlet.set_result(flag.wait(5)))
     ref.stop(block=False)
     assert flag.wait(5) is True
     assert in_greenlet.result(timeout=5) is True

@@ -17,11 +17,11 @@ from actors.runtime import BlockingInHubError, run_blocking, wait_for
 
 
 @pytest.fixture
-def runtime() -> GeventRuntime:
+def hub_runtime() -> GeventRuntime:
     return default_runtime()
 
 
-def on_hub(runtime: GeventRuntime, function: Any) -> Any:
+def on_hub(hub_runtime: GeventRuntime, function: Any) -> Any:
     """Run ``function`` in a greenlet of the hub and return what it returned (or raise)."""
     outcome: Future[Any] = Future()
 
@@ -31,11 +31,11 @@ def on_hub(runtime: GeventRuntime, function: Any) -> Any:
         except BaseException as error:
             outcome.set_exception(error)
 
-    runtime.spawn(run)
+    hub_runtime.spawn(run)
     return outcome.result(timeout=5)
 
 
-def in_hub_callback(runtime: GeventRuntime, function: Any) -> Any:
+def in_hub_callback(hub_runtime: GeventRuntime, function: Any) -> Any:
     """Run ``function`` in the hub greenlet itself (a loop callback)."""
     outcome: Future[Any] = Future()
 
@@ -45,7 +45,7 @@ def in_hub_callback(runtime: GeventRuntime, function: Any) -> Any:
         except BaseException as error:
             outcome.set_exception(error)
 
-    runtime.call_soon(run)
+    hub_runtime.call_soon(run)
     return outcome.result(timeout=5)
 
 
@@ -92,15 +92,15 @@ def test_map_join_filter_reduce_and_get_all() -> None:
 
 
 def test_set_from_another_thread_wakes_thread_and_greenlet_waiters(
-    runtime: GeventRuntime,
+    hub_runtime: GeventRuntime,
 ) -> None:
-    future: GeventFuture[str] = GeventFuture(runtime)
+    future: GeventFuture[str] = GeventFuture(hub_runtime)
     in_greenlet: Future[str] = Future()
 
     def greenlet_waiter() -> None:
         in_greenlet.set_result(future.get(timeout=5))
 
-    runtime.spawn(greenlet_waiter)
+    hub_runtime.spawn(greenlet_waiter)
     setter = threading.Thread(target=future.set, args=("v",))
     setter.start()
     assert future.get(timeout=5) == "v"
@@ -108,8 +108,8 @@ def test_set_from_another_thread_wakes_thread_and_greenlet_waiters(
     setter.join()
 
 
-def test_done_callbacks_run_in_a_greenlet_of_the_hub(runtime: GeventRuntime) -> None:
-    future: GeventFuture[int] = GeventFuture(runtime)
+def test_done_callbacks_run_in_a_greenlet_of_the_hub(hub_runtime: GeventRuntime) -> None:
+    future: GeventFuture[int] = GeventFuture(hub_runtime)
     seen: queue.Queue[tuple[str, int]] = queue.Queue()
 
     def callback(done: GeventFuture[int]) -> None:
@@ -125,29 +125,29 @@ def test_done_callbacks_run_in_a_greenlet_of_the_hub(runtime: GeventRuntime) -> 
     assert got == [("dsh-gevent-hub", 7), ("dsh-gevent-hub", 7), ("mapped", 8)]
 
 
-def test_waiting_inside_the_hub_greenlet_is_an_error_not_a_hang(runtime: GeventRuntime) -> None:
-    future: GeventFuture[int] = GeventFuture(runtime)
+def test_waiting_inside_the_hub_greenlet_is_an_error_not_a_hang(hub_runtime: GeventRuntime) -> None:
+    future: GeventFuture[int] = GeventFuture(hub_runtime)
     pending: Future[int] = Future()
     with pytest.raises(BlockingInHubError):
-        in_hub_callback(runtime, lambda: future.get(timeout=5))
+        in_hub_callback(hub_runtime, lambda: future.get(timeout=5))
     with pytest.raises(BlockingInHubError):
-        in_hub_callback(runtime, lambda: wait_for(pending, timeout=5))
+        in_hub_callback(hub_runtime, lambda: wait_for(pending, timeout=5))
     with pytest.raises(BlockingInHubError):
-        in_hub_callback(runtime, lambda: run_blocking(int))
+        in_hub_callback(hub_runtime, lambda: run_blocking(int))
     done: Future[int] = Future()
     done.set_result(1)
-    assert in_hub_callback(runtime, lambda: wait_for(done)) == 1  # nothing to wait for
+    assert in_hub_callback(hub_runtime, lambda: wait_for(done)) == 1  # nothing to wait for
 
 
 def test_wait_for_in_a_greenlet_times_out_and_resolves_across_threads(
-    runtime: GeventRuntime,
+    hub_runtime: GeventRuntime,
 ) -> None:
     never: Future[int] = Future()
     with pytest.raises(TimeoutError):
-        on_hub(runtime, lambda: wait_for(never, timeout=0.01))
+        on_hub(hub_runtime, lambda: wait_for(never, timeout=0.01))
     later: Future[int] = Future()
     result: Future[int] = Future()
-    runtime.spawn(lambda: result.set_result(wait_for(later, timeout=5)))
+    hub_runtime.spawn(lambda: result.set_result(wait_for(later, timeout=5)))
     later.set_result(5)  # from this thread
     assert result.result(timeout=5) == 5
 
@@ -155,8 +155,8 @@ def test_wait_for_in_a_greenlet_times_out_and_resolves_across_threads(
 # --- timers ------------------------------------------------------------------------------
 
 
-def test_timers_fire_once_in_due_order_on_the_hub(runtime: GeventRuntime) -> None:
-    timers = GeventTimers(runtime)
+def test_timers_fire_once_in_due_order_on_the_hub(hub_runtime: GeventRuntime) -> None:
+    timers = GeventTimers(hub_runtime)
     fired: queue.Queue[tuple[str, str]] = queue.Queue()
 
     def fire(name: str) -> None:
@@ -170,8 +170,8 @@ def test_timers_fire_once_in_due_order_on_the_hub(runtime: GeventRuntime) -> Non
     timers.close()
 
 
-def test_cancel_from_a_foreign_thread_and_close(runtime: GeventRuntime) -> None:
-    timers = GeventTimers(runtime)
+def test_cancel_from_a_foreign_thread_and_close(hub_runtime: GeventRuntime) -> None:
+    timers = GeventTimers(hub_runtime)
     fired: queue.Queue[str] = queue.Queue()
     cancelled = timers.call_later(5, lambda: fired.put("cancelled"))
     cancelled.cancel()
@@ -187,8 +187,8 @@ def test_cancel_from_a_foreign_thread_and_close(runtime: GeventRuntime) -> None:
         timers.call_later(1, lambda: None)
 
 
-def test_arming_and_cancelling_on_the_hub_thread(runtime: GeventRuntime) -> None:
-    timers = GeventTimers(runtime)
+def test_arming_and_cancelling_on_the_hub_thread(hub_runtime: GeventRuntime) -> None:
+    timers = GeventTimers(hub_runtime)
     fired: queue.Queue[str] = queue.Queue()
 
     def arm() -> None:
@@ -196,16 +196,16 @@ def test_arming_and_cancelling_on_the_hub_thread(runtime: GeventRuntime) -> None
         handle.cancel()
         timers.call_later(2, lambda: fired.put("y"))
 
-    on_hub(runtime, arm)
+    on_hub(hub_runtime, arm)
     assert fired.get(timeout=5) == "y"
     assert fired.empty()
     timers.close()
 
 
 def test_a_failing_callback_is_logged_and_the_hub_goes_on(
-    runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
+    hub_runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    timers = GeventTimers(runtime)
+    timers = GeventTimers(hub_runtime)
     fired: queue.Queue[str] = queue.Queue()
 
     def fail() -> None:

@@ -65,14 +65,14 @@ class Worker(MailboxActor):
 
 
 @pytest.fixture
-def runtime(request: pytest.FixtureRequest) -> Iterator[GeventRuntime]:
-    runtime = GeventRuntime(thread_name=f"dsh-test-{request.node.name[:40]}")
-    yield runtime
-    runtime.close(timeout=HANG_GUARD_S)
+def hub_runtime(request: pytest.FixtureRequest) -> Iterator[GeventRuntime]:
+    hub_runtime = GeventRuntime(thread_name=f"dsh-test-{request.node.name[:40]}")
+    yield hub_runtime
+    hub_runtime.close(timeout=HANG_GUARD_S)
 
 
 @contextmanager
-def parked_hub(runtime: GeventRuntime) -> Iterator[None]:
+def parked_hub(hub_runtime: GeventRuntime) -> Iterator[None]:
     """Hold the hub thread inside one of its callbacks until the block ends."""
     parked, release = threading.Event(), threading.Event()
 
@@ -80,7 +80,7 @@ def parked_hub(runtime: GeventRuntime) -> Iterator[None]:
         parked.set()
         release.wait(HANG_GUARD_S)
 
-    runtime.call_soon(park)
+    hub_runtime.call_soon(park)
     assert parked.wait(HANG_GUARD_S)
     try:
         yield
@@ -88,37 +88,37 @@ def parked_hub(runtime: GeventRuntime) -> Iterator[None]:
         release.set()
 
 
-def active_watchers(runtime: GeventRuntime) -> int:
+def active_watchers(hub_runtime: GeventRuntime) -> int:
     """The libev loop's count of referenced active watchers (its reason to keep running)."""
-    count = getattr(runtime.hub.loop, "activecnt", None)
+    count = getattr(hub_runtime.hub.loop, "activecnt", None)
     if not isinstance(count, int):
         pytest.skip("this gevent loop does not expose activecnt")
     return count
 
 
 def test_hand_offs_from_other_threads_leave_the_loop_watcher_count_alone(
-    runtime: GeventRuntime,
+    hub_runtime: GeventRuntime,
 ) -> None:
     """The count is plain C state the hub thread changes without the GIL: no one else may."""
-    ref = runtime.bind(Worker).start()
-    assert ref.ask(Where(), timeout=HANG_GUARD_S) == runtime.thread.name  # type: ignore[union-attr]
-    timers = runtime.timers()
+    ref = hub_runtime.bind(Worker).start()
+    assert ref.ask(Where(), timeout=HANG_GUARD_S) == hub_runtime.thread.name  # type: ignore[union-attr]
+    timers = hub_runtime.timers()
     fired: Future[bool] = Future()
     ran: Future[bool] = Future()
     called_back: Future[Any] = Future()
     try:
-        with parked_hub(runtime):
-            before = active_watchers(runtime)
+        with parked_hub(hub_runtime):
+            before = active_watchers(hub_runtime)
             pending = ref.ask(Where(), block=False)  # the idle actor's runner is handed over
             timers.call_later(0, lambda: fired.set_result(True))
             timers.call_later(60_000, lambda: None).cancel()
-            runtime.call_soon(ran.set_result, True)
-            settled: GeventFuture[str] = GeventFuture(runtime)
+            hub_runtime.call_soon(ran.set_result, True)
+            settled: GeventFuture[str] = GeventFuture(hub_runtime)
             settled.add_done_callback(lambda future: called_back.set_result(future.get()))
             settled.set("value")  # its callback is handed over too
-            assert active_watchers(runtime) == before
+            assert active_watchers(hub_runtime) == before
         # and everything handed over while the hub was parked did run
-        assert pending.get(timeout=HANG_GUARD_S) == runtime.thread.name  # type: ignore[union-attr]
+        assert pending.get(timeout=HANG_GUARD_S) == hub_runtime.thread.name  # type: ignore[union-attr]
         assert fired.result(HANG_GUARD_S) is True
         assert ran.result(HANG_GUARD_S) is True
         assert called_back.result(HANG_GUARD_S) == "value"
@@ -127,19 +127,19 @@ def test_hand_offs_from_other_threads_leave_the_loop_watcher_count_alone(
 
 
 def test_a_burst_of_hand_offs_lets_due_timers_run_and_keeps_its_order(
-    runtime: GeventRuntime, monkeypatch: pytest.MonkeyPatch
+    hub_runtime: GeventRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gevent_hub, "HANDOFF_BUDGET_S", 0.0)  # one hand-off per turn
-    timers = runtime.timers()
+    timers = hub_runtime.timers()
     ran: list[int] = []
     seen_by_timer: Future[int] = Future()
     all_ran: Future[list[int]] = Future()
     try:
-        with parked_hub(runtime):
+        with parked_hub(hub_runtime):
             timers.call_later(0, lambda: seen_by_timer.set_result(len(ran)))  # due at once
             for number in range(100):
-                runtime.call_soon(ran.append, number)
-            runtime.call_soon(lambda: all_ran.set_result(list(ran)))
+                hub_runtime.call_soon(ran.append, number)
+            hub_runtime.call_soon(lambda: all_ran.set_result(list(ran)))
         assert all_ran.result(HANG_GUARD_S) == list(range(100))
         assert seen_by_timer.result(HANG_GUARD_S) < 100  # it did not wait for the burst
     finally:
@@ -147,42 +147,42 @@ def test_a_burst_of_hand_offs_lets_due_timers_run_and_keeps_its_order(
 
 
 def test_a_hub_that_stops_unexpectedly_fails_fast_and_closes_cleanly(
-    runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
+    hub_runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.CRITICAL, logger="dsh_schedule.gevent")
-    ref = runtime.bind(Worker).start()
+    ref = hub_runtime.bind(Worker).start()
     entered = threading.Event()
     in_flight = ref.ask(Hang(entered), block=False)
     assert entered.wait(HANG_GUARD_S)  # its greenlet now waits with nothing to wake it
-    thread = runtime.thread
+    thread = hub_runtime.thread
     assert thread is not None
 
     # The lost update, forced: the loop counts one referenced watcher fewer than it
     # has, so with the doorbell as its only one it returns and the hub gets LoopExit.
-    runtime.call_soon(runtime.hub.loop.unref)
+    hub_runtime.call_soon(hub_runtime.hub.loop.unref)
 
     with pytest.raises(GeventRuntimeError, match="stopped unexpectedly"):
         in_flight.get(timeout=HANG_GUARD_S)  # an error, not a wait for an answer never sent
-    assert isinstance(runtime.failure, gevent.exceptions.LoopExit)
+    assert isinstance(hub_runtime.failure, gevent.exceptions.LoopExit)
     assert any(
         record.levelno == logging.CRITICAL and "stopped unexpectedly" in record.getMessage()
         for record in caplog.records
     )
     with pytest.raises(GeventRuntimeError, match="stopped unexpectedly"):
-        runtime.call_soon(lambda: None)
-    late: GeventFuture[str] = GeventFuture(runtime)
+        hub_runtime.call_soon(lambda: None)
+    late: GeventFuture[str] = GeventFuture(hub_runtime)
     with pytest.raises(GeventRuntimeError, match="stopped unexpectedly"):
         late.get(timeout=HANG_GUARD_S)
 
-    runtime.close()  # neither "operation on destroyed loop" nor a hang
+    hub_runtime.close()  # neither "operation on destroyed loop" nor a hang
     with pytest.raises(pykka.ActorDeadError):
         ref.tell(Where())
     thread.join(HANG_GUARD_S)
     assert not thread.is_alive()
 
 
-def test_close_wakes_a_thread_waiting_on_an_ask_in_flight(runtime: GeventRuntime) -> None:
-    ref = runtime.bind(Worker).start()
+def test_close_wakes_a_thread_waiting_on_an_ask_in_flight(hub_runtime: GeventRuntime) -> None:
+    ref = hub_runtime.bind(Worker).start()
     entered = threading.Event()
     in_flight = ref.ask(Hang(entered), block=False)
     assert entered.wait(HANG_GUARD_S)  # the runner took it: close has nothing queued to answer
@@ -196,33 +196,33 @@ def test_close_wakes_a_thread_waiting_on_an_ask_in_flight(runtime: GeventRuntime
 
     thread = threading.Thread(target=waiter, name="ask-waiter", daemon=True)
     thread.start()
-    runtime.close()
+    hub_runtime.close()
     with pytest.raises(GeventRuntimeError, match="closed"):
         outcome.result(HANG_GUARD_S)
     thread.join(HANG_GUARD_S)
 
 
-def test_runtime_wait_fails_fast_once_the_runtime_is_closed(runtime: GeventRuntime) -> None:
+def test_runtime_wait_fails_fast_once_the_runtime_is_closed(hub_runtime: GeventRuntime) -> None:
     never: Future[int] = Future()
-    runtime.close()
+    hub_runtime.close()
     with pytest.raises(GeventRuntimeError, match="closed"):
-        runtime.wait(never, timeout=HANG_GUARD_S)
+        hub_runtime.wait(never, timeout=HANG_GUARD_S)
     done: Future[int] = Future()
     done.set_result(7)
-    assert runtime.wait(done) == 7  # a settled future needs no hub
+    assert hub_runtime.wait(done) == 7  # a settled future needs no hub
 
 
 def test_close_is_bounded_and_reports_a_hub_that_does_not_stop(
-    runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
+    hub_runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR, logger="dsh_schedule.gevent")
-    ref = runtime.bind(Worker).start()
+    ref = hub_runtime.bind(Worker).start()
     assert ref.ask(Where(), timeout=HANG_GUARD_S)
-    thread = runtime.thread
+    thread = hub_runtime.thread
     assert thread is not None
-    with parked_hub(runtime):  # the hub is stuck in a callback
+    with parked_hub(hub_runtime):  # the hub is stuck in a callback
         queued = ref.ask(Where(), block=False)
-        runtime.close(timeout=0)  # returns at once instead of waiting for the stuck hub
+        hub_runtime.close(timeout=0)  # returns at once instead of waiting for the stuck hub
         assert any("did not stop" in record.getMessage() for record in caplog.records)
         with pytest.raises(pykka.ActorDeadError):
             queued.get(timeout=HANG_GUARD_S)
@@ -232,9 +232,9 @@ def test_close_is_bounded_and_reports_a_hub_that_does_not_stop(
 
 
 def test_blocking_calls_run_off_the_hub_and_their_errors_reach_the_caller(
-    runtime: GeventRuntime,
+    hub_runtime: GeventRuntime,
 ) -> None:
-    ref = runtime.bind(Worker).start()
+    ref = hub_runtime.bind(Worker).start()
 
     def where() -> str:
         return threading.current_thread().name

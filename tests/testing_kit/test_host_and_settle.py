@@ -10,7 +10,7 @@ import pykka
 import pytest
 
 from actors.base import MailboxActor
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
 from host_bridge.testing import PENDING, FakeHost, settle, settle_all
 
@@ -152,12 +152,6 @@ class Counters(list[pykka.ActorRef[Counter]]):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__()
         self.runtime = runtime
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Runtime:
-    """settle() is exact on both runtimes: threading (queue.Queue) and gevent inboxes."""
-    return get_runtime(request.param)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from actors.runtime import Runtime, get_runtime
+from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import SchedulePlugin
@@ -21,11 +21,6 @@ from host_bridge.testing import (
     call_tool_json,
     settle_host,
 )
-
-
-@pytest.fixture(params=("threading", "gevent"))
-def runtime(request: pytest.FixtureRequest) -> Runtime:
-    return get_runtime(request.param)
 
 
 @pytest.fixture
