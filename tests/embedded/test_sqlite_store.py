@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded import sqlite_store
+from host_bridge.embedded import event_store, sqlite_store
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
 from host_bridge.embedded.sqlite_store import (
@@ -427,7 +427,7 @@ def test_group_commit_across_sessions(store: SqliteEventStore, seam: Seam) -> No
 def test_writer_commits_a_large_queue_without_a_flush(
     store: SqliteEventStore, seam: Seam, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "AUTO_WRITE_ROWS", 10)
+    monkeypatch.setattr(event_store, "AUTO_WRITE_ROWS", 10)  # the shared writer reads it
     store.create_session(SessionHeader("a"))
     ok(store.flush("a"))
     requests = store.flush_requests

@@ -14,6 +14,7 @@ import pykka
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionLeaseRefusedError
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError, StoreWriteError
 from host_bridge.embedded.store_errors import SessionLeaseError
@@ -22,7 +23,7 @@ from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
 
-StoreFactory = Callable[..., SqliteEventStore]
+StoreFactory = Callable[..., EventStore]
 
 
 @pytest.fixture(autouse=True)
@@ -71,13 +72,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 @pytest.fixture
 def make_store(backend: Backend) -> Iterator[StoreFactory]:
     """Open (and later close) stores on one backend; every store shares one location."""
-    opened: list[SqliteEventStore] = []
+    opened: list[EventStore] = []
 
-    def make(**options: Any) -> SqliteEventStore:
+    def make(**options: Any) -> EventStore:
         if "fault_hook" in options:
             from host_bridge.embedded.postgres_store import PostgresEventStore
 
-            store: SqliteEventStore = (
+            store: EventStore = (
                 SqliteEventStore(backend.spec, **options)
                 if backend.kind == "sqlite"
                 else PostgresEventStore(backend.spec, **options)
@@ -97,13 +98,13 @@ def event(seq: int, data: Any = None) -> SessionEvent:
     return SessionEvent("note", seq, 1_700_000_000_000 + seq, {"n": seq} if data is None else data)
 
 
-def record(store: SqliteEventStore, session_id: str, seq: int, data: Any = None) -> SessionEvent:
+def record(store: EventStore, session_id: str, seq: int, data: Any = None) -> SessionEvent:
     item = event(seq, data)
     store.record_append(session_id, item, encode_payload(item.data))
     return item
 
 
-def new_session(store: SqliteEventStore, session_id: str) -> None:
+def new_session(store: EventStore, session_id: str) -> None:
     store.acquire_session(session_id)
     store.create_session(SessionHeader(session_id))
 

@@ -13,6 +13,7 @@ import pytest
 
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import decode_payload
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
@@ -54,7 +55,7 @@ class Rig:
         self.closed = False
 
     @property
-    def store(self) -> SqliteEventStore:
+    def store(self) -> EventStore:
         assert self.host.persistence is not None
         return self.host.persistence
 
