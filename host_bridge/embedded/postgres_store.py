@@ -4,8 +4,10 @@
 a sibling of :class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` with
 the same contract, write-behind queue, flush waiters and group-commit
 bookkeeping: appends are queued in memory, one writer thread writes everything
-queued for every session in one transaction per round and resolves the flush futures it covers only
-after ``COMMIT`` returned with ``synchronous_commit = on`` (the WAL is flushed).
+queued for every session in one transaction per round and resolves the flush
+futures it covers only after ``COMMIT`` returned with ``synchronous_commit = on``
+(the WAL is flushed). Driver errors are named by their class and SQLSTATE
+(``UniqueViolation 23505``), never by the server's message text.
 Payloads are msgpack (see :mod:`host_bridge.embedded.codec`) in ``BYTEA``
 columns; the schema is versioned and migrated on open inside a transaction
 guarded by an advisory lock. Reads use a ``psycopg_pool`` connection pool.

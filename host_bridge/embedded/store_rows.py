@@ -68,6 +68,8 @@ class StoredSession:
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
+    """A queued ``sessions`` row: a new session's header."""
+
     session_id: str
     seed_length: int | None
     parent_session: str | None
@@ -76,6 +78,8 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class EventRow:
+    """A queued ``events`` row: one committed event with its encoded payload."""
+
     session_id: str
     seq: int
     type: str
@@ -84,10 +88,13 @@ class EventRow:
 
 
 Op = SessionRow | EventRow
+"""Any queued row."""
 
 
 @dataclass(frozen=True, slots=True)
 class Waiter:
+    """A flush request waiting for the writer."""
+
     session_id: str | None  # None: every session
     future: Future[bool]
 
@@ -129,6 +136,7 @@ class WriteRound:
 
 
 Outcome = tuple[Future[bool], bool | BaseException]
+"""A flush future and what it resolves to (a value, or an exception to fail with)."""
 CommitResult = tuple[BaseException | None, dict[str, Loss]]
 """What one write transaction returns: its failure (rolled back) and the sessions found lost."""
 
@@ -169,6 +177,7 @@ def write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
 
 
 def decode_due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
+    """A due index row ``(schedule_ms, inbox_ms)``; :class:`StoreCorruptError` when invalid."""
     schedule_ms, inbox_ms = row
     for value in (schedule_ms, inbox_ms):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -182,6 +191,7 @@ def decode_due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
 
 
 def is_storable_id(value: object) -> bool:
+    """Whether ``value`` is a string both backends store faithfully (non-empty, no NUL)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         return False
     try:
@@ -192,6 +202,7 @@ def is_storable_id(value: object) -> bool:
 
 
 def check_id(value: object, what: str) -> None:
+    """Raise :class:`StoreError` naming ``what`` unless ``value`` is a storable id."""
     if not isinstance(value, str):
         raise StoreError(f"{what} must be a string, not {type(value).__name__}")
     if not is_storable_id(value):
@@ -230,6 +241,7 @@ def event_row(session_id: str, event: SessionEvent, payload: bytes) -> EventRow:
 
 
 def decode_header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:
+    """A header from its ``(seed_length, parent_session)`` row; corrupt values raise."""
     seed_length, parent = row
     if seed_length is not None and (not isinstance(seed_length, int) or seed_length < 0):
         raise StoreCorruptError(
@@ -243,6 +255,7 @@ def decode_header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:
 
 
 def decode_event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEvent:
+    """The event at ``index`` from its ``(seq, type, time, data)`` row; corrupt values raise."""
     seq, type_, time_ms, data = row
     if seq != index or not isinstance(seq, int):
         raise StoreCorruptError(
@@ -283,12 +296,14 @@ def show_id(value: str, limit: int = 80) -> str:
 
 
 def failed_future(error: BaseException) -> Future[bool]:
+    """A future already failed with ``error``."""
     future: Future[bool] = Future()
     future.set_exception(error)
     return future
 
 
 def settle_all(outcomes: list[Outcome]) -> None:
+    """Resolve or fail every future with its outcome; one settled already is left alone."""
     for future, outcome in outcomes:
         try:
             if isinstance(outcome, BaseException):
