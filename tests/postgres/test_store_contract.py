@@ -252,6 +252,33 @@ def test_a_failed_commit_keeps_the_rows_queued_and_the_next_flush_retries(
     assert stored is not None and len(stored.events) == 1
 
 
+def test_both_backends_are_sibling_event_stores(make_store: StoreFactory, backend: Backend) -> None:
+    store = make_store()  # opened by open_store
+    assert isinstance(store, EventStore)
+    assert isinstance(store, SqliteEventStore) is (backend.kind == "sqlite")
+
+
+def test_a_row_conflict_is_named_by_the_backends_own_error_category(
+    make_store: StoreFactory, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = make_store()
+    new_session(store, "s")
+    assert store.flush("s").result(TIMEOUT) is True
+    backend.foreign_event("s", 0)  # another writer took seq 0
+    record(store, "s", 0)
+    named = "SQLITE_CONSTRAINT" if backend.kind == "sqlite" else "UniqueViolation 23505"
+    with (
+        caplog.at_level(logging.INFO, logger="dsh_schedule"),
+        pytest.raises(SessionLeaseError, match=f"fenced out.*{named}") as raised,
+    ):
+        store.flush("s").result(TIMEOUT)
+    driver_texts = ("UNIQUE constraint failed", "duplicate key")
+    diagnostics = [str(raised.value)] + [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO
+    ]
+    assert not [text for text in diagnostics if any(d in text for d in driver_texts)]
+
+
 # --- one owner per session ---------------------------------------------------------------
 
 
