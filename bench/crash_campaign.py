@@ -71,6 +71,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -176,7 +177,7 @@ def _change_of(data: Mapping[str, Any]) -> tuple[str, str]:
 class _HandOverCheck:
     """Wraps ``record_appends``: a reminder's inbox entry must travel with its dispatch."""
 
-    def __init__(self, store: SqliteEventStore, journal: _Journal) -> None:
+    def __init__(self, store: EventStore, journal: _Journal) -> None:
         self._real = store.record_appends
         self._journal = journal
 

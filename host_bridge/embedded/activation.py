@@ -31,8 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.futures import chain
 from host_bridge.protocols import Agent, DueSession
 
@@ -56,7 +56,7 @@ class ActivatedHost(Protocol):
         ...
 
     @property
-    def persistence(self) -> SqliteEventStore | None:
+    def persistence(self) -> EventStore | None:
         """The durable store (None once the host closed it)."""
         ...
 
@@ -94,7 +94,7 @@ class EmbeddedActivation:
         if store is None:
             raise ValueError("activation needs a host with a durable store")
         self._host = host
-        self._store: SqliteEventStore = store
+        self._store: EventStore = store
         self._model = model
         self._accept = accept
         self._executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="dsh-activation")

@@ -14,9 +14,9 @@ from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.clock import ThreadTimers, wall_clock_ms
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.stores import open_store
 from host_bridge.embedded.tools import ScopedToolRegistry
 from host_bridge.protocols import HostContext, Timers
@@ -95,7 +95,7 @@ class EmbeddedHost:
         else:
             self.timers = self.runtime.timers()
         self.logger = logger if logger is not None else logging.getLogger("dsh_schedule")
-        self.persistence: SqliteEventStore | None = (
+        self.persistence: EventStore | None = (
             run_blocking(
                 lambda: open_store(
                     store if store is not None else store_path(self.data_dir),
@@ -182,7 +182,7 @@ class EmbeddedHost:
         database) is closed without it, and the returned ``StoreWriteError``
         (category ``CLOSE_TIMEOUT``) says how many rows are not confirmed
         durable; those sessions stay locked until that write ends or the
-        process exits (see :meth:`SqliteEventStore.close`).
+        process exits (see :meth:`EventStore.close`).
         """
         from host_bridge.embedded.sqlite_store import StoreError
 

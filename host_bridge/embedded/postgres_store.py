@@ -1,11 +1,13 @@
 """The shared persistence listener: session logs in PostgreSQL, group-committed and leased.
 
-:class:`PostgresEventStore` keeps the contract of
-:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` (it reuses its
-write-behind queue, flush waiters and group-commit bookkeeping): appends are
-queued in memory, one writer thread writes everything queued for every session
-in one transaction per round and resolves the flush futures it covers only
-after ``COMMIT`` returned with ``synchronous_commit = on`` (the WAL is flushed).
+:class:`PostgresEventStore` is an :class:`~host_bridge.embedded.event_store.EventStore`,
+a sibling of :class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` with
+the same contract, write-behind queue, flush waiters and group-commit
+bookkeeping: appends are queued in memory, one writer thread writes everything
+queued for every session in one transaction per round and resolves the flush
+futures it covers only after ``COMMIT`` returned with ``synchronous_commit = on``
+(the WAL is flushed). Driver errors are named by their class and SQLSTATE
+(``UniqueViolation 23505``), never by the server's message text.
 Payloads are msgpack (see :mod:`host_bridge.embedded.codec`) in ``BYTEA``
 columns; the schema is versioned and migrated on open inside a transaction
 guarded by an advisory lock. Reads use a ``psycopg_pool`` connection pool.
@@ -68,7 +70,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -76,23 +77,8 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
+from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore
 from host_bridge.embedded.paths import is_postgres_url
-from host_bridge.embedded.sqlite_store import (
-    CLOSE_TIMEOUT,
-    SqliteEventStore,
-    StoredSession,
-    _Commit,
-    _due_entry,
-    _EventRow,
-    _header,
-    _is_storable_id,
-    _Loss,
-    _Op,
-    _SessionRow,
-    _show,
-    _Waiter,
-    _write_due_changes,
-)
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -102,6 +88,20 @@ from host_bridge.embedded.store_errors import (
     StoreVersionError,
 )
 from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
+from host_bridge.embedded.store_rows import (
+    CommitResult,
+    EventRow,
+    Loss,
+    Op,
+    SessionRow,
+    StoredSession,
+    Waiter,
+    decode_due_entry,
+    decode_header,
+    is_storable_id,
+    show_id,
+    write_due_changes,
+)
 from host_bridge.protocols import SessionHeader
 
 __all__ = [
@@ -243,7 +243,7 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-class PostgresEventStore(SqliteEventStore):
+class PostgresEventStore(EventStore):
     """Durable, leased session logs in a PostgreSQL database shared by many host processes.
 
     ``url`` is a libpq connection URL (``postgresql://user@host:port/db``).
@@ -264,10 +264,7 @@ class PostgresEventStore(SqliteEventStore):
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._url = url
-        self._path = Path(redact_url(url))
-        self._init_write_behind(redact_url(url), fault_hook)
-        self._writer_conn = None
-        self._read_conn = None
+        super().__init__(redact_url(url), fault_hook)
         self._lease_wait = lease_wait
         self._lease_checks = 0
 
@@ -295,8 +292,7 @@ class PostgresEventStore(SqliteEventStore):
         except BaseException:
             self._close_connections()
             raise
-        self._thread = threading.Thread(target=self._run, name="dsh-pg-writer", daemon=True)
-        self._thread.start()
+        self._start_writer("dsh-pg-writer")
         _log.debug("session store open at %s", self._label)
 
     # --- properties ------------------------------------------------------------
@@ -327,14 +323,14 @@ class PostgresEventStore(SqliteEventStore):
         when the database cannot be reached. A lease connection that the server
         closed is opened again first (every lease it held is lost already).
         """
-        if not _is_storable_id(session_id):
-            raise StoreError(f"session id {_show(str(session_id))} cannot be stored")
+        if not is_storable_id(session_id):
+            raise StoreError(f"session id {show_id(str(session_id))} cannot be stored")
         with self._lease_lock:
             with self._lock:
                 self._check_open()
                 if session_id in self._leases:
                     raise SessionLeaseError(
-                        f"session {_show(session_id)} is already leased here",
+                        f"session {show_id(session_id)} is already leased here",
                         session_id=session_id,
                         holder=self._owner,
                     )
@@ -344,7 +340,7 @@ class PostgresEventStore(SqliteEventStore):
                 conn = self._lease_conn
                 if conn is not None and not (conn.closed or conn.broken):
                     raise StoreError(
-                        f"cannot take the lease of session {_show(session_id)}"
+                        f"cannot take the lease of session {show_id(session_id)}"
                     ) from None
                 _log.warning("the lease connection of %s was lost; opening a new one", self._label)
                 try:
@@ -352,11 +348,12 @@ class PostgresEventStore(SqliteEventStore):
                     epoch = self._take_lease(session_id)
                 except psycopg.Error as error:
                     raise StoreError(
-                        f"cannot take the lease of session {_show(session_id)} ({_category(error)})"
+                        f"cannot take the lease of session {show_id(session_id)}"
+                        f" ({_category(error)})"
                     ) from None
             except psycopg.Error as error:
                 raise StoreError(
-                    f"cannot take the lease of session {_show(session_id)} ({_category(error)})"
+                    f"cannot take the lease of session {show_id(session_id)} ({_category(error)})"
                 ) from None
             with self._lock:
                 self._leases[session_id] = epoch
@@ -386,7 +383,7 @@ class PostgresEventStore(SqliteEventStore):
         if not got:
             holder = self._lease_holder(conn, session_id)
             raise SessionLeaseError(
-                f"session {_show(session_id)} is live in another process"
+                f"session {show_id(session_id)} is live in another process"
                 f"{f' (held by {holder})' if holder else ''}; it cannot be resumed here "
                 "until that process detaches it or exits",
                 session_id=session_id,
@@ -412,7 +409,7 @@ class PostgresEventStore(SqliteEventStore):
         old = self._lease_conn
         if old is not None:
             old.close()
-            dropped: list[tuple[_Loss, int]] = []
+            dropped: list[tuple[Loss, int]] = []
             with self._lock:
                 for session_id in [s for s in self._leases if s not in self._lost]:
                     loss = _lease_loss(session_id, None, None, False)
@@ -460,7 +457,7 @@ class PostgresEventStore(SqliteEventStore):
             if session_id in self._leases:
                 return
         raise SessionLeaseError(
-            f"this process does not hold the lease of session {_show(str(session_id))}; "
+            f"this process does not hold the lease of session {show_id(str(session_id))}; "
             "acquire it before writing",
             session_id=session_id,
         )
@@ -469,7 +466,7 @@ class PostgresEventStore(SqliteEventStore):
         """Lock held: a flush of a leased session confirms the lease in the database."""
         return session_id is not None and session_id in self._leases
 
-    def _round_checks(self, waiters: list[_Waiter]) -> set[str]:
+    def _round_checks(self, waiters: list[Waiter]) -> set[str]:
         with self._lock:
             return {
                 w.session_id
@@ -479,7 +476,7 @@ class PostgresEventStore(SqliteEventStore):
                 and w.session_id not in self._lost
             }
 
-    def _give_back_all(self) -> None:
+    def _writer_done(self) -> None:
         """The writer stopped: the leases go with the lease connection (see :meth:`close`)."""
         with self._lock:
             self._leases.clear()
@@ -489,7 +486,7 @@ class PostgresEventStore(SqliteEventStore):
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Write what is queued, stop the writer, drop every lease and close the connections.
 
-        Bounded like :meth:`SqliteEventStore.close`: a writer still inside its
+        Bounded like :meth:`EventStore.close`: a writer still inside its
         transaction after ``timeout`` seconds is left to finish on its own (its
         connection stays open until it does, and its lease rows stay share-locked,
         so a store taking over one of its sessions waits for that transaction);
@@ -497,15 +494,10 @@ class PostgresEventStore(SqliteEventStore):
         writer's next lease check finds its leases gone and discards the rows
         it still holds queued.
         """
-        try:
-            super().close(timeout)
-        finally:
-            self._close_connections()
-
-    def __enter__(self) -> PostgresEventStore:
-        return self
+        super().close(timeout)
 
     def _close_connections(self) -> None:
+        """Close the lease connection and the read pool; the writer's once it stopped."""
         with self._lease_lock:
             for conn in (self._pg_writer, self._lease_conn):
                 if conn is not None and (self._thread_done() or conn is self._lease_conn):
@@ -518,8 +510,7 @@ class PostgresEventStore(SqliteEventStore):
             pool.close()
 
     def _thread_done(self) -> bool:
-        thread = getattr(self, "_thread", None)
-        return thread is None or not thread.is_alive()
+        return not self._thread.is_alive()
 
     # --- reads -----------------------------------------------------------------
 
@@ -529,20 +520,20 @@ class PostgresEventStore(SqliteEventStore):
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         row = self._query(lambda conn: _select_header(conn, session_id))
-        return None if row is None else _header(session_id, tuple(row))
+        return None if row is None else decode_header(session_id, tuple(row))
 
     def load(self, session_id: str) -> StoredSession | None:
         """The durably stored session (header and decoded log), or ``None`` if not stored."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         head, rows = self._query(lambda conn: _select_session(conn, session_id))
         return self._stored_session(session_id, head, rows)
 
     def _stored_length(self, session_id: str) -> int | None:
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
 
         def query(conn: psycopg.Connection[Any]) -> tuple[Any, Any, Any]:
@@ -562,7 +553,7 @@ class PostgresEventStore(SqliteEventStore):
             return None
         if count and last != count - 1:
             raise StoreCorruptError(
-                f"session {_show(session_id)} has a gap in its stored events",
+                f"session {show_id(session_id)} has a gap in its stored events",
                 session_id=session_id,
             )
         return int(count)
@@ -581,7 +572,7 @@ class PostgresEventStore(SqliteEventStore):
 
     # --- writer thread ---------------------------------------------------------
 
-    def _commit(self, rows: list[_Op], check: set[str]) -> _Commit:
+    def _commit(self, rows: list[Op], check: set[str]) -> CommitResult:
         """One writer transaction: confirm the leases, then write the rows of sessions still held.
 
         The leases of every session in ``rows`` and in ``check`` are confirmed
@@ -592,7 +583,7 @@ class PostgresEventStore(SqliteEventStore):
         (``"lease"``) and their rows are not written.
         """
         sessions = sorted({op.session_id for op in rows} | check)
-        lost: dict[str, _Loss] = {}
+        lost: dict[str, Loss] = {}
         try:
             conn = self._pg_writer
             if conn is None or conn.closed:
@@ -612,7 +603,7 @@ class PostgresEventStore(SqliteEventStore):
                 session_rows = [
                     (op.session_id, op.seed_length, op.parent_session, op.created_at)
                     for op in rows
-                    if isinstance(op, _SessionRow)
+                    if isinstance(op, SessionRow)
                 ]
                 if session_rows:
                     cur.executemany(
@@ -623,7 +614,7 @@ class PostgresEventStore(SqliteEventStore):
                 event_rows = [
                     (op.session_id, op.seq, op.type, op.time, op.payload)
                     for op in rows
-                    if isinstance(op, _EventRow)
+                    if isinstance(op, EventRow)
                 ]
                 if event_rows:
                     cur.executemany(
@@ -632,7 +623,7 @@ class PostgresEventStore(SqliteEventStore):
                         event_rows,
                     )
                 plan = self._plan_due_index(rows, lambda sid: _read_due_state(cur, sid))
-                _write_due_changes(cur, plan, "%s")
+                write_due_changes(cur, plan, "%s")
                 if self._fault_hook is not None and rows:
                     self._fault_hook()
         except Exception as error:
@@ -644,10 +635,10 @@ class PostgresEventStore(SqliteEventStore):
         self._due_committed(plan)
         return None, lost
 
-    def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, _Loss]:
+    def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, Loss]:
         """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
         current = {row[0]: (row[1], bool(row[2])) for row in found}
-        lost: dict[str, _Loss] = {}
+        lost: dict[str, Loss] = {}
         with self._lock:
             held = {s: self._leases.get(s) for s in sessions}
             self._lease_checks += 1
@@ -662,14 +653,15 @@ class PostgresEventStore(SqliteEventStore):
         sqlstate = getattr(error, "sqlstate", None)
         return isinstance(sqlstate, str) and sqlstate[:2] in _ROW_ERROR_CLASSES
 
-    def _error_category(self, error: BaseException) -> str:
+    def _category(self, error: BaseException) -> str:
+        """The driver's error class and SQLSTATE (``UniqueViolation 23505``); never its text."""
         return _category(error)
 
     # --- due index -------------------------------------------------------------
 
     def due_entry(self, session_id: str) -> DueEntry | None:
         """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         row = self._query(
             lambda conn: conn.execute(
@@ -677,7 +669,7 @@ class PostgresEventStore(SqliteEventStore):
                 (session_id,),
             ).fetchone()
         )
-        return None if row is None else _due_entry(session_id, tuple(row))
+        return None if row is None else decode_due_entry(session_id, tuple(row))
 
     def due_entries(self) -> dict[str, DueEntry]:
         """Every stored due index row, by session id (for checks; reads the whole index)."""
@@ -685,7 +677,7 @@ class PostgresEventStore(SqliteEventStore):
 
     def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
         """The stored session and its due index row, read in one snapshot (for checks)."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None, None
         head, rows, due = self._query(lambda conn: _select_indexed(conn, session_id))
         return self._stored_session(session_id, head, rows), due
@@ -715,7 +707,7 @@ class PostgresEventStore(SqliteEventStore):
         (:meth:`acquire_session`), which stays held after the transaction.
         False when the row is locked, missing or not due, or the lease is held elsewhere.
         """
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return False
 
         def claim(conn: psycopg.Connection[Any]) -> bool:
@@ -890,7 +882,7 @@ class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
 def _select_due_entries(conn: psycopg.Connection[Any]) -> dict[str, DueEntry]:
     """Every due index row, by session id."""
     rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: _due_entry(row[0], tuple(row[1:])) for row in rows}
+    return {row[0]: decode_due_entry(row[0], tuple(row[1:])) for row in rows}
 
 
 def _select_indexed(
@@ -910,7 +902,7 @@ def _select_indexed(
             "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
         ).fetchone()
     blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-    entry = None if due is None else _due_entry(session_id, tuple(due))
+    entry = None if due is None else decode_due_entry(session_id, tuple(due))
     return head, blobs if head is not None else [], entry
 
 
@@ -998,7 +990,7 @@ def _read_due_state(
     return seed, next_seq, [(int(r[0]), str(r[1]), int(r[2]), bytes(r[3])) for r in rows]
 
 
-def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> _Loss:
+def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> Loss:
     """The loss of a lease the writer could not confirm, with the reason for operators."""
     if held is not None and epoch is not None and epoch != held:
         reason = f"another process took it over (epoch {held} became {epoch})"
@@ -1006,10 +998,10 @@ def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bo
         reason = "its lease connection was closed (a network cut, failover or restart)"
     else:
         reason = "its lease row is gone"  # (``held`` None: released meanwhile, see release_session)
-    return _Loss(
+    return Loss(
         session_id,
         "lease",
-        f"lost the lease of session {_show(session_id)}: {reason}; its unwritten events "
+        f"lost the lease of session {show_id(session_id)}: {reason}; its unwritten events "
         "were discarded and it accepts no more writes here until it is taken again",
     )
 

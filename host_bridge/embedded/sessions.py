@@ -2,7 +2,7 @@
 
 The store is SQLite by default or PostgreSQL. Either way a session is owned by
 one store at a time: creating, resuming, opening or forking a session takes it
-in the store first (:meth:`SqliteEventStore.acquire_session`), and a session
+in the store first (:meth:`EventStore.acquire_session`), and a session
 held elsewhere is refused with :class:`SessionLeaseRefusedError` naming the
 holder. A live session whose ownership the store lost reports it through
 :attr:`EmbeddedSession.lease_lost`; its appends are refused from then on.
@@ -24,8 +24,8 @@ from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors.session_actor import SessionActor, SessionCore
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
 from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.futures import failed
@@ -77,7 +77,7 @@ class EmbeddedSession(LogBackedSession):
         actor: pykka.ActorRef[SessionActor],
         *,
         core: SessionCore | None = None,
-        store: SqliteEventStore | None = None,
+        store: EventStore | None = None,
     ) -> None:
         self._header = header
         self._log = log
@@ -212,7 +212,7 @@ class EmbeddedSessionStore:
 
     def __init__(
         self,
-        persistence: SqliteEventStore | None,
+        persistence: EventStore | None,
         *,
         clock: Callable[[], int] = wall_clock_ms,
         runtime: RuntimeSpec = "threading",
@@ -228,7 +228,7 @@ class EmbeddedSessionStore:
         self._lock = threading.Lock()
 
     @property
-    def persistence(self) -> SqliteEventStore | None:
+    def persistence(self) -> EventStore | None:
         """The persistence listener, if any."""
         return self._persistence
 

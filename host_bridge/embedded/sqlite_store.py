@@ -1,31 +1,10 @@
 """The embedded host's persistence listener: session logs in SQLite, group-committed.
 
-Callers (one ``SessionActor`` per session) hand every committed event to
-:meth:`SqliteEventStore.record_append`, which only queues it in memory.
-:meth:`SqliteEventStore.flush` is the durability barrier: its future resolves
-``True`` once every row queued for that session before the call is in a
-committed SQLite transaction (WAL, ``synchronous=FULL``: the commit is fsync'ed).
-
-One writer thread owns the write connection. Each round it takes *everything*
-queued, for all sessions, writes it in one transaction, commits once and then
-resolves every flush request the commit covers, so many concurrent flushes cost
-about one fsync (group commit). It writes when a flush is waiting, when the
-queue grows past :data:`AUTO_WRITE_ROWS` rows or :data:`AUTO_WRITE_BYTES`
-bytes, and when the store closes.
-
-A failed write is rolled back, so nothing is half-written. What happens next
-depends on why it failed:
-
-* a whole-store failure (disk full, database locked, I/O error, the file
-  replaced): every row goes back to the front of the queue, nothing queued is
-  dropped, the flush requests of that round fail with :class:`StoreWriteError`
-  and the next flush retries;
-* rows that can never be written (a key another writer already stored, e.g. a
-  ``seq`` it took): the round is bisected by session, so every other session
-  still commits (one transaction per healthy half), and the session whose rows
-  conflict is *fenced*: its queued rows are discarded, its flushes fail with
-  :class:`SessionLeaseError`, its later appends are refused, and this is
-  logged once. A refused row never blocks the other sessions of the process.
+:class:`SqliteEventStore` is an :class:`~host_bridge.embedded.event_store.EventStore`:
+appends are queued in memory and one writer thread group-commits them (see
+that module for the queue, flush barrier, retries and fencing). Here a round
+is one SQLite transaction (WAL, ``synchronous=FULL``: the commit is fsync'ed),
+and a failure is named by SQLite's error name (``SQLITE_FULL``...), never its text.
 
 Before each ``COMMIT`` the writer checks that the database and WAL files at
 the path are still the ones it opened. If they were deleted under it, it
@@ -82,24 +61,24 @@ import socket
 import sqlite3
 import threading
 import time
-import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
 from host_bridge.embedded.due_index import (
     WAKE_EVENT_TYPES,
     DueEntry,
-    DueProjector,
-    IndexPlan,
     StoredRow,
     project_logs,
 )
+from host_bridge.embedded.event_store import (
+    AUTO_WRITE_BYTES,
+    AUTO_WRITE_ROWS,
+    CLOSE_TIMEOUT,
+    EventStore,
+)
+from host_bridge.embedded.event_store import commit_failed as _commit_failed
 from host_bridge.embedded.session_locks import SessionLockFile
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
@@ -110,7 +89,22 @@ from host_bridge.embedded.store_errors import (
     StoreVersionError,
     StoreWriteError,
 )
-from host_bridge.protocols import SessionEvent, SessionHeader
+from host_bridge.embedded.store_rows import (
+    CommitResult,
+    EventRow,
+    Loss,
+    Op,
+    SessionRow,
+    StoredSession,
+    check_id,
+    decode_due_entry,
+    decode_header,
+    decode_session,
+    is_storable_id,
+    show_id,
+    write_due_changes,
+)
+from host_bridge.protocols import SessionHeader
 
 __all__ = [
     "AUTO_WRITE_BYTES",
@@ -144,18 +138,6 @@ DUE_INDEX_SCHEMA_VERSION = 3
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
-
-CLOSE_TIMEOUT = 30.0
-"""Seconds :meth:`SqliteEventStore.close` waits for its last write by default."""
-
-AUTO_WRITE_ROWS = 4096
-"""Queued rows that make the writer commit even when no flush is waiting."""
-
-AUTO_WRITE_BYTES = 32 * 1024 * 1024
-"""Queued payload bytes that make the writer commit even when no flush is waiting."""
-
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 
 _Migration = str | Callable[[sqlite3.Connection], None]
 """One migration step: an SQL statement, or a function run on the migrating connection."""
@@ -225,84 +207,11 @@ _TABLES: dict[int, frozenset[str]] = {
 """The tables besides ``meta`` that a store of each schema version has."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSession:
-    """A session as durably stored: its header and its whole log (``events[i].seq == i``)."""
-
-    header: SessionHeader
-    events: tuple[SessionEvent, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _SessionRow:
-    session_id: str
-    seed_length: int | None
-    parent_session: str | None
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class _EventRow:
-    session_id: str
-    seq: int
-    type: str
-    time: int
-    payload: bytes
-
-
-_Op = _SessionRow | _EventRow
-
-
-@dataclass(frozen=True, slots=True)
-class _Waiter:
-    session_id: str | None  # None: every session
-    future: Future[bool]
-
-
-@dataclass(frozen=True, slots=True)
-class _Loss:
-    """Why this store lost a session; every later write of the session is refused.
-
-    ``kind`` ``"lease"``: the session's lock or lease is no longer held here
-    (another store may own it now); its flushes resolve ``False``.
-    ``"conflict"``: its queued rows can never be written (another writer stored
-    rows with the same keys); its flushes fail with a :class:`SessionLeaseError`.
-    """
-
-    session_id: str
-    kind: Literal["lease", "conflict"]
-    message: str
-
-    def error(self) -> SessionLeaseError:
-        """A fresh exception for one refused call."""
-        return SessionLeaseError(self.message, session_id=self.session_id)
-
-    def flush_outcome(self) -> bool | BaseException:
-        """What a flush of the lost session resolves to."""
-        return False if self.kind == "lease" else self.error()
-
-
-@dataclass(slots=True)
-class _Round:
-    """What one write round of the writer thread did."""
-
-    committed: list[_Op] = field(default_factory=list)  # rows now durable
-    commits: int = 0  # transactions committed
-    retry: list[_Op] = field(default_factory=list)  # rows back to the head of the queue
-    error: StoreWriteError | None = None  # why ``retry`` failed (a whole-store failure)
-    lost: dict[str, _Loss] = field(default_factory=dict)  # sessions lost in this round
-    unconfirmed: set[str] = field(default_factory=set)  # ownership checks that failed (``error``)
-    conflict_category: str = ""  # the backend's name of the last row conflict
-
-
 _T = TypeVar("_T")
 _Statement = tuple[str, tuple[object, ...]]
-_Outcome = tuple[Future[bool], bool | BaseException]
-_Commit = tuple[BaseException | None, dict[str, _Loss]]
-"""What one write transaction returns: its failure (rolled back) and the sessions found lost."""
 
 
-class SqliteEventStore:
+class SqliteEventStore(EventStore):
     """Durable session logs in one SQLite file; the embedded host's persistence listener.
 
     ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
@@ -335,7 +244,12 @@ class SqliteEventStore:
         fault_hook: Callable[[], None] | None = None,
     ) -> None:
         self._path = Path(os.fspath(path))
-        self._init_write_behind(str(self._path), fault_hook)
+        super().__init__(str(self._path), fault_hook)
+        self._read_lock = threading.Lock()
+        self._session_locks: SessionLockFile | None = None  # opened with the first lease
+        self._holder_ops: list[_Statement] = []  # ``leases`` rows, written by the writer
+        self._holder_blocked = False  # their last write failed: wait for the next round
+        self._holder_unsynced = 0  # of those queued or being written
 
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
@@ -350,42 +264,8 @@ class SqliteEventStore:
             self._writer_conn.close()
             raise
         self._identity = self._file_identity()
-        self._thread = threading.Thread(target=self._run, name="dsh-store-writer", daemon=True)
-        self._thread.start()
+        self._start_writer("dsh-store-writer")
         _log.debug("session store open at %s", self._path)
-
-    def _init_write_behind(self, label: str, fault_hook: Callable[[], None] | None) -> None:
-        """The queue, waiters and counters every backend's writer thread shares."""
-        self._label = label  # how messages name the store
-        self._fault_hook = fault_hook
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._queue: list[_Op] = []
-        self._queued_bytes = 0
-        self._unsynced: Counter[str] = Counter()
-        self._next_seq: dict[str, int] = {}
-        self._forget_when_synced: set[str] = set()
-        self._waiters: list[_Waiter] = []
-        self._closed = False
-        self._close_deadline: float | None = None  # monotonic; set by start_closing()
-        self._close_wait = 0.0  # the seconds that deadline allowed
-        self._in_flight: list[_Waiter] = []  # the flush requests of the writer's current round
-        self._writer_stopped = False
-        self._auto_write_blocked = False
-        self._final_error: StoreWriteError | None = None
-        self._commit_count = 0
-        self._flush_requests = 0
-        self._read_lock = threading.Lock()
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._lease_lock = threading.Lock()  # serialises taking and giving back leases
-        self._leases: dict[str, int] = {}  # session -> fencing epoch (0 on SQLite)
-        self._lost: dict[str, _Loss] = {}
-        self._session_locks: SessionLockFile | None = None  # SQLite: opened with the first lease
-        self._holder_ops: list[_Statement] = []  # SQLite: ``leases`` rows, written by the writer
-        self._holder_blocked = False  # their last write failed: wait for the next round
-        self._holder_unsynced = 0  # of those queued or being written
-        self._due = DueProjector()  # the due index's per-session state (writer thread)
-        self._due_listeners: list[Callable[[dict[str, int | None]], None]] = []
 
     # --- properties ----------------------------------------------------------------
 
@@ -395,190 +275,10 @@ class SqliteEventStore:
         return self._path
 
     @property
-    def label(self) -> str:
-        """How messages name the store: the file path (a URL without password on PostgreSQL)."""
-        return self._label
-
-    @property
-    def owner(self) -> str:
-        """How this store names itself as a session's holder (``host:pid:random``)."""
-        return self._owner
-
-    @property
     def lock_mechanism(self) -> str | None:
         """How sessions are locked (``"ofd"`` or ``"flock"``), None before the first lease."""
         locks = self._session_locks
         return None if locks is None else locks.mechanism
-
-    @property
-    def commit_count(self) -> int:
-        """How many durable write transactions were committed so far."""
-        with self._lock:
-            return self._commit_count
-
-    @property
-    def flush_requests(self) -> int:
-        """How many flush requests (:meth:`flush` and :meth:`flush_all`) were accepted so far."""
-        with self._lock:
-            return self._flush_requests
-
-    @property
-    def pending_rows(self) -> int:
-        """Rows queued or being written that are not committed yet (sessions and events)."""
-        with self._lock:
-            return sum(self._unsynced.values())
-
-    @property
-    def tracked_sessions(self) -> int:
-        """Sessions whose next ``seq`` the store keeps in memory (live or with rows queued)."""
-        with self._lock:
-            return len(self._next_seq)
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        with self._lock:
-            return self._closed
-
-    # --- writes --------------------------------------------------------------------
-
-    def create_session(
-        self, header: SessionHeader, seed: Sequence[tuple[SessionEvent, bytes]] = ()
-    ) -> None:
-        """Queue a new session row and the fork's copied ``seed`` events (seq ``0 … len(seed)-1``).
-
-        ``seed`` pairs each event with its payload encoded by
-        :func:`host_bridge.embedded.codec.encode_payload`. Raises
-        :class:`StoreError` at once when the id is invalid (empty, NUL, lone
-        surrogate), already stored or already queued, or when a seed row is invalid,
-        and :class:`SessionLeaseError` when another store holds the session (a
-        session not yet held here is taken on the way, see :meth:`acquire_session`).
-        Durable only after a :meth:`flush` of the session resolves ``True``.
-        """
-        if not isinstance(header, SessionHeader):
-            raise StoreError(f"create_session needs a SessionHeader, not {type(header).__name__}")
-        session_id = header.id
-        _check_id(session_id, "session id")
-        if header.parent_session is not None:
-            _check_id(header.parent_session, "parent_session")
-        seed_length = header.seed_length
-        if seed_length is not None and (
-            isinstance(seed_length, bool)
-            or not isinstance(seed_length, int)
-            or not 0 <= seed_length <= _INT64_MAX
-        ):
-            raise StoreError(
-                f"seed_length of session {_show(session_id)} must be None or a non-negative integer"
-            )
-        rows = [_event_row(session_id, event, payload) for event, payload in seed]
-        for index, row in enumerate(rows):
-            if row.seq != index:
-                raise StoreError(
-                    f"seed event {index} of session {_show(session_id)} has seq {row.seq}"
-                )
-        self._ensure_lease(session_id)
-        if self._stored_length(session_id) is not None:
-            raise StoreError(f"session {_show(session_id)} already exists in the store")
-        session_row = _SessionRow(
-            session_id, seed_length, header.parent_session, time.time_ns() // 1_000_000
-        )
-        with self._lock:
-            self._check_open()
-            if session_id in self._next_seq:
-                raise StoreError(f"session {_show(session_id)} already exists in the store")
-            self._next_seq[session_id] = len(rows)
-            self._enqueue([session_row, *rows])
-
-    def record_append(self, session_id: str, event: SessionEvent, payload: bytes) -> None:
-        """Queue one committed event; never waits for disk.
-
-        ``payload`` is ``encode_payload(event.data)``.
-
-        ``event.seq`` must be the session's next seq. Raises :class:`StoreError`
-        for an unknown session, a wrong seq or an invalid row, and
-        :class:`SessionLeaseError` when the session is held by another store or
-        was lost by this one; nothing is queued then. The first append to a
-        stored session that was not :meth:`load`-ed by this store reads its length once.
-        """
-        self.record_appends(session_id, ((event, payload),))
-
-    def record_appends(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
-        """Queue consecutive committed events of one session as a unit; never waits for disk.
-
-        Like :meth:`record_append` for each ``(event, payload)`` pair, with the
-        seqs following each other from the session's next seq. The rows are
-        validated first and queued under one lock hold, so the writer takes
-        all of them into the same write round: they become durable in one
-        commit or not at all. Nothing is queued when any row is refused.
-        """
-        checked = [_event_row(session_id, event, payload) for event, payload in rows]
-        if not checked:
-            return
-        with self._lock:
-            self._check_open()
-            self._check_not_lost(session_id)
-            expected = self._next_seq.get(session_id)
-            held = session_id in self._leases
-        if expected is None:
-            stored = self._stored_length(session_id)
-            if stored is None:
-                raise StoreError(
-                    f"session {_show(session_id)} is unknown to the store; create it first"
-                )
-            expected = stored
-        if not held:
-            self._ensure_lease(session_id)
-        with self._lock:
-            self._check_open()
-            self._check_not_lost(session_id)
-            # (a concurrent forget() only drops an entry that equals the stored length)
-            expected = self._next_seq.setdefault(session_id, expected)
-            for offset, row in enumerate(checked):
-                if row.seq != expected + offset:
-                    raise StoreError(
-                        f"event for session {_show(session_id)} has seq {row.seq}, "
-                        f"expected {expected + offset}"
-                    )
-            self._next_seq[session_id] = expected + len(checked)
-            self._enqueue(list(checked))
-
-    def flush(self, session_id: str) -> Future[bool]:
-        """Resolve ``True`` once the rows of ``session_id`` queued before the call are durable.
-
-        It resolves at once when nothing of that session is uncommitted (this
-        includes unknown sessions): on SQLite the session's lock, held through
-        an open file, cannot be lost while the store is open. It fails with
-        :class:`StoreWriteError` when the write attempt made for it failed (the
-        rows stay queued; flush again to retry) and with :class:`StoreClosedError`
-        after :meth:`close`. When the session was lost (see :meth:`lease_lost`)
-        it resolves ``False`` if its lease went elsewhere and fails with
-        :class:`SessionLeaseError` if its rows could never be written.
-        The future cannot be cancelled.
-        """
-        if not isinstance(session_id, str):
-            return _failed(
-                StoreError(f"flush needs a session id string, not {type(session_id).__name__}")
-            )
-        return self._request_flush(session_id)
-
-    def flush_all(self) -> Future[bool]:
-        """Like :meth:`flush`, for every row of every session (and holder record) queued before."""
-        return self._request_flush(None)
-
-    def forget(self, session_id: str) -> None:
-        """Drop the in-memory bookkeeping of a session that went offline; its rows stay stored.
-
-        A host calls it when it detaches a session, so a long-running store does
-        not keep an entry per session it ever saw. Rows still queued for the
-        session are written first (the entry goes once they are committed); a
-        later append to the session reads its stored length again.
-        """
-        with self._lock:
-            if session_id in self._unsynced:
-                self._forget_when_synced.add(session_id)
-            else:
-                self._next_seq.pop(session_id, None)
-        self._due.forget(session_id)
 
     # --- ownership -------------------------------------------------------------------
 
@@ -593,13 +293,13 @@ class SqliteEventStore:
         another process or another store object holds the session or this
         store already does, and :class:`StoreError` for an unstorable id.
         """
-        _check_id(session_id, "session id")
+        check_id(session_id, "session id")
         with self._lease_lock:
             with self._lock:
                 self._check_open()
                 if session_id in self._leases:
                     raise SessionLeaseError(
-                        f"session {_show(session_id)} is already held by this store",
+                        f"session {show_id(session_id)} is already held by this store",
                         session_id=session_id,
                         holder=self._owner,
                     )
@@ -607,7 +307,7 @@ class SqliteEventStore:
                 holder = self._recorded_holder(session_id)
                 named = f"held by {holder}" if holder else "its holder is not recorded yet"
                 raise SessionLeaseError(
-                    f"session {_show(session_id)} is live in another process or store "
+                    f"session {show_id(session_id)} is live in another process or store "
                     f"({named}); it cannot be taken here until its holder detaches it or exits",
                     session_id=session_id,
                     holder=holder,
@@ -618,56 +318,6 @@ class SqliteEventStore:
             self._record_holder(session_id)
         _log.debug("took session %r", session_id)
         return 0
-
-    def release_session(self, session_id: str) -> None:
-        """Give up ``session_id`` after its queued rows are written; nothing if not held here.
-
-        When those rows cannot be written the session stays held (the next
-        flush retries them) and the error is logged. After :meth:`start_closing`
-        it waits for them only until the close deadline, then keeps the session
-        the same way.
-        """
-        with self._lock:
-            if session_id not in self._leases:
-                return
-        try:
-            self._request_flush(session_id).result(self._time_left())
-        except SessionLeaseError:
-            pass  # lost: nothing of it will be written any more
-        except StoreError as error:
-            _log.error("keeping session %r: its rows are not durable (%s)", session_id, error)
-            return
-        except TimeoutError:
-            _log.error(
-                "keeping session %r: its rows were not written before the store's close deadline",
-                session_id,
-            )
-            return
-        with self._lease_lock:
-            with self._lock:
-                if self._leases.pop(session_id, None) is None:
-                    return
-            self._unlock_session(session_id)
-
-    def holds_lease(self, session_id: str) -> bool:
-        """Whether this store holds ``session_id`` and has not lost it."""
-        with self._lock:
-            return session_id in self._leases and session_id not in self._lost
-
-    def lease_lost(self, session_id: str) -> bool:
-        """Whether this store lost ``session_id`` since it took it.
-
-        A lost session's queued rows were discarded and every later write of it
-        is refused with :class:`SessionLeaseError` until it is taken again.
-        """
-        with self._lock:
-            return session_id in self._lost
-
-    def _check_not_lost(self, session_id: str) -> None:
-        """Lock held: raise the refusal of a session this store lost."""
-        loss = self._lost.get(session_id)
-        if loss is not None:
-            raise loss.error()
 
     def _ensure_lease(self, session_id: str) -> None:
         """Raise unless this store may write ``session_id``; SQLite takes a free one here."""
@@ -697,7 +347,7 @@ class SqliteEventStore:
             return locks.try_lock(session_id)
         except OSError as error:
             raise StoreError(
-                f"cannot lock session {_show(session_id)} in {locks.path}"
+                f"cannot lock session {show_id(session_id)} in {locks.path}"
                 f" ({error.strerror or type(error).__name__})"
             ) from None
 
@@ -748,105 +398,30 @@ class SqliteEventStore:
             return None
         return None if _is_dead_local_owner(owner) else owner
 
-    def start_closing(self, timeout: float | None) -> None:
-        """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.
+    def _closing(self) -> None:
+        """Lock held, at the first close: the final round forgets this store's holder rows."""
+        if self._leases and self._session_locks is not None:
+            self._holder_ops.append(("DELETE FROM leases WHERE owner = ?", (self._owner,)))
+            self._holder_unsynced += 1
 
-        From this call on, :meth:`release_session` waits for a session's rows
-        and :meth:`close` for its last write at most until that deadline (an
-        earlier deadline set before stays); ``None`` sets none. The store keeps
-        working meanwhile. A host calls it before it detaches its sessions, so
-        that a writer stuck in a commit (a hung disk or database) cannot hold
-        the whole shutdown.
-        """
-        if timeout is None:
-            return
-        deadline = time.monotonic() + max(0.0, timeout)
-        with self._lock:
-            if self._close_deadline is None or deadline < self._close_deadline:
-                self._close_deadline = deadline
-                self._close_wait = max(0.0, timeout)
-
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Write what is queued, stop the writer, give back every session, close; idempotent.
-
-        Raises :class:`StoreWriteError` when that last write failed (those rows
-        were never acknowledged and are not durable). Every later call fails
-        with :class:`StoreClosedError` (``flush`` returns a failed future).
-
-        Waits for the last write at most ``timeout`` seconds (``None``: as long
-        as it takes), or until an earlier :meth:`start_closing` deadline. When
-        the writer has not finished by then (blocked inside SQLite or the
-        database driver), the store stops waiting for it: it is closed at once,
-        every flush still pending fails with :class:`StoreWriteError`, the
-        error is logged, and the :class:`StoreWriteError` raised names the
-        rows that are not confirmed durable. The writer is a daemon thread: if
-        it finishes later it still commits what it holds and then gives back
-        the sessions; until then (or until the process exits) they stay locked,
-        so no other store can take a session whose rows may still be committed.
-        """
-        self.start_closing(timeout)
-        with self._wake:
-            first = not self._closed
-            if first and self._leases and self._session_locks is not None:
-                self._holder_ops.append(("DELETE FROM leases WHERE owner = ?", (self._owner,)))
-                self._holder_unsynced += 1
-            self._closed = True
-            self._wake.notify_all()
-        abandoned: StoreWriteError | None = None
-        if threading.current_thread() is not self._thread:
-            self._thread.join(self._time_left())
-            if self._thread.is_alive() and first:
-                abandoned = self._stop_waiting_for_writer()
+    def _close_connections(self) -> None:
+        """At close: the read connection goes (the writer closes its own when it stops)."""
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()
                 self._read_conn = None
-        if first and abandoned is not None:
-            raise abandoned
-        if first and self._final_error is not None:
-            raise self._final_error
 
-    def _time_left(self) -> float | None:
-        """Seconds until the close deadline (0 once it passed); None without one."""
-        with self._lock:
-            deadline = self._close_deadline
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    def _stop_waiting_for_writer(self) -> StoreWriteError:
-        """The writer missed the close deadline: refuse all work, fail every pending flush."""
-        with self._lock:
-            self._writer_stopped = True
-            rows = sum(self._unsynced.values())
-            sessions = sorted(self._unsynced)
-            futures = [w.future for w in (*self._in_flight, *self._waiters)]
-            self._waiters = []
-            waited = self._close_wait
-        which = ", ".join(_show(s) for s in sessions[:5]) + (" …" if len(sessions) > 5 else "")
-        error = StoreWriteError(
-            f"closing the session store timed out after {waited:.3g} s: its writer did not "
-            f"finish the last write (a stuck disk or database?); {rows} unflushed rows"
-            + (f" of sessions {which}" if sessions else "")
-            + " are not confirmed durable",
-            category="CLOSE_TIMEOUT",
-        )
-        _settle_all([(future, error) for future in futures if not future.done()])
-        _log.error("session store %s: %s; the writer thread is left running", self._label, error)
-        return error
-
-    def _give_back_all(self) -> None:
-        """Once the writer stopped (on its thread): drop every session lock."""
+    def _writer_done(self) -> None:
+        """Once the writer stopped (on its thread): close its connection, drop every lock."""
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+            self._writer_conn = None
         with self._lease_lock:
             with self._lock:
                 self._leases.clear()
             locks, self._session_locks = self._session_locks, None
             if locks is not None:
                 locks.close()
-
-    def __enter__(self) -> SqliteEventStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- reads ---------------------------------------------------------------------
 
@@ -857,11 +432,11 @@ class SqliteEventStore:
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
 
         row = self._read(lambda conn: _select_header(conn, session_id))
-        return None if row is None else _header(session_id, row)
+        return None if row is None else decode_header(session_id, row)
 
     def load(self, session_id: str) -> StoredSession | None:
         """The durably stored session (header and decoded log), or ``None`` when it is not stored.
@@ -869,58 +444,24 @@ class SqliteEventStore:
         Raises :class:`StoreCorruptError` naming the session and seq when its
         rows are not ``0 … n-1`` contiguous or a row does not decode.
         """
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
 
         head, rows = self._read(lambda conn: _select_session(conn, session_id))
         return self._stored_session(session_id, head, rows)
 
-    def _stored_session(
-        self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
-    ) -> StoredSession | None:
-        """Decode a header row and event rows read in one snapshot; note the next seq."""
-        stored = decode_session(session_id, head, rows)
-        if stored is not None:
-            with self._lock:
-                self._next_seq.setdefault(session_id, len(stored.events))
-        return stored
-
     # --- due index ---------------------------------------------------------------------
-
-    def add_due_listener(
-        self, listener: Callable[[dict[str, int | None]], None]
-    ) -> Callable[[], None]:
-        """Hear of every commit of this store that moved the due index; returns ``remove``.
-
-        ``listener({session_id: due_ms or None, ...})`` runs on the writer
-        thread right after the commit: it must be short and must not wait for
-        the store (post a message). Commits of other processes are not heard.
-        """
-        with self._lock:
-            self._due_listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._due_listeners:
-                    self._due_listeners.remove(listener)
-
-        return remove
 
     def due_entry(self, session_id: str) -> DueEntry | None:
         """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         row = self._read(
             lambda conn: conn.execute(
                 "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
             ).fetchone()
         )
-        return None if row is None else _due_entry(session_id, row)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Always True: a writable store migrates to the schema with the due index."""
-        return True
+        return None if row is None else decode_due_entry(session_id, row)
 
     def due_entries(self) -> dict[str, DueEntry]:
         """Every stored due index row, by session id (for checks; reads the whole index)."""
@@ -928,7 +469,7 @@ class SqliteEventStore:
 
     def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
         """The stored session and its due index row, read in one snapshot (for checks)."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None, None
         head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
         return self._stored_session(session_id, head, rows), due
@@ -955,11 +496,6 @@ class SqliteEventStore:
                 break
             after = (rows[-1][1], rows[-1][0])
         return found
-
-    def next_due(self) -> int | None:
-        """The earliest ``due_ms`` among sessions nobody holds (see :meth:`due_sessions`)."""
-        first = self.due_sessions(None, 1)
-        return first[0][1] if first else None
 
     def claim_due_session(self, session_id: str, now_ms: int) -> bool:
         """Take ``session_id`` to deliver what is due in it; False when that is not for us.
@@ -1012,11 +548,6 @@ class SqliteEventStore:
         _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
         return int(count)
 
-    @property
-    def due_projector(self) -> DueProjector:
-        """The writer's due index state (for diagnostics and benchmarks)."""
-        return self._due
-
     def _due_page(
         self, after: tuple[int, str] | None, until_ms: int | None, limit: int
     ) -> list[tuple[str, int]]:
@@ -1057,213 +588,6 @@ class SqliteEventStore:
             except OSError:
                 return False
 
-    def _plan_due_index(self, batch: Sequence[_Op], read: Callable[[str], Any]) -> IndexPlan:
-        """The due index changes of ``batch`` (writer thread, inside its transaction)."""
-        rows = [
-            (op.session_id, op.seq, op.type, op.time, op.payload)
-            for op in batch
-            if isinstance(op, _EventRow)
-        ]
-        created = {op.session_id: op.seed_length for op in batch if isinstance(op, _SessionRow)}
-        return self._due.plan(rows, created, read)
-
-    def _due_committed(self, plan: IndexPlan) -> None:
-        """After ``COMMIT``: keep the projection state and tell the listeners; never raises."""
-        plan.adopt()
-        if not plan.changes:
-            return
-        with self._lock:
-            listeners = tuple(self._due_listeners)
-        if not listeners:
-            return
-        moved = {sid: None if e is None else e.due_ms for sid, e in plan.changes.items()}
-        for listener in listeners:
-            try:
-                listener(dict(moved))
-            except Exception:
-                _log.warning("a due index listener failed", exc_info=True)
-
-    # --- internals: queue ------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed or self._writer_stopped:
-            raise StoreClosedError(f"the session store {self._label} is closed")
-
-    def _enqueue(self, ops: list[_Op]) -> None:
-        """Queue ops (lock held) and wake the writer when the queue is large."""
-        self._queue.extend(ops)
-        for op in ops:
-            self._unsynced[op.session_id] += 1
-            if isinstance(op, _EventRow):
-                self._queued_bytes += len(op.payload)
-        if self._auto_write_due():
-            self._wake.notify()
-
-    def _auto_write_due(self) -> bool:
-        return not self._auto_write_blocked and (
-            len(self._queue) >= AUTO_WRITE_ROWS or self._queued_bytes >= AUTO_WRITE_BYTES
-        )
-
-    def _request_flush(self, session_id: str | None) -> Future[bool]:
-        future: Future[bool] = Future()
-        future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
-        with self._lock:
-            if self._closed or self._writer_stopped:
-                future.set_exception(StoreClosedError(f"the session store {self._label} is closed"))
-                return future
-            self._flush_requests += 1
-            loss = None if session_id is None else self._lost.get(session_id)
-            if loss is not None:
-                outcome = loss.flush_outcome()
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-                return future
-            if self._is_synced(session_id) and not self._needs_round(session_id):
-                future.set_result(True)  # no callbacks can be attached yet
-                return future
-            self._waiters.append(_Waiter(session_id, future))
-            self._wake.notify()
-        return future
-
-    def _needs_round(self, session_id: str | None) -> bool:
-        """Lock held: whether a flush must confirm ownership in a write round (not on SQLite)."""
-        return False
-
-    def _is_synced(self, session_id: str | None) -> bool:
-        """Lock held: nothing of ``session_id`` (or of anything, for None) is uncommitted."""
-        if session_id is None:
-            return not self._unsynced and not self._holder_unsynced
-        return session_id not in self._unsynced
-
-    # --- internals: writer thread ----------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            while True:
-                with self._wake:
-                    while not (
-                        self._closed
-                        or self._waiters
-                        or self._auto_write_due()
-                        or self._side_writes_due()
-                    ):
-                        self._wake.wait()
-                    final = self._closed
-                    batch: list[_Op] = []
-                    if final or self._waiters or self._auto_write_due():
-                        batch, self._queue, self._queued_bytes = self._queue, [], 0
-                    # (else only holder rows are due: queued session rows wait for a flush)
-                    waiters, self._waiters = self._waiters, []
-                    self._in_flight = waiters
-                result = self._write_round(batch, waiters)
-                _settle_all(self._settle(result, waiters))
-                if final:
-                    error = result.error
-                    if error is not None:
-                        self._final_error = StoreWriteError(
-                            f"closing the session store could not write {len(result.retry)} "
-                            f"unflushed rows ({error.category}); they are not durable",
-                            category=error.category,
-                        )
-                    break
-        except BaseException:  # pragma: no cover - a bug in the writer itself
-            _log.exception("the session store writer stopped unexpectedly")
-        finally:
-            with self._lock:
-                self._writer_stopped = True
-                leftover, self._waiters = self._waiters, []
-            _settle_all(
-                [(w.future, StoreClosedError("the session store writer stopped")) for w in leftover]
-            )
-            if self._writer_conn is not None:
-                self._writer_conn.close()
-                self._writer_conn = None
-            self._give_back_all()
-
-    def _write_round(self, batch: list[_Op], waiters: list[_Waiter]) -> _Round:
-        """Write everything taken for this round; group commit, isolation on a row conflict.
-
-        The healthy path is one transaction for every session's rows. When it
-        fails on rows that can never be written (a key another writer already
-        stored), the round is bisected by session so every other session still
-        commits, and the sessions whose rows conflict are lost (``"conflict"``).
-        Any other failure (disk full, locked, I/O) keeps all rows for a retry.
-        """
-        result = _Round()
-        check = self._round_checks(waiters)
-        if not (batch or check or self._side_writes_pending()):
-            return result
-        outcome, groups = self._attempt(_by_session(batch), check, result)
-        if outcome == "conflict":
-            # (a conflict comes from an INSERT, after the ownership check ran: its answers stand)
-            self._isolate(groups, result)
-        return result
-
-    def _attempt(
-        self, groups: list[list[_Op]], check: set[str], result: _Round
-    ) -> tuple[Literal["ok", "conflict", "failed"], list[list[_Op]]]:
-        """Commit ``groups`` (rows by session) in one transaction and book it in ``result``.
-
-        Returns ``"conflict"`` (nothing booked) when rows of some session can
-        never be written, with the groups that are not lost.
-        """
-        error, lost = self._commit([op for group in groups for op in group], check)
-        result.lost.update(lost)
-        groups = [group for group in groups if group[0].session_id not in result.lost]
-        if error is None:
-            result.committed.extend(op for group in groups for op in group)
-            result.commits += 1 if groups else 0
-            return "ok", groups
-        if groups and self._is_row_conflict(error):
-            result.conflict_category = self._error_category(error)
-            return "conflict", groups
-        rows = [op for group in groups for op in group]
-        unconfirmed = check - result.lost.keys()
-        if rows or unconfirmed:
-            result.retry.extend(rows)
-            result.unconfirmed |= unconfirmed
-            result.error = commit_failed(error, len(rows), self._error_category(error))
-        return "failed", groups
-
-    def _isolate(self, groups: list[list[_Op]], result: _Round) -> None:
-        """Bisect ``groups`` (a set known to hold a conflict) until each conflict is one session.
-
-        Healthy halves commit as they are found; a single session that still
-        conflicts is lost. A whole-store failure on the way stops the search
-        and keeps everything not yet committed queued.
-        """
-        suspects = [groups]
-        while suspects:
-            part = suspects.pop()
-            if result.error is not None:
-                result.retry.extend(op for group in part for op in group)
-                continue
-            if len(part) == 1:
-                session_id = part[0][0].session_id
-                result.lost[session_id] = _Loss(
-                    session_id,
-                    "conflict",
-                    f"session {_show(session_id)} was fenced out: another writer stored rows "
-                    f"this store was about to write ({result.conflict_category}); its unwritten "
-                    "events were discarded and it accepts no more writes here",
-                )
-                continue
-            middle = len(part) // 2
-            first, second = part[:middle], part[middle:]
-            outcome, first = self._attempt(first, set(), result)
-            if outcome == "conflict":
-                suspects.append(first)
-            if result.error is not None:
-                result.retry.extend(op for group in second for op in group)
-            elif outcome == "ok":
-                suspects.append(second)  # the conflict is in the other half
-            else:
-                outcome, second = self._attempt(second, set(), result)
-                if outcome == "conflict":
-                    suspects.append(second)
-
     def _side_writes_due(self) -> bool:
         """Lock held: whether writes besides session rows wait for the writer (holder rows)."""
         return bool(self._holder_ops) and not self._holder_blocked
@@ -1273,33 +597,33 @@ class SqliteEventStore:
         with self._lock:
             return bool(self._holder_ops)
 
-    def _round_checks(self, waiters: list[_Waiter]) -> set[str]:
-        """Sessions whose ownership this round must confirm (none on SQLite: locks hold)."""
-        return set()
+    def _side_writes_synced(self) -> bool:
+        """Lock held: whether every holder row is committed."""
+        return not self._holder_unsynced
 
     def _is_row_conflict(self, error: BaseException) -> bool:
         """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
         return _category(error).startswith(_ROW_ERRORS)
 
-    def _error_category(self, error: BaseException) -> str:
-        """A short backend name of ``error`` for messages (no backend text)."""
+    def _category(self, error: BaseException) -> str:
+        """SQLite's error name of ``error`` (``SQLITE_FULL``...), else its type; no text."""
         return _category(error)
 
-    def _commit(self, rows: list[_Op], check: set[str]) -> _Commit:
+    def _commit(self, rows: list[Op], check: set[str]) -> CommitResult:
         """Write ``rows`` in one transaction; returns the failure (rolled back) and lost sessions.
 
         First moves the session locks to the lock file now at the path if
         ours was deleted or replaced (:meth:`SessionLockFile.ensure_current`);
         sessions another holder took meanwhile are lost and their rows are not written.
         """
-        lost: dict[str, _Loss] = {}
+        lost: dict[str, Loss] = {}
         locks = self._session_locks
         if locks is not None and rows:
             for session_id in locks.ensure_current():
-                lost[session_id] = _Loss(
+                lost[session_id] = Loss(
                     session_id,
                     "lease",
-                    f"session {_show(session_id)} was taken by another store after the lock "
+                    f"session {show_id(session_id)} was taken by another store after the lock "
                     "file was deleted; its unwritten events were discarded and it accepts no "
                     "more writes here",
                 )
@@ -1320,7 +644,7 @@ class SqliteEventStore:
         return error, lost
 
     def _write(
-        self, batch: list[_Op], holders: Sequence[_Statement] = (), *, restored: bool = False
+        self, batch: list[Op], holders: Sequence[_Statement] = (), *, restored: bool = False
     ) -> BaseException | None:
         """Write ``batch`` and ``holders`` in one transaction; on failure roll back, return why.
 
@@ -1343,7 +667,7 @@ class SqliteEventStore:
                 [
                     (op.session_id, op.seed_length, op.parent_session, op.created_at)
                     for op in batch
-                    if isinstance(op, _SessionRow)
+                    if isinstance(op, SessionRow)
                 ],
             )
             conn.executemany(
@@ -1351,13 +675,13 @@ class SqliteEventStore:
                 [
                     (op.session_id, op.seq, op.type, op.time, op.payload)
                     for op in batch
-                    if isinstance(op, _EventRow)
+                    if isinstance(op, EventRow)
                 ],
             )
             for statement, params in holders:
                 conn.execute(statement, params)
             plan = self._plan_due_index(batch, lambda sid: _read_due_state(conn, sid))
-            _write_due_changes(conn, plan, "?")
+            write_due_changes(conn, plan, "?")
             if self._fault_hook is not None and batch:
                 self._fault_hook()
             self._check_identity()
@@ -1463,93 +787,6 @@ class SqliteEventStore:
             conn.close()
             self._writer_conn = None
 
-    def _settle(self, result: _Round, waiters: list[_Waiter]) -> list[_Outcome]:
-        """Book one write round; returns the futures to settle (outside the lock)."""
-        outcomes: list[_Outcome] = []
-        newly_lost: list[tuple[_Loss, int]] = []
-        with self._lock:
-            for loss in result.lost.values():
-                dropped = self._lose(loss)
-                if dropped is not None:
-                    newly_lost.append((loss, dropped))
-            self._commit_count += result.commits
-            for op in result.committed:
-                self._unsynced[op.session_id] -= 1
-                if self._unsynced[op.session_id] <= 0:
-                    del self._unsynced[op.session_id]
-                    if op.session_id in self._forget_when_synced:
-                        self._forget_when_synced.discard(op.session_id)
-                        self._next_seq.pop(op.session_id, None)
-            if result.retry:
-                self._queue[:0] = result.retry
-                self._queued_bytes += sum(
-                    len(op.payload) for op in result.retry if isinstance(op, _EventRow)
-                )
-                self._auto_write_blocked = True  # retry on the next flush, not in a loop
-            else:
-                self._auto_write_blocked = False
-            failed = {op.session_id for op in result.retry}
-            for waiter in waiters:
-                outcomes.append((waiter.future, self._outcome(waiter.session_id, result, failed)))
-            # Requests made during the write are covered too if their session is now clean
-            # (unless its ownership must be confirmed by a round of its own).
-            still_waiting: list[_Waiter] = []
-            for waiter in self._waiters:
-                lost = None if waiter.session_id is None else self._lost.get(waiter.session_id)
-                if lost is not None:
-                    outcomes.append((waiter.future, lost.flush_outcome()))
-                elif self._is_synced(waiter.session_id) and not self._needs_round(
-                    waiter.session_id
-                ):
-                    outcomes.append((waiter.future, True))
-                else:
-                    still_waiting.append(waiter)
-            self._waiters = still_waiting
-        for loss, dropped in newly_lost:
-            _log.error("%s (%d rows dropped)", loss.message, dropped)
-        return outcomes
-
-    def _outcome(
-        self, session_id: str | None, result: _Round, failed: set[str]
-    ) -> bool | BaseException:
-        """Lock held: what a flush request that took part in ``result`` resolves to."""
-        error = result.error
-        if session_id is None:
-            if error is not None and failed:
-                return StoreWriteError(str(error), category=error.category)
-            conflicts = sorted(s for s, loss in result.lost.items() if loss.kind == "conflict")
-            if conflicts:
-                return SessionLeaseError(
-                    f"sessions {', '.join(_show(s) for s in conflicts)} were fenced out; "
-                    "their unwritten events were discarded"
-                )
-            return not result.lost
-        loss = self._lost.get(session_id)
-        if loss is not None:
-            return loss.flush_outcome()
-        if error is not None and (session_id in failed or session_id in result.unconfirmed):
-            return StoreWriteError(str(error), category=error.category)
-        return True
-
-    def _lose(self, loss: _Loss) -> int | None:
-        """Lock held: discard everything queued of a lost session; None if it was lost already."""
-        session_id = loss.session_id
-        if session_id in self._lost:
-            return None
-        self._lost[session_id] = loss
-        dropped = self._unsynced.pop(session_id, 0)
-        kept = [op for op in self._queue if op.session_id != session_id]
-        if len(kept) != len(self._queue):
-            self._queued_bytes -= sum(
-                len(op.payload)
-                for op in self._queue
-                if op.session_id == session_id and isinstance(op, _EventRow)
-            )
-            self._queue = kept
-        self._next_seq.pop(session_id, None)
-        self._forget_when_synced.discard(session_id)
-        return dropped
-
     # --- internals: connections ------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
@@ -1651,7 +888,7 @@ class SqliteEventStore:
 
     def _stored_length(self, session_id: str) -> int | None:
         """The number of stored events of ``session_id``, or None when it is not stored."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None  # such an id can never have been stored
 
         def query(conn: sqlite3.Connection) -> tuple[Any, Any, Any]:
@@ -1673,7 +910,7 @@ class SqliteEventStore:
             return None
         if count and last != count - 1:
             raise StoreCorruptError(
-                f"session {_show(session_id)} has a gap in its stored events",
+                f"session {show_id(session_id)} has a gap in its stored events",
                 session_id=session_id,
             )
         return int(count)
@@ -1821,7 +1058,7 @@ def _select_session(
 def _select_due_entries(conn: sqlite3.Connection) -> dict[str, DueEntry]:
     """Every due index row, by session id."""
     rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: _due_entry(row[0], row[1:]) for row in rows}
+    return {row[0]: decode_due_entry(row[0], row[1:]) for row in rows}
 
 
 def _select_indexed(
@@ -1844,23 +1081,8 @@ def _select_indexed(
     return (
         head,
         rows if head is not None else [],
-        None if due is None else _due_entry(session_id, due),
+        None if due is None else decode_due_entry(session_id, due),
     )
-
-
-def decode_session(
-    session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
-) -> StoredSession | None:
-    """A session from its header row and event rows (one snapshot); None without a header.
-
-    Raises :class:`StoreCorruptError` naming the session and seq when the rows
-    are not ``0 … n-1`` contiguous or a row does not decode.
-    """
-    if head is None:
-        return None
-    header = _header(session_id, tuple(head))
-    events = tuple(_event(session_id, index, tuple(row)) for index, row in enumerate(rows))
-    return StoredSession(header, events)
 
 
 def _read_due_state(
@@ -1881,120 +1103,6 @@ def _read_due_state(
         (session_id, seed, *WAKE_EVENT_TYPES),
     ).fetchall()
     return seed, int(next_seq), [tuple(row) for row in rows]
-
-
-def _write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
-    """Write ``plan``'s index rows on ``conn`` (``mark``: the driver's placeholder)."""
-    upserts = [
-        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-        for session_id, entry in plan.changes.items()
-        if entry is not None
-    ]
-    deletes = [(session_id,) for session_id, entry in plan.changes.items() if entry is None]
-    if upserts:
-        conn.executemany(
-            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
-            f" VALUES ({mark}, {mark}, {mark}, {mark})"
-            " ON CONFLICT (session_id) DO UPDATE SET due_ms = EXCLUDED.due_ms,"
-            " schedule_ms = EXCLUDED.schedule_ms, inbox_ms = EXCLUDED.inbox_ms",
-            upserts,
-        )
-    if deletes:
-        conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
-
-
-def _due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
-    schedule_ms, inbox_ms = row
-    for value in (schedule_ms, inbox_ms):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise StoreCorruptError(f"the due index row of session {_show(session_id)} is invalid")
-    entry = DueEntry.of(schedule_ms, inbox_ms)
-    if entry is None:
-        raise StoreCorruptError(f"the due index row of session {_show(session_id)} is empty")
-    return entry
-
-
-def _is_storable_id(value: object) -> bool:
-    if not isinstance(value, str) or not value or "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_id(value: object, what: str) -> None:
-    if not isinstance(value, str):
-        raise StoreError(f"{what} must be a string, not {type(value).__name__}")
-    if not _is_storable_id(value):
-        raise StoreError(
-            f"{what} {_show(value)} cannot be stored: "
-            "it must be non-empty, without NUL or lone surrogates"
-        )
-
-
-def _event_row(session_id: str, event: SessionEvent, payload: bytes) -> _EventRow:
-    """Validate one event row before it is queued, so a queued row can always be written."""
-    if not isinstance(event, SessionEvent):
-        raise StoreError(f"expected a SessionEvent, not {type(event).__name__}")
-    if not isinstance(event.type, str) or not _is_storable_id(event.type):
-        raise StoreError(
-            f"event type of session {_show(session_id)} must be a non-empty valid string"
-        )
-    for name, number in (("seq", event.seq), ("time", event.time)):
-        if (
-            isinstance(number, bool)
-            or not isinstance(number, int)
-            or not _INT64_MIN <= number <= _INT64_MAX
-        ):
-            raise StoreError(
-                f"event {name} of session {_show(session_id)} must be a 64-bit integer"
-            )
-    if event.seq < 0:
-        raise StoreError(f"event seq of session {_show(session_id)} must not be negative")
-    if not isinstance(payload, bytes | bytearray):
-        raise StoreError(f"event payload must be bytes, not {type(payload).__name__}")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise StoreError(
-            f"event payload of {len(payload)} bytes is larger than {MAX_PAYLOAD_BYTES}"
-        )
-    return _EventRow(session_id, event.seq, event.type, event.time, bytes(payload))
-
-
-def _header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:
-    seed_length, parent = row
-    if seed_length is not None and (not isinstance(seed_length, int) or seed_length < 0):
-        raise StoreCorruptError(
-            f"session {_show(session_id)} has an invalid seed_length", session_id=session_id
-        )
-    if parent is not None and not isinstance(parent, str):
-        raise StoreCorruptError(
-            f"session {_show(session_id)} has an invalid parent_session", session_id=session_id
-        )
-    return SessionHeader(session_id, seed_length, parent)
-
-
-def _event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEvent:
-    seq, type_, time_ms, data = row
-    if seq != index or not isinstance(seq, int):
-        raise StoreCorruptError(
-            f"session {_show(session_id)} has no event with seq {index} (found {seq!r})",
-            session_id=session_id,
-        )
-    if not isinstance(type_, str) or not isinstance(time_ms, int) or not isinstance(data, bytes):
-        raise StoreCorruptError(
-            f"session {_show(session_id)} has a malformed event at seq {seq}",
-            session_id=session_id,
-        )
-    try:
-        value = decode_payload(data)
-    except PayloadError as error:
-        raise StoreCorruptError(
-            f"session {_show(session_id)} has an unreadable payload at seq {seq}: {error}",
-            session_id=session_id,
-        ) from None
-    return SessionEvent(type_, seq, time_ms, value)
 
 
 _Inode = tuple[int, int]
@@ -2035,35 +1143,7 @@ def commit_failed(error: BaseException, rows: int, category: str | None = None) 
 
     ``category`` names the error (default: its SQLite error name or type).
     """
-    if category is None:
-        category = _category(error)
-    if rows == 0:  # only ownership checks were in that round
-        _log.error("session store lease check failed (%s)", category)
-        _log.debug("lease check failure detail", exc_info=error)
-        return StoreWriteError(
-            f"could not confirm the session's lease in the session store ({category}); "
-            "flush again to retry",
-            category=category,
-        )
-    _log.error(
-        "session store commit failed (%s); %d rows stay queued for the next attempt",
-        category,
-        rows,
-    )
-    _log.debug("commit failure detail", exc_info=error)
-    return StoreWriteError(
-        f"could not commit {rows} queued rows to the session store ({category}); "
-        "they stay queued and the next flush retries",
-        category=category,
-    )
-
-
-def _by_session(batch: Sequence[_Op]) -> list[list[_Op]]:
-    """The rows of ``batch`` grouped by session, each group in queue order."""
-    groups: dict[str, list[_Op]] = {}
-    for op in batch:
-        groups.setdefault(op.session_id, []).append(op)
-    return list(groups.values())
+    return _commit_failed(error, rows, _category(error) if category is None else category)
 
 
 def _is_dead_local_owner(owner: str) -> bool:
@@ -2083,26 +1163,3 @@ def _is_dead_local_owner(owner: str) -> bool:
 def _category(error: BaseException) -> str:
     name = getattr(error, "sqlite_errorname", None)
     return name if isinstance(name, str) and name else type(error).__name__
-
-
-def _show(value: str, limit: int = 80) -> str:
-    """A session id for messages: repr'd (control characters escaped) and shortened."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
-
-
-def _failed(error: BaseException) -> Future[bool]:
-    future: Future[bool] = Future()
-    future.set_exception(error)
-    return future
-
-
-def _settle_all(outcomes: list[_Outcome]) -> None:
-    for future, outcome in outcomes:
-        try:
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
-        except InvalidStateError:
-            pass  # failed already by a close that stopped waiting for the writer

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from host_bridge.embedded.due_index import DueEntry
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.store_rows import (
     StoredSession,
-    _header,
-    _is_storable_id,
+    decode_header,
     decode_session,
+    is_storable_id,
 )
 from host_bridge.protocols import SessionHeader
 
@@ -85,10 +85,10 @@ class StoreReadsBase(Generic[_C]):
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         row = self._read(lambda conn: self._reads().header(conn, session_id))
-        return None if row is None else _header(session_id, row)
+        return None if row is None else decode_header(session_id, row)
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (header and decoded log), or ``None`` when it is not stored.
@@ -97,7 +97,7 @@ class StoreReadsBase(Generic[_C]):
         naming the session and seq when its rows are not ``0 … n-1``
         contiguous or a row does not decode.
         """
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None
         head, rows = self._read(lambda conn: self._reads().session(conn, session_id))
         return decode_session(session_id, head, rows)
@@ -120,7 +120,7 @@ class StoreReadsBase(Generic[_C]):
         """
         if not self.has_due_index:
             return self.load(session_id), None
-        if not _is_storable_id(session_id):
+        if not is_storable_id(session_id):
             return None, None
         head, rows, due = self._read(lambda conn: self._reads().indexed(conn, session_id))
         return decode_session(session_id, head, rows), due

@@ -6,12 +6,13 @@ import os
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
 from host_bridge.embedded.due_index import DueEntry
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.paths import is_postgres_url
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
 if TYPE_CHECKING:
-    from host_bridge.embedded.sqlite_store import StoredSession
+    from host_bridge.embedded.store_rows import StoredSession
     from host_bridge.protocols import SessionHeader
 
 __all__ = ["StoreReader", "is_postgres_url", "open_store"]
@@ -21,7 +22,7 @@ class StoreReader(Protocol):
     """What tools that only look at a store need: durable sessions, read without writing.
 
     :func:`open_store` with ``read_only=True`` returns one; the writable stores
-    (:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore`, PostgreSQL's)
+    (:class:`~host_bridge.embedded.event_store.EventStore`: SQLite's and PostgreSQL's)
     offer the same reads.
     """
 
@@ -65,7 +66,7 @@ def open_store(
     create: bool = ...,
     lease_wait: float = ...,
     read_only: Literal[False] = ...,
-) -> SqliteEventStore: ...
+) -> EventStore: ...
 
 
 @overload
@@ -75,7 +76,7 @@ def open_store(spec: str | os.PathLike[str], *, read_only: Literal[True]) -> Sto
 @overload
 def open_store(
     spec: str | os.PathLike[str], *, create: bool = ..., lease_wait: float = ..., read_only: bool
-) -> SqliteEventStore | StoreReader: ...
+) -> EventStore | StoreReader: ...
 
 
 def open_store(
@@ -84,8 +85,8 @@ def open_store(
     create: bool = True,
     lease_wait: float = 0.0,
     read_only: bool = False,
-) -> SqliteEventStore | StoreReader:
-    """Open the session store named by ``spec``.
+) -> EventStore | StoreReader:
+    """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
     A ``postgresql://…`` URL opens a
     :class:`~host_bridge.embedded.postgres_store.PostgresEventStore` (shared by

@@ -17,7 +17,7 @@ import pytest
 
 from host_bridge.embedded.host import DEFAULT_CLOSE_TIMEOUT, EmbeddedHost
 from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import StoreWriteError
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
 from host_bridge.testing import FakeClock
 
 TIMEOUT = 20.0
@@ -73,6 +73,7 @@ def test_close_returns_while_a_commit_is_blocked_and_reports_what_is_not_durable
         disk.move()
     writer.join(TIMEOUT)
     assert not writer.is_alive()
+    assert isinstance(host.persistence, SqliteEventStore)
     with SqliteStoreReader(host.persistence.path) as reader:
         assert reader.session_ids() == ["durable", "stuck"]  # the commit ended after all
 

@@ -12,6 +12,7 @@ import pytest
 
 from host_bridge.embedded.agents import RETRY_FIRST_MS, RETRY_MAX_MS, EmbeddedAgent, Turn
 from host_bridge.embedded.codec import PayloadError
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -52,7 +53,7 @@ class Recorder:
 class ScriptedFlush:
     """The store's ``flush`` for one session: ``ok`` (real), ``false``, ``raise`` or ``hold``."""
 
-    def __init__(self, store: SqliteEventStore, session_id: str) -> None:
+    def __init__(self, store: EventStore, session_id: str) -> None:
         self.real = store.flush
         self.session_id = session_id
         self.mode = "ok"
@@ -262,6 +263,7 @@ def test_a_follow_up_inside_a_reservation_reaches_the_store_with_the_reservers_a
     release()  # the release hands the stage over as one unit and flushes it
     wait_idle(rig.agent)
     assert rig.model.texts == ["reminder"]
+    assert isinstance(rig.store, SqliteEventStore)
     stored = SqliteEventStore(rig.store.path, create=False)
     try:
         loaded = stored.load("s")

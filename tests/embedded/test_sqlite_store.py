@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded import sqlite_store
+from host_bridge.embedded import event_store, sqlite_store, store_rows
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
 from host_bridge.embedded.sqlite_store import (
@@ -117,6 +117,18 @@ def test_open_creates_directories_and_a_versioned_wal_schema(db: Path) -> None:
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
             assert {"meta", "sessions", "events", "leases"} <= tables
+
+
+def test_the_shared_names_stay_importable_from_the_sqlite_module() -> None:
+    assert sqlite_store.StoredSession is store_rows.StoredSession
+    assert sqlite_store.decode_session is store_rows.decode_session
+    for name in ("AUTO_WRITE_ROWS", "AUTO_WRITE_BYTES", "CLOSE_TIMEOUT"):
+        assert getattr(sqlite_store, name) == getattr(event_store, name)
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorname = "SQLITE_FULL"
+    error = sqlite_store.commit_failed(full, 3)  # the SQLite name by default, never the text
+    assert error.category == "SQLITE_FULL"
+    assert "disk is full" not in str(error)
 
 
 def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
@@ -427,7 +439,7 @@ def test_group_commit_across_sessions(store: SqliteEventStore, seam: Seam) -> No
 def test_writer_commits_a_large_queue_without_a_flush(
     store: SqliteEventStore, seam: Seam, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "AUTO_WRITE_ROWS", 10)
+    monkeypatch.setattr(event_store, "AUTO_WRITE_ROWS", 10)  # the shared writer reads it
     store.create_session(SessionHeader("a"))
     ok(store.flush("a"))
     requests = store.flush_requests

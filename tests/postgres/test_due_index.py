@@ -12,6 +12,7 @@ import pytest
 
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.due_index import DueEntry, project_session
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
 from host_bridge.protocols import SessionEvent, SessionHeader
@@ -22,7 +23,7 @@ TIMEOUT = 20.0
 T0 = 1_800_000_000_000
 REMINDER_SOURCE = {"kind": "plugin", "plugin": "tool-schedule"}
 
-StoreFactory = Callable[..., SqliteEventStore]
+StoreFactory = Callable[..., EventStore]
 
 
 @pytest.fixture(autouse=True)
@@ -41,10 +42,11 @@ def spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
 
 @pytest.fixture
 def make_store(spec: tuple[str, str]) -> Iterator[StoreFactory]:
-    opened: list[SqliteEventStore] = []
+    opened: list[EventStore] = []
 
-    def make(**options: Any) -> SqliteEventStore:
+    def make(**options: Any) -> EventStore:
         kind, location = spec
+        store: EventStore
         if kind == "sqlite":
             store = SqliteEventStore(location, **options)
         else:
@@ -63,7 +65,7 @@ def make_store(spec: tuple[str, str]) -> Iterator[StoreFactory]:
 class Log:
     """Appends to one session of one store and remembers the next seq."""
 
-    def __init__(self, store: SqliteEventStore, session_id: str, seq: int = 0) -> None:
+    def __init__(self, store: EventStore, session_id: str, seq: int = 0) -> None:
         self.store = store
         self.session_id = session_id
         self.seq = seq
@@ -109,13 +111,13 @@ def delete(schedule_id: str) -> dict[str, Any]:
     return {"version": 1, "operation": "delete", "id": schedule_id}
 
 
-def new_log(store: SqliteEventStore, session_id: str) -> Log:
+def new_log(store: EventStore, session_id: str) -> Log:
     store.acquire_session(session_id)
     store.create_session(SessionHeader(session_id))
     return Log(store, session_id)
 
 
-def from_log(store: SqliteEventStore, session_id: str) -> DueEntry | None:
+def from_log(store: EventStore, session_id: str) -> DueEntry | None:
     """What the index row should be, projected from the stored log."""
     stored = store.load(session_id)
     assert stored is not None
@@ -312,7 +314,7 @@ def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, st
                 "INSERT INTO events VALUES (?, ?, ?, 1, ?)",
                 [(s, q, t, encode_payload(d)) for s, q, t, d in rows],
             )
-        store = SqliteEventStore(location)
+        store: EventStore = SqliteEventStore(location)
     else:
         import psycopg
 

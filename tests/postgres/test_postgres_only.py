@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +28,11 @@ from host_bridge.embedded.postgres_store import (  # noqa: E402
     SessionLeaseError,
 )
 from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionError  # noqa: E402
-from host_bridge.embedded.sqlite_store import StoreError, StoreVersionError  # noqa: E402
+from host_bridge.embedded.sqlite_store import (  # noqa: E402
+    StoreError,
+    StoreVersionError,
+    StoreWriteError,
+)
 from host_bridge.plugin import install_schedule  # noqa: E402
 from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
 from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
@@ -80,6 +86,86 @@ def test_a_foreign_database_and_a_bad_url_are_clear_errors(pg_url: str) -> None:
         PostgresEventStore(pg_url)
     with pytest.raises(StoreError, match="cannot connect"):
         PostgresEventStore("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+_DRIVER_TEXT = "driver-text-that-must-never-reach-a-diagnostic"
+
+
+def _server_error(url: str, sqlstate: str) -> Exception:
+    """An error the server really raised, with ``sqlstate`` and :data:`_DRIVER_TEXT` as text."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            conn.execute(
+                f"DO $$ BEGIN RAISE EXCEPTION '{_DRIVER_TEXT}' USING ERRCODE = '{sqlstate}'; END $$"
+            )
+        except psycopg.Error as error:
+            raised: Exception = error
+            return raised
+    raise AssertionError("the server raised nothing")
+
+
+def _diagnostics(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Every message logged at INFO or above (what operators see)."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+
+
+def test_a_commit_failure_names_its_sqlstate_and_never_the_driver_text(
+    pg_url: str, stores: list[PostgresEventStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    failure = _server_error(pg_url, "53100")
+    assert getattr(failure, "sqlstate", None) == "53100"
+    assert _DRIVER_TEXT in str(failure)
+    failing = threading.Event()
+
+    def hook() -> None:
+        if failing.is_set():
+            failing.clear()  # one failed commit
+            raise failure
+
+    store = open_pg(pg_url, stores, fault_hook=hook)
+    store.acquire_session("s")
+    store.create_session(SessionHeader("s"))
+    assert store.flush("s").result(TIMEOUT) is True
+    append(store, "s", 0)
+    failing.set()
+    with (
+        caplog.at_level(logging.INFO, logger="dsh_schedule"),
+        pytest.raises(StoreWriteError) as raised,
+    ):
+        store.flush("s").result(TIMEOUT)
+    assert raised.value.category == "DiskFull 53100"
+    assert "DiskFull 53100" in str(raised.value)
+    assert _DRIVER_TEXT not in str(raised.value)
+    logged = _diagnostics(caplog)
+    assert any("commit failed (DiskFull 53100)" in message for message in logged)
+    assert not any(_DRIVER_TEXT in message for message in logged)
+    assert store.flush("s").result(TIMEOUT) is True  # the rows stayed queued: the retry commits
+    stored = store.load("s")
+    assert stored is not None and [event.seq for event in stored.events] == [0]
+
+
+def test_a_conflicting_row_fences_its_session_naming_the_sqlstate(
+    pg_url: str, stores: list[PostgresEventStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_pg(pg_url, stores)
+    store.acquire_session("s")
+    store.create_session(SessionHeader("s"))
+    assert store.flush("s").result(TIMEOUT) is True
+    with psycopg.connect(pg_url, autocommit=True) as foreign:  # another writer took seq 0
+        foreign.execute(
+            "INSERT INTO events(session_id, seq, type, time, data) VALUES ('s', 0, 'note', 1, %s)",
+            (encode_payload(None),),
+        )
+    append(store, "s", 0)
+    with (
+        caplog.at_level(logging.INFO, logger="dsh_schedule"),
+        pytest.raises(SessionLeaseError, match=r"fenced out.*UniqueViolation 23505") as raised,
+    ):
+        store.flush("s").result(TIMEOUT)
+    assert "duplicate key" not in str(raised.value)  # the server's text stays out
+    logged = _diagnostics(caplog)
+    assert any("UniqueViolation 23505" in message for message in logged)
+    assert not any("duplicate key" in message for message in logged)
 
 
 def test_writes_need_the_lease_and_a_second_owner_is_refused(

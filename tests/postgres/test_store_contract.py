@@ -14,6 +14,7 @@ import pykka
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionLeaseRefusedError
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError, StoreWriteError
 from host_bridge.embedded.store_errors import SessionLeaseError
@@ -22,7 +23,7 @@ from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
 
-StoreFactory = Callable[..., SqliteEventStore]
+StoreFactory = Callable[..., EventStore]
 
 
 @pytest.fixture(autouse=True)
@@ -71,13 +72,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 @pytest.fixture
 def make_store(backend: Backend) -> Iterator[StoreFactory]:
     """Open (and later close) stores on one backend; every store shares one location."""
-    opened: list[SqliteEventStore] = []
+    opened: list[EventStore] = []
 
-    def make(**options: Any) -> SqliteEventStore:
+    def make(**options: Any) -> EventStore:
         if "fault_hook" in options:
             from host_bridge.embedded.postgres_store import PostgresEventStore
 
-            store: SqliteEventStore = (
+            store: EventStore = (
                 SqliteEventStore(backend.spec, **options)
                 if backend.kind == "sqlite"
                 else PostgresEventStore(backend.spec, **options)
@@ -97,13 +98,13 @@ def event(seq: int, data: Any = None) -> SessionEvent:
     return SessionEvent("note", seq, 1_700_000_000_000 + seq, {"n": seq} if data is None else data)
 
 
-def record(store: SqliteEventStore, session_id: str, seq: int, data: Any = None) -> SessionEvent:
+def record(store: EventStore, session_id: str, seq: int, data: Any = None) -> SessionEvent:
     item = event(seq, data)
     store.record_append(session_id, item, encode_payload(item.data))
     return item
 
 
-def new_session(store: SqliteEventStore, session_id: str) -> None:
+def new_session(store: EventStore, session_id: str) -> None:
     store.acquire_session(session_id)
     store.create_session(SessionHeader(session_id))
 
@@ -249,6 +250,33 @@ def test_a_failed_commit_keeps_the_rows_queued_and_the_next_flush_retries(
     assert store.flush("s").result(TIMEOUT) is True
     stored = make_store().load("s")
     assert stored is not None and len(stored.events) == 1
+
+
+def test_both_backends_are_sibling_event_stores(make_store: StoreFactory, backend: Backend) -> None:
+    store = make_store()  # opened by open_store
+    assert isinstance(store, EventStore)
+    assert isinstance(store, SqliteEventStore) is (backend.kind == "sqlite")
+
+
+def test_a_row_conflict_is_named_by_the_backends_own_error_category(
+    make_store: StoreFactory, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = make_store()
+    new_session(store, "s")
+    assert store.flush("s").result(TIMEOUT) is True
+    backend.foreign_event("s", 0)  # another writer took seq 0
+    record(store, "s", 0)
+    named = "SQLITE_CONSTRAINT" if backend.kind == "sqlite" else "UniqueViolation 23505"
+    with (
+        caplog.at_level(logging.INFO, logger="dsh_schedule"),
+        pytest.raises(SessionLeaseError, match=f"fenced out.*{named}") as raised,
+    ):
+        store.flush("s").result(TIMEOUT)
+    driver_texts = ("UNIQUE constraint failed", "duplicate key")
+    diagnostics = [str(raised.value)] + [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO
+    ]
+    assert not [text for text in diagnostics if any(d in text for d in driver_texts)]
 
 
 # --- one owner per session ---------------------------------------------------------------

@@ -9,9 +9,9 @@ from typing import Any
 
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import decode_payload
+from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolResult
 from host_bridge.testing import FakeClock, FakeTimers, call_tool, settle
@@ -51,7 +51,7 @@ class Rig:
         self.closed = False
 
     @property
-    def store(self) -> SqliteEventStore:
+    def store(self) -> EventStore:
         assert self.host.persistence is not None
         return self.host.persistence
 
