@@ -11,7 +11,7 @@ from messages.mailbox import Ping
 
 __all__ = ["MailboxActor"]
 
-_log = logging.getLogger("dsh_schedule.actors")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 class MailboxActor(pykka.ThreadingActor):

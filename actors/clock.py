@@ -34,7 +34,7 @@ __all__ = [
     "wall_clock_ms",
 ]
 
-_log = logging.getLogger("dsh_schedule.clock")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 _COMPACT_MIN = 1024
 """Heap size from which cancelled entries are swept out when a timer is armed."""

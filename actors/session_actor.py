@@ -21,7 +21,7 @@ __all__ = [
     "SessionCore",
 ]
 
-_log = logging.getLogger("dsh_schedule.session")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 class PersistenceListener(Protocol):

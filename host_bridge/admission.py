@@ -82,7 +82,7 @@ from actors.contract import AgentStatus
 
 __all__ = ["AdmissionClosedError", "AgentStatus", "TurnAdmission"]
 
-_log = logging.getLogger("dsh_schedule.admission")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 M = TypeVar("M")
 

@@ -28,7 +28,7 @@ from messages import (
 
 __all__ = ["ScheduleInvariant", "ScheduleInvariantError", "install_schedule_invariant"]
 
-_log = logging.getLogger("dsh_schedule.invariant")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 CreationGuard = Callable[[SessionHeader, Sequence[SessionEvent]], None]
 

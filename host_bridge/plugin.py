@@ -66,7 +66,7 @@ __all__ = [
     "install_schedule",
 ]
 
-_log = logging.getLogger("dsh_schedule.plugin")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from messages.mailbox import RestartOwner
 
 __all__ = ["OwnerSupervision", "RestartPolicy"]
 
-_log = logging.getLogger("dsh_schedule.supervision")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from messages.tool_values import (
 
 __all__ = ["present_value", "render_value", "schedule_tools"]
 
-_log = logging.getLogger("dsh_schedule.tools")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 RequestFactory = Callable[[Any, "Future[Any]"], "ToolRequest | ToolError"]
 

@@ -20,7 +20,7 @@ from host_bridge.protocols import Cancellable, Timers
 
 __all__ = ["ClockWatchdog"]
 
-_log = logging.getLogger("dsh_schedule.watchdog")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 class ClockWatchdog:

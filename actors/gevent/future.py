@@ -18,7 +18,7 @@ from actors.waiting import make_wake
 
 __all__ = ["ExcInfo", "GeventFuture"]
 
-_log = logging.getLogger("dsh_schedule.gevent")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 T = TypeVar("T")
 

@@ -31,7 +31,7 @@ __all__ = [
     "default_hub",
 ]
 
-_log = logging.getLogger("dsh_schedule.gevent")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 RawGreenlet: Any = gevent.hub.RawGreenlet
 getcurrent: Callable[[], Any] = gevent.getcurrent

@@ -13,7 +13,7 @@ from actors.gevent.hub import GeventHub, GeventRuntimeError, default_hub
 
 __all__ = ["GeventTimerHandle", "GeventTimers"]
 
-_log = logging.getLogger("dsh_schedule.gevent")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 def _noop() -> None:

@@ -31,7 +31,7 @@ from host_bridge.embedded.sqlite_store import StoreError
 
 __all__ = ["cli", "main"]
 
-_log = logging.getLogger("dsh_schedule.cli")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 _EPILOG = (
     "--data and --store are taken before or after the command name; given in both\n"

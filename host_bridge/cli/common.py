@@ -65,7 +65,7 @@ __all__ = [
     "visible",
 ]
 
-_log = logging.getLogger("dsh_schedule.cli")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 EXIT_OK = 0
 """The command did what was asked."""

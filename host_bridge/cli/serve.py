@@ -52,7 +52,7 @@ from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, schedule_reminder_p
 
 __all__ = ["NotifierModel", "Presented", "Server", "serve_command"]
 
-_log = logging.getLogger("dsh_schedule.cli.serve")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 NOTIFY_TIMEOUT_SECONDS = 30.0
 """How long a notify command may run before it is stopped (and reported as failed)."""

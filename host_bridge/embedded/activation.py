@@ -38,7 +38,7 @@ from host_bridge.protocols import Agent, DueSession
 
 __all__ = ["FILTER_WINDOW", "ActivatedHost", "EmbeddedActivation"]
 
-_log = logging.getLogger("dsh_schedule.activation")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 FILTER_WINDOW = 1024
 """How many due sessions an ``accept`` filter looks at (the earliest ones)."""

@@ -73,7 +73,7 @@ __all__ = [
     "TurnRecord",
 ]
 
-_log = logging.getLogger("dsh_schedule.agents")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 MESSAGE_EVENT = "message"
 

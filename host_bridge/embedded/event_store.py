@@ -88,7 +88,7 @@ __all__ = [
     "commit_failed",
 ]
 
-_log = logging.getLogger("dsh_schedule.store")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 CLOSE_TIMEOUT = 30.0
 """Seconds :meth:`EventStore.close` waits for its last write by default."""

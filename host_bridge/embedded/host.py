@@ -23,7 +23,7 @@ from host_bridge.protocols import HostContext, Timers
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "EmbeddedHost"]
 
-_log = logging.getLogger("dsh_schedule.host")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 DEFAULT_CLOSE_TIMEOUT = 30.0
 """Seconds :meth:`EmbeddedHost.close` may take to write what is queued, by default.

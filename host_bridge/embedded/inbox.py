@@ -35,7 +35,7 @@ __all__ = [
     "queued_data",
 ]
 
-_log = logging.getLogger("dsh_schedule.inbox")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 INBOX_EVENT = "inbox/queued"
 """Event type of a message an agent accepted into its queue."""

@@ -112,7 +112,7 @@ __all__ = [
     "is_postgres_url",
 ]
 
-_log = logging.getLogger("dsh_schedule.store.postgres")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 SCHEMA_VERSION = 2
 """The PostgreSQL schema version this code reads and writes."""

@@ -40,7 +40,7 @@ __all__ = [
     "SessionLeaseRefusedError",
 ]
 
-_log = logging.getLogger("dsh_schedule.sessions")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], None]

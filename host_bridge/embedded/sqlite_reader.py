@@ -57,7 +57,7 @@ from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 
 __all__ = ["SqliteStoreReader"]
 
-_log = logging.getLogger("dsh_schedule.store")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 _T = TypeVar("_T")
 

@@ -128,7 +128,7 @@ __all__ = [
     "schema_version",
 ]
 
-_log = logging.getLogger("dsh_schedule.store")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 SCHEMA_VERSION = 3
 """The schema version this code reads and writes."""

@@ -15,7 +15,7 @@ from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 
 __all__ = ["ScopedToolRegistry", "ToolConflictError"]
 
-_log = logging.getLogger("dsh_schedule.tools")
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
 class ToolConflictError(Exception):

@@ -94,7 +94,7 @@ def test_quiet_by_default_and_verbose_logs_to_stderr(home: Path, data_dir: Path)
     assert quiet.err == ""
     loud = run_cli(["-vv", "verify", "--data", str(data_dir)], home)
     assert loud.code == 0
-    assert "DEBUG dsh_schedule.store" in loud.err
+    assert "DEBUG dsh_schedule.host_bridge.embedded.sqlite_reader" in loud.err
     assert loud.out == quiet.out
 
 

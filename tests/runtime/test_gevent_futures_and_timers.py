@@ -211,7 +211,7 @@ def test_a_failing_callback_is_logged_and_the_hub_goes_on(
     def fail() -> None:
         raise RuntimeError("callback failed")
 
-    with caplog.at_level(logging.ERROR, logger="dsh_schedule.gevent"):
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.actors.gevent"):
         timers.call_later(0, fail)
         timers.call_later(5, lambda: fired.put("after"))
         assert fired.get(timeout=5) == "after"

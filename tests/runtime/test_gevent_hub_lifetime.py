@@ -149,7 +149,7 @@ def test_a_burst_of_hand_offs_lets_due_timers_run_and_keeps_its_order(
 def test_a_hub_that_stops_unexpectedly_fails_fast_and_closes_cleanly(
     hub_runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.CRITICAL, logger="dsh_schedule.gevent")
+    caplog.set_level(logging.CRITICAL, logger="dsh_schedule.actors.gevent")
     ref = hub_runtime.bind(Worker).start()
     entered = threading.Event()
     in_flight = ref.ask(Hang(entered), block=False)
@@ -215,7 +215,7 @@ def test_runtime_wait_fails_fast_once_the_runtime_is_closed(hub_runtime: GeventR
 def test_close_is_bounded_and_reports_a_hub_that_does_not_stop(
     hub_runtime: GeventRuntime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="dsh_schedule.gevent")
+    caplog.set_level(logging.ERROR, logger="dsh_schedule.actors.gevent")
     ref = hub_runtime.bind(Worker).start()
     assert ref.ask(Where(), timeout=HANG_GUARD_S)
     thread = hub_runtime.thread

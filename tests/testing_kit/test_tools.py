@@ -165,12 +165,12 @@ def test_failures_never_leak_exception_text(mode: str, caplog: pytest.LogCapture
     registry = ScopedToolRegistry()
     a = agent("a")
     registry.register(tool("t", broken), agent=a)
-    with caplog.at_level(logging.WARNING, logger="dsh_schedule.tools"):
+    with caplog.at_level(logging.WARNING, logger="dsh_schedule.host_bridge.embedded.tools"):
         result = registry.execute("t", {}, agent=a)
     assert result.is_error
     assert result.value["code"] == "tool_failed"
     assert SECRET not in result.content and SECRET not in repr(result.value)
-    assert caplog.records and caplog.records[0].name == "dsh_schedule.tools"
+    assert caplog.records and caplog.records[0].name == "dsh_schedule.host_bridge.embedded.tools"
 
 
 def test_submit_does_not_wait_and_execute_times_out() -> None:
