@@ -18,9 +18,13 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+if TYPE_CHECKING:
+    from host_bridge.embedded.postgres_store import PostgresEventStore
 
 URL_ENV = "DSH_TEST_POSTGRES_URL"
 
@@ -133,3 +137,13 @@ def pg_url(pg_server: str) -> Iterator[str]:
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[list[PostgresEventStore]]:
+    """PostgreSQL stores a test opened (with ``helpers.open_pg``), closed at teardown."""
+    opened: list[PostgresEventStore] = []
+    yield opened
+    for store in opened:
+        if not store.closed:
+            store.close()

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any
 
-import pykka
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
@@ -16,35 +13,10 @@ from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.postgres_store import PostgresEventStore  # noqa: E402
 from host_bridge.embedded.sessions import EmbeddedSessionStore  # noqa: E402
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreWriteError  # noqa: E402
-from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
+from host_bridge.protocols import SessionHeader  # noqa: E402
+from tests.postgres.helpers import append, open_pg  # noqa: E402
 
 TIMEOUT = 20.0
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
-
-
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[list[PostgresEventStore]]:
-    opened: list[PostgresEventStore] = []
-    yield opened
-    for store in opened:
-        if not store.closed:
-            store.close()
-
-
-def open_pg(url: str, opened: list[PostgresEventStore], **options: Any) -> PostgresEventStore:
-    store = PostgresEventStore(url, **options)
-    opened.append(store)
-    return store
-
-
-def append(store: PostgresEventStore, session_id: str, seq: int) -> None:
-    item = SessionEvent("note", seq, 1_700_000_000_000, {"n": seq})
-    store.record_append(session_id, item, encode_payload(item.data))
 
 
 def terminate_lease_connection(url: str, store: PostgresEventStore) -> None:

@@ -10,10 +10,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import pykka
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
@@ -34,37 +32,12 @@ from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreWriteError,
 )
 from host_bridge.plugin import install_schedule  # noqa: E402
-from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
+from host_bridge.protocols import SessionHeader  # noqa: E402
 from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
+from tests.postgres.helpers import append, open_pg  # noqa: E402
 
 TIMEOUT = 20.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(autouse=True)
-def _stop_actors() -> Iterator[None]:
-    yield
-    pykka.ActorRegistry.stop_all()
-
-
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[list[PostgresEventStore]]:
-    opened: list[PostgresEventStore] = []
-    yield opened
-    for store in opened:
-        if not store.closed:
-            store.close()
-
-
-def open_pg(url: str, opened: list[PostgresEventStore], **options: Any) -> PostgresEventStore:
-    store = PostgresEventStore(url, **options)
-    opened.append(store)
-    return store
-
-
-def append(store: PostgresEventStore, session_id: str, seq: int) -> None:
-    item = SessionEvent("note", seq, 1_700_000_000_000, {"n": seq})
-    store.record_append(session_id, item, encode_payload(item.data))
 
 
 def test_schema_is_versioned_and_a_newer_one_is_refused(
