@@ -59,6 +59,7 @@ from host_bridge.embedded.store_errors import (
     StoreError,
     StoreWriteError,
 )
+from host_bridge.embedded.store_reads import SessionReads
 from host_bridge.embedded.store_rows import (
     INT64_MAX,
     CommitResult,
@@ -100,7 +101,7 @@ AUTO_WRITE_BYTES = 32 * 1024 * 1024
 """Queued payload bytes that make the writer commit even when no flush is waiting."""
 
 
-class EventStore(ABC):
+class EventStore(SessionReads[Any], ABC):
     """Durable session logs behind a write-behind queue; the embedded host's persistence listener.
 
     ``fault_hook`` is a test seam: when given, the writer thread calls it inside
@@ -412,32 +413,8 @@ class EventStore(ABC):
         """The number of stored events of ``session_id``, or None when it is not stored."""
 
     @abstractmethod
-    def session_ids(self) -> list[str]:
-        """The ids of every durably stored session, sorted."""
-
-    @abstractmethod
-    def load_header(self, session_id: str) -> SessionHeader | None:
-        """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
-
-    @abstractmethod
-    def load(self, session_id: str) -> StoredSession | None:
-        """The durably stored session (header and decoded log), or ``None`` when it is not stored.
-
-        Raises :class:`StoreCorruptError` naming the session and seq when its
-        rows are not ``0 … n-1`` contiguous or a row does not decode.
-        """
-
-    @abstractmethod
     def due_entry(self, session_id: str) -> DueEntry | None:
         """The durably stored due index row of ``session_id`` (``None``: no row)."""
-
-    @abstractmethod
-    def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (for checks; reads the whole index)."""
-
-    @abstractmethod
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot (for checks)."""
 
     @abstractmethod
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
@@ -540,7 +517,7 @@ class EventStore(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _stored_session(
+    def _decoded(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
     ) -> StoredSession | None:
         """Decode a header row and event rows read in one snapshot; note the next seq."""
@@ -834,7 +811,7 @@ class EventStore(ABC):
     def _close_connections(self) -> None:
         """At :meth:`close`, after the writer stopped or was given up on: close the rest."""
 
-    def _closing(self) -> None:  # noqa: B027 (an optional hook)
+    def _closing(self) -> None:
         """Lock held, at the first :meth:`close`: queue what the final round must also write."""
 
     def _settle(self, result: WriteRound, waiters: list[Waiter]) -> list[Outcome]:

@@ -94,15 +94,12 @@ from host_bridge.embedded.store_rows import (
     Loss,
     Op,
     SessionRow,
-    StoredSession,
     Waiter,
     decode_due_entry,
-    decode_header,
     is_storable_id,
     show_id,
     write_due_changes,
 )
-from host_bridge.protocols import SessionHeader
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -514,23 +511,11 @@ class PostgresEventStore(EventStore):
 
     # --- reads -----------------------------------------------------------------
 
-    def session_ids(self) -> list[str]:
-        """The ids of every durably stored session, sorted."""
-        return self._query(lambda conn: _select_session_ids(conn, self._label))
+    def _reads(self) -> ReadQueries[psycopg.Connection[Any]]:
+        return _POSTGRES_READS
 
-    def load_header(self, session_id: str) -> SessionHeader | None:
-        """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not is_storable_id(session_id):
-            return None
-        row = self._query(lambda conn: _select_header(conn, session_id))
-        return None if row is None else decode_header(session_id, tuple(row))
-
-    def load(self, session_id: str) -> StoredSession | None:
-        """The durably stored session (header and decoded log), or ``None`` if not stored."""
-        if not is_storable_id(session_id):
-            return None
-        head, rows = self._query(lambda conn: _select_session(conn, session_id))
-        return self._stored_session(session_id, head, rows)
+    def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        return self._query(query)
 
     def _stored_length(self, session_id: str) -> int | None:
         if not is_storable_id(session_id):
@@ -670,17 +655,6 @@ class PostgresEventStore(EventStore):
             ).fetchone()
         )
         return None if row is None else decode_due_entry(session_id, tuple(row))
-
-    def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (for checks; reads the whole index)."""
-        return self._query(_select_due_entries)
-
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot (for checks)."""
-        if not is_storable_id(session_id):
-            return None, None
-        head, rows, due = self._query(lambda conn: _select_indexed(conn, session_id))
-        return self._stored_session(session_id, head, rows), due
 
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions whose lease nobody holds.

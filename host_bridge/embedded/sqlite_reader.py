@@ -41,14 +41,10 @@ from urllib.parse import quote
 from host_bridge.embedded.sqlite_store import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
+    SQLITE_READS,
     _category,
     _open_error,
     _read_error,
-    _select_due_entries,
-    _select_header,
-    _select_indexed,
-    _select_session,
-    _select_session_ids,
     _sidecar,
     schema_version,
 )
@@ -134,7 +130,7 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
             raise _open_error(self._path, error) from None
 
     def _reads(self) -> ReadQueries[sqlite3.Connection]:
-        return _SQLITE_READS
+        return SQLITE_READS
 
     def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
         with self._lock:
@@ -184,12 +180,3 @@ def _size(path: Path) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
-
-
-_SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
-    session_ids=_select_session_ids,
-    header=_select_header,
-    session=_select_session,
-    due_entries=_select_due_entries,
-    indexed=_select_indexed,
-)

@@ -89,6 +89,7 @@ from host_bridge.embedded.store_errors import (
     StoreVersionError,
     StoreWriteError,
 )
+from host_bridge.embedded.store_reads import ReadQueries
 from host_bridge.embedded.store_rows import (
     CommitResult,
     EventRow,
@@ -98,13 +99,11 @@ from host_bridge.embedded.store_rows import (
     StoredSession,
     check_id,
     decode_due_entry,
-    decode_header,
     decode_session,
     is_storable_id,
     show_id,
     write_due_changes,
 )
-from host_bridge.protocols import SessionHeader
 
 __all__ = [
     "AUTO_WRITE_BYTES",
@@ -425,30 +424,8 @@ class SqliteEventStore(EventStore):
 
     # --- reads ---------------------------------------------------------------------
 
-    def session_ids(self) -> list[str]:
-        """The ids of every durably stored session, sorted."""
-
-        return self._read(lambda conn: _select_session_ids(conn, self._path))
-
-    def load_header(self, session_id: str) -> SessionHeader | None:
-        """The durably stored header of ``session_id``, or ``None`` when it is not stored."""
-        if not is_storable_id(session_id):
-            return None
-
-        row = self._read(lambda conn: _select_header(conn, session_id))
-        return None if row is None else decode_header(session_id, row)
-
-    def load(self, session_id: str) -> StoredSession | None:
-        """The durably stored session (header and decoded log), or ``None`` when it is not stored.
-
-        Raises :class:`StoreCorruptError` naming the session and seq when its
-        rows are not ``0 … n-1`` contiguous or a row does not decode.
-        """
-        if not is_storable_id(session_id):
-            return None
-
-        head, rows = self._read(lambda conn: _select_session(conn, session_id))
-        return self._stored_session(session_id, head, rows)
+    def _reads(self) -> ReadQueries[sqlite3.Connection]:
+        return SQLITE_READS
 
     # --- due index ---------------------------------------------------------------------
 
@@ -462,17 +439,6 @@ class SqliteEventStore(EventStore):
             ).fetchone()
         )
         return None if row is None else decode_due_entry(session_id, row)
-
-    def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (for checks; reads the whole index)."""
-        return self._read(_select_due_entries)
-
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot (for checks)."""
-        if not is_storable_id(session_id):
-            return None, None
-        head, rows, due = self._read(lambda conn: _select_indexed(conn, session_id))
-        return self._stored_session(session_id, head, rows), due
 
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
@@ -1163,3 +1129,13 @@ def _is_dead_local_owner(owner: str) -> bool:
 def _category(error: BaseException) -> str:
     name = getattr(error, "sqlite_errorname", None)
     return name if isinstance(name, str) and name else type(error).__name__
+
+
+SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
+    session_ids=_select_session_ids,
+    header=_select_header,
+    session=_select_session,
+    due_entries=_select_due_entries,
+    indexed=_select_indexed,
+)
+"""The read queries of an SQLite store file (writable and read-only alike)."""

@@ -1,18 +1,21 @@
-"""The reads both read-only stores offer, written once over a backend's queries.
+"""The reads every store offers, written once over a backend's queries.
 
-:class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader` and
-:class:`~host_bridge.embedded.postgres_store.PostgresStoreReader` differ in how
+The writable stores (:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore`,
+:class:`~host_bridge.embedded.postgres_store.PostgresEventStore`) and the
+read-only ones (:class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader`,
+:class:`~host_bridge.embedded.postgres_store.PostgresStoreReader`) differ in how
 they connect and in their SQL; what they answer, and how (ids checked before
 anything is read, one snapshot per session, rows decoded by
-:func:`~host_bridge.embedded.sqlite_store.decode_session`), is the same. A
-reader names its backend's queries in :class:`ReadQueries` and implements
-``_read``; :class:`StoreReadsBase` does the rest.
+:func:`~host_bridge.embedded.store_rows.decode_session`), is the same. A store
+names its backend's queries in :class:`ReadQueries` and implements ``_read``;
+:class:`SessionReads` does the rest, and :class:`StoreReadsBase` adds what a
+read-only store needs besides (its schema version and closing).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -25,10 +28,11 @@ from host_bridge.embedded.store_rows import (
 )
 from host_bridge.protocols import SessionHeader
 
-__all__ = ["ReadQueries", "StoreReadsBase"]
+__all__ = ["ReadQueries", "SessionReads", "StoreReadsBase"]
 
 _T = TypeVar("_T")
-_C = TypeVar("_C", bound="_Closable")
+_C = TypeVar("_C")
+_K = TypeVar("_K", bound="_Closable")
 
 Rows = list[tuple[Any, ...]]
 
@@ -39,7 +43,7 @@ class _Closable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReadQueries(Generic[_C]):
-    """A backend's read queries, each run inside :meth:`StoreReadsBase._read`."""
+    """A backend's read queries, each run inside :meth:`SessionReads._read`."""
 
     session_ids: Callable[[_C, str], list[str]]
     """Every stored session id, sorted (the ``str`` names the store in errors)."""
@@ -53,31 +57,22 @@ class ReadQueries(Generic[_C]):
     """A session's header row, event rows and due index row, in one snapshot."""
 
 
-class StoreReadsBase(Generic[_C]):
-    """Reads of durably stored sessions over one connection, guarded by a lock.
+class SessionReads(Generic[_C]):
+    """Reads of durably stored sessions through a backend's :class:`ReadQueries`.
 
-    A subclass names its queries in :meth:`_reads`, sets
-    :attr:`_due_index_version`, assigns
-    ``_lock``, ``_conn``, ``_version`` and ``_label`` when it opens, and
-    implements :meth:`_read` (which turns its driver's errors into
-    :class:`~host_bridge.embedded.store_errors.StoreError`).
+    A subclass names its queries in :meth:`_reads`, runs them in :meth:`_read`
+    (which turns its driver's errors into
+    :class:`~host_bridge.embedded.store_errors.StoreError`), says whether it has
+    a due index, and sets ``_label`` (how errors name the store). A writable
+    store overrides :meth:`_decoded` to note what it read.
     """
 
-    _due_index_version: ClassVar[int]
-    _lock: threading.Lock
-    _conn: _C | None
-    _version: int
     _label: str
 
     @property
-    def label(self) -> str:
-        """How messages name the store."""
-        return self._label
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the store (older versions are read as they are)."""
-        return self._version
+    def has_due_index(self) -> bool:
+        """Whether the store's schema has a due index (older stores have none)."""
+        raise NotImplementedError
 
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
@@ -88,7 +83,7 @@ class StoreReadsBase(Generic[_C]):
         if not is_storable_id(session_id):
             return None
         row = self._read(lambda conn: self._reads().header(conn, session_id))
-        return None if row is None else decode_header(session_id, row)
+        return None if row is None else decode_header(session_id, tuple(row))
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (header and decoded log), or ``None`` when it is not stored.
@@ -100,12 +95,7 @@ class StoreReadsBase(Generic[_C]):
         if not is_storable_id(session_id):
             return None
         head, rows = self._read(lambda conn: self._reads().session(conn, session_id))
-        return decode_session(session_id, head, rows)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Whether the store's schema has a due index (older stores have none)."""
-        return self._version >= self._due_index_version
+        return self._decoded(session_id, head, rows)
 
     def due_entries(self) -> dict[str, DueEntry]:
         """Every stored due index row, by session id (empty without a due index)."""
@@ -123,7 +113,49 @@ class StoreReadsBase(Generic[_C]):
         if not is_storable_id(session_id):
             return None, None
         head, rows, due = self._read(lambda conn: self._reads().indexed(conn, session_id))
-        return decode_session(session_id, head, rows), due
+        return self._decoded(session_id, head, rows), due
+
+    def _decoded(
+        self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
+    ) -> StoredSession | None:
+        """Decode a header row and event rows read in one snapshot."""
+        return decode_session(session_id, head, rows)
+
+    def _reads(self) -> ReadQueries[_C]:
+        """The backend's read queries."""
+        raise NotImplementedError
+
+    def _read(self, query: Callable[[_C], _T]) -> _T:
+        """Run ``query`` on the store's connection; driver errors become ``StoreError``."""
+        raise NotImplementedError
+
+
+class StoreReadsBase(SessionReads[_K]):
+    """A read-only store: :class:`SessionReads` over one connection, guarded by a lock.
+
+    A subclass sets :attr:`_due_index_version` and assigns ``_lock``,
+    ``_conn``, ``_version`` and ``_label`` when it opens.
+    """
+
+    _due_index_version: ClassVar[int]
+    _lock: threading.Lock
+    _conn: _K | None
+    _version: int
+
+    @property
+    def label(self) -> str:
+        """How messages name the store."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the store (older versions are read as they are)."""
+        return self._version
+
+    @property
+    def has_due_index(self) -> bool:
+        """Whether the store's schema has a due index (older stores have none)."""
+        return self._version >= self._due_index_version
 
     def close(self) -> None:
         """Close the connection; later reads raise ``StoreClosedError``."""
@@ -137,11 +169,3 @@ class StoreReadsBase(Generic[_C]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _reads(self) -> ReadQueries[_C]:
-        """The backend's read queries."""
-        raise NotImplementedError
-
-    def _read(self, query: Callable[[_C], _T]) -> _T:
-        """Run ``query`` on the open connection, under the lock."""
-        raise NotImplementedError
