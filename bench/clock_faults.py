@@ -64,7 +64,7 @@ from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule
 from host_bridge.protocols import UserMessage
-from messages.instant import parse_instant
+from messages import parse_instant, parse_reminder_framing
 
 NAME = "clock_faults"
 HOUR_MS = 3_600_000
@@ -139,10 +139,10 @@ class Deliveries:
 
 
 def _occurrence(text: str) -> int:
-    for line in text.splitlines():
-        if line.startswith("occurrence_at: "):
-            return parse_instant(line.removeprefix("occurrence_at: "))
-    raise BenchError("a reminder framing without occurrence_at")
+    found = parse_reminder_framing(text)
+    if len(found) != 1:
+        raise BenchError("a follow-up that is not one reminder's framing")
+    return parse_instant(found[0].occurrence_at)
 
 
 def _silent(turn: Turn) -> str | None:

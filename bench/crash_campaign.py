@@ -85,7 +85,13 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
-from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, parse_instant, validate_schedule_stream
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    ScheduleLogError,
+    parse_instant,
+    parse_reminder_framing,
+    validate_schedule_stream,
+)
 
 __all__ = [
     "MODES",
@@ -128,23 +134,10 @@ def _block_forever() -> None:
     threading.Event().wait()
 
 
-def _reminder_fields(message: UserMessage) -> tuple[str, str]:
-    """(schedule id, occurrence_at) of a ``[SCHEDULE REMINDER]`` framing."""
-    return _framing_fields(message.text)
-
-
-def _framing_fields(text: str) -> tuple[str, str]:
-    schedule_id = occurrence = ""
-    for line in text.split("\n"):
-        if line.startswith("schedule_id_json: "):
-            schedule_id = str(json.loads(line[len("schedule_id_json: ") :]))
-        elif line.startswith("occurrence_at: "):
-            occurrence = line[len("occurrence_at: ") :]
-    return schedule_id, occurrence
-
-
-def _is_reminder(text: str) -> bool:
-    return text.startswith("[SCHEDULE REMINDER]")
+def _reminder_of(text: str) -> tuple[str, str] | None:
+    """(schedule id, occurrence_at) of a one-shot reminder framing; ``None`` for other text."""
+    found = parse_reminder_framing(text)
+    return (found[0].schedule_id, found[0].occurrence_at) if len(found) == 1 else None
 
 
 class _ObservedSessions:
@@ -185,7 +178,7 @@ class _HandOverCheck:
         reminders = [
             event.seq
             for event, _ in rows
-            if event.type == INBOX_EVENT and _is_reminder(_entry_text(event.data))
+            if event.type == INBOX_EVENT and _reminder_of(_entry_text(event.data)) is not None
         ]
         dispatches = sum(
             1
@@ -281,7 +274,9 @@ def _child_main(argv: Sequence[str]) -> None:
             if message.source.get("plugin") != "tool-schedule":
                 real(message)  # a prompt of the driver, not a reminder
                 return
-            schedule_id, occurrence = _reminder_fields(message)
+            reminder = _reminder_of(message.text)
+            assert reminder is not None, "Schedule queued a text that is not its framing"
+            schedule_id, occurrence = reminder
             journal("followup", session=session_id, id=schedule_id, now=clock(), at=occurrence)
             try:
                 real(message)
@@ -324,8 +319,9 @@ def _child_main(argv: Sequence[str]) -> None:
     def model_for(session_id: str) -> Callable[[Turn], str | None]:
         def model(turn: Turn) -> str | None:
             text = turn.message.text
-            if _is_reminder(text):
-                schedule_id, occurrence = _reminder_fields(turn.message)
+            reminder = _reminder_of(text)
+            if reminder is not None:
+                schedule_id, occurrence = reminder
                 assert turn.inbox_seq is not None
                 with counter_lock:
                     reminder_entries.add((session_id, turn.inbox_seq))
@@ -716,9 +712,9 @@ def _read_ledger(session_id: str, events: Sequence[SessionEvent], stored: _Store
             else:
                 stored.dispatches[key] += 1
         elif event.type == INBOX_EVENT:
-            text = _entry_text(event.data)
-            if _is_reminder(text):
-                schedule_id, _ = _framing_fields(text)
+            reminder = _reminder_of(_entry_text(event.data))
+            if reminder is not None:
+                schedule_id, _ = reminder
                 reminder_of[event.seq] = schedule_id
                 stored.entries.setdefault((session_id, schedule_id), []).append(event.seq)
         elif event.type == "message" and isinstance(event.data, dict):
@@ -766,8 +762,9 @@ class _Counter:
         self._clock = clock
 
     def __call__(self, turn: Turn) -> str | None:
-        if _is_reminder(turn.message.text):
-            schedule_id, occurrence = _reminder_fields(turn.message)
+        reminder = _reminder_of(turn.message.text)
+        if reminder is not None:
+            schedule_id, occurrence = reminder
             self._runs.append(
                 {
                     "ev": "seen",

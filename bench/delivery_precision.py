@@ -61,7 +61,7 @@ from bench._common import (
 from bench._counts import Counters
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.protocols import UserMessage
-from messages.instant import parse_instant
+from messages import parse_instant, parse_reminder_framing
 
 NAME = "delivery_precision"
 
@@ -113,18 +113,12 @@ class _Followups:
         setattr(agent, "followup", followup)  # noqa: B010 - wrap this instance only
 
 
-def _framing_target(text: str) -> tuple[str, int]:
-    """(schedule id line, target ms) read back from a reminder framing."""
-    schedule_id = ""
-    target: int | None = None
-    for line in text.splitlines():
-        if line.startswith("schedule_id_json: "):
-            schedule_id = line.removeprefix("schedule_id_json: ")
-        elif line.startswith("occurrence_at: "):
-            target = parse_instant(line.removeprefix("occurrence_at: "))
-    if target is None:
-        raise BenchError("a reminder framing without occurrence_at")
-    return schedule_id, target
+def _target_ms(text: str) -> int:
+    """The occurrence (ms) of the one reminder a framing presents."""
+    found = parse_reminder_framing(text)
+    if len(found) != 1:
+        raise BenchError("a follow-up that is not one reminder's framing")
+    return parse_instant(found[0].occurrence_at)
 
 
 def _common_second(lead_s: float) -> int:
@@ -217,7 +211,7 @@ def run_ours(
     delays: list[float] = []
     targets: list[int] = []
     for _, text, called_ns in followups.seen:
-        _, target = _framing_target(text)
+        target = _target_ms(text)
         targets.append(target)
         delays.append(called_ns / 1e6 - target)
     return {

@@ -54,7 +54,7 @@ from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
-from messages import SCHEDULE_CHANGE_TYPE, parse_instant
+from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 
 __all__ = ["main", "run_round"]
 
@@ -89,16 +89,15 @@ class _Model:
         self.clock: FakeClock | None = None
 
     def __call__(self, turn: Turn) -> str | None:
-        text = turn.message.text
-        if text.startswith("[SCHEDULE REMINDER]") and self.clock is not None:
-            fields = dict(line.split(": ", 1) for line in text.split("\n")[2:])
+        found = parse_reminder_framing(turn.message.text)
+        if len(found) == 1 and self.clock is not None:
             self._runs.append(
                 (
                     self._session_id,
-                    str(json.loads(fields["schedule_id_json"])),
+                    found[0].schedule_id,
                     int(turn.inbox_seq if turn.inbox_seq is not None else -1),
                     self.clock(),
-                    parse_instant(fields["occurrence_at"]),
+                    parse_instant(found[0].occurrence_at),
                 )
             )
         return None

@@ -53,7 +53,12 @@ from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers
-from messages import SCHEDULE_CHANGE_TYPE, parse_instant, validate_schedule_stream
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    parse_instant,
+    parse_reminder_framing,
+    validate_schedule_stream,
+)
 
 __all__ = ["RoundReport", "SoakReport", "main", "run_soak"]
 
@@ -160,15 +165,10 @@ class _Deliveries:
 
     def model(self, session_id: str) -> Callable[[Turn], str | None]:
         def model(turn: Turn) -> str | None:
-            text = turn.message.text
-            if not text.startswith("[SCHEDULE REMINDER]"):
+            found = parse_reminder_framing(turn.message.text)
+            if len(found) != 1:
                 return None
-            schedule_id = occurrence = ""
-            for line in text.split("\n"):
-                if line.startswith("schedule_id_json: "):
-                    schedule_id = json.loads(line[len("schedule_id_json: ") :])
-                elif line.startswith("occurrence_at: "):
-                    occurrence = line[len("occurrence_at: ") :]
+            schedule_id, occurrence = found[0].schedule_id, found[0].occurrence_at
             with self._cond:
                 self.seen[(session_id, schedule_id)] += 1
                 self.total += 1

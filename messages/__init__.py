@@ -40,7 +40,11 @@ from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant, par
 from messages.numbers import MAX_SAFE_INTEGER, json_integer
 from messages.occurrence import resolve_every_occurrence
 from messages.presentation import (
+    REMINDER_BATCH_HEADER,
+    REMINDER_HEADER,
     REMINDER_SOURCE,
+    PresentedReminder,
+    parse_reminder_framing,
     render_reminder_batch_framing,
     render_reminder_framing,
     schedule_reminder_presentation,
@@ -88,6 +92,8 @@ __all__ = [
     "MIN_EVERY_SECONDS",
     "MIN_INSTANT_MS",
     "PROTOCOL_VERSION",
+    "REMINDER_BATCH_HEADER",
+    "REMINDER_HEADER",
     "REMINDER_SOURCE",
     "SCHEDULE_CHANGE_TYPE",
     "SELECTOR_KEYS",
@@ -101,6 +107,7 @@ __all__ = [
     "EveryRecord",
     "FoldedSchedules",
     "OneShotRecord",
+    "PresentedReminder",
     "ScheduleChange",
     "ScheduleError",
     "ScheduleInputError",
@@ -131,6 +138,7 @@ __all__ = [
     "json_integer",
     "mailbox",
     "parse_instant",
+    "parse_reminder_framing",
     "render_reminder_batch_framing",
     "render_reminder_framing",
     "resolve_at",

@@ -14,7 +14,6 @@ processed in order and the shell shuts down cleanly at ``/quit`` or end of input
 from __future__ import annotations
 
 import io
-import json
 import queue
 import re
 import sys
@@ -53,6 +52,7 @@ from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.tools import present_value
+from messages import REMINDER_BATCH_HEADER, PresentedReminder, parse_reminder_framing
 from messages.instant import parse_instant
 
 __all__ = ["COMMANDS_HELP", "ChatShell", "chat_command"]
@@ -62,8 +62,6 @@ DEFAULT_SESSION = "chat"
 
 MAX_WAIT_SECONDS = 86_400
 TOOL_TIMEOUT_SECONDS = 30.0
-REMINDER_HEADER = "[SCHEDULE REMINDER]"
-BATCH_HEADER = "[SCHEDULE REMINDER BATCH]"
 
 COMMANDS_HELP = """\
   /create SECONDS TEXT  call schedule_create with after_seconds (TEXT in SECONDS seconds)
@@ -96,18 +94,12 @@ class _Eof:
 class _Reminder:
     text: str
     received_ms: int
+    reminders: tuple[PresentedReminder, ...]
 
     @property
     def occurrences(self) -> list[str]:
-        """The ``occurrence_at`` of each reminder the message carries (unparsable: none)."""
-        rows = self.text.splitlines()
-        try:
-            if rows[0] == BATCH_HEADER:
-                items = json.loads(rows[2].removeprefix("reminders_json: "))
-                return [str(item["occurrence_at"]) for item in items]
-            return [row[15:] for row in rows if row.startswith("occurrence_at: ")]
-        except (IndexError, KeyError, TypeError, ValueError):
-            return []
+        """The ``occurrence_at`` of each reminder the message carries."""
+        return [reminder.occurrence_at for reminder in self.reminders]
 
 
 _Item = _Line | _Eof | _Reminder
@@ -141,8 +133,9 @@ class ChatShell:
     def _model(self, turn: Turn) -> str | None:
         """The agent's model: queue every reminder turn for the shell to print."""
         text = turn.message.text
-        if text.startswith((REMINDER_HEADER, BATCH_HEADER)):
-            self._inbox.put(_Reminder(text, wall_clock_ms()))
+        reminders = parse_reminder_framing(text)
+        if reminders:
+            self._inbox.put(_Reminder(text, wall_clock_ms(), reminders))
         return None
 
     # --- running -----------------------------------------------------------------------------
@@ -374,18 +367,17 @@ class ChatShell:
             click.echo("")
             self._prompt_shown = False
         occurrences = reminder.occurrences
-        self._shown += max(1, len(occurrences))
+        self._shown += len(occurrences)
         received = format_ms(reminder.received_ms)
-        if reminder.text.startswith(BATCH_HEADER):
+        if reminder.text.startswith(REMINDER_BATCH_HEADER):
             header = f"reminder batch ({len(occurrences)} due) received at {received}"
         else:
             header = f"reminder received at {received}"
-        if occurrences:
-            try:
-                late = (reminder.received_ms - max(map(parse_instant, occurrences))) / 1000
-                header += f" ({late:.3f} s after its due time)"
-            except Exception:
-                pass
+        try:
+            late = (reminder.received_ms - max(map(parse_instant, occurrences))) / 1000
+            header += f" ({late:.3f} s after its due time)"
+        except ValueError:
+            pass  # a framing Schedule wrote always holds canonical instants
         click.echo(header + ":")
         for row in reminder.text.splitlines():
             click.echo(f"  {safe_json(row)}")  # the framing's values are JSON strings

@@ -70,8 +70,10 @@ from host_bridge.protocols import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_
 from host_bridge.tools import present_value
 from messages import (
     SCHEDULE_CHANGE_TYPE,
+    PresentedReminder,
     ScheduleLogError,
     fold_schedule_events,
+    parse_reminder_framing,
     schedule_view,
     validate_schedule_stream,
 )
@@ -80,8 +82,6 @@ from messages.zones import load_time_zone
 
 __all__ = ["DemoTiming", "demo_command", "run_demo"]
 
-REMINDER_HEADER = "[SCHEDULE REMINDER]"
-BATCH_HEADER = "[SCHEDULE REMINDER BATCH]"
 EVERY_SECONDS = 300
 """The repeating reminder's interval: the shortest ``every_seconds`` allows."""
 AT_ZONE = "Asia/Shanghai"
@@ -251,26 +251,6 @@ class Reminder:
     received_ms: int
 
 
-def _parse_framing(text: str) -> list[tuple[str, str, str]]:
-    """``(schedule id, occurrence, prompt)`` of every reminder a framing carries."""
-    fields: dict[str, str] = {}
-    for row in text.splitlines()[2:]:
-        key, _, value = row.partition(": ")
-        fields[key] = value
-    if text.startswith(BATCH_HEADER):
-        return [
-            (item["schedule_id"], item["occurrence_at"], item["reminder_prompt"])
-            for item in json.loads(fields["reminders_json"])
-        ]
-    return [
-        (
-            json.loads(fields["schedule_id_json"]),
-            fields["occurrence_at"],
-            json.loads(fields["reminder_prompt_json"]),
-        )
-    ]
-
-
 @dataclass
 class ScriptedModel:
     """A deterministic model: one scripted tool call per user line; presents every reminder."""
@@ -287,8 +267,9 @@ class ScriptedModel:
     def __call__(self, turn: Turn) -> str | None:
         """Run one turn."""
         text = turn.message.text
-        if text.startswith((REMINDER_HEADER, BATCH_HEADER)):
-            return self._reminder(text)
+        reminders = parse_reminder_framing(text)
+        if reminders:
+            return self._reminder(text, reminders)
         step = self.steps.get(text)
         if step is None:
             reply = "I have no script for that."
@@ -306,17 +287,18 @@ class ScriptedModel:
         self.transcript.line("model", reply)  # the steps' replies escape what they quote
         return reply
 
-    def _reminder(self, text: str) -> str:
+    def _reminder(self, text: str, items: tuple[PresentedReminder, ...]) -> str:
         now = self.clock()
-        items = _parse_framing(text)
-        late = _lateness(now, max(occurrence for _, occurrence, _ in items))
+        late = _lateness(now, max(item.occurrence_at for item in items))
         self.transcript.line("reminder", f"follow-up turn for {self.name} ({late}):")
         self.transcript.block(text)
         with self._arrived:
-            for schedule_id, occurrence, prompt in items:
-                self.reminders.append(Reminder(schedule_id, occurrence, prompt, now))
+            for item in items:
+                self.reminders.append(
+                    Reminder(item.schedule_id, item.occurrence_at, item.prompt, now)
+                )
             self._arrived.notify_all()
-        said = "; ".join(prompt for _, _, prompt in items)
+        said = "; ".join(item.prompt for item in items)
         self.transcript.line("model", f"Reminder for you: {visible(said)}")
         return f"Reminder for you: {said}"
 

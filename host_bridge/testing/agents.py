@@ -21,6 +21,7 @@ class StatusSink(Protocol):
         """Tell the status listeners that ``agent`` is now ``status``."""
         ...
 
+
 _MAX_TURNS = 10_000
 
 

@@ -14,19 +14,15 @@ recovery while the log still holds a single dispatch; only ``presented`` shows t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from host_bridge.protocols import Session, UserMessage
 from messages.fold import EventLike
-from messages.presentation import schedule_reminder_presentation
+from messages.presentation import parse_reminder_framing, schedule_reminder_presentation
 from messages.records import SCHEDULE_CHANGE_TYPE, DispatchChange, decode_schedule_change
 
 __all__ = ["Dispatch", "assert_delivered_once", "dispatches", "reminder_mentions"]
-
-_ONE_SHOT = "[SCHEDULE REMINDER]"
-_BATCH = "[SCHEDULE REMINDER BATCH]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,29 +92,13 @@ def reminder_mentions(message: UserMessage | str) -> tuple[tuple[str, str], ...]
     """The ``(schedule_id, occurrence_at)`` pairs a reminder message presents.
 
     One pair for a one-shot framing, one per member for a batch of ``every``
-    reminders, none for any other text (or a framing that does not parse).
+    reminders, none for any other text (or a framing that does not parse; see
+    :func:`~messages.presentation.parse_reminder_framing`).
     """
-    lines = _text(message).split("\n")
-    try:
-        if lines[0] == _ONE_SHOT:
-            fields = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
-            schedule_id = json.loads(fields["schedule_id_json"])
-            occurrence_at = fields["occurrence_at"]
-            if isinstance(schedule_id, str):
-                return ((schedule_id, occurrence_at),)
-        elif lines[0] == _BATCH:
-            for line in lines[1:]:
-                if line.startswith("reminders_json: "):
-                    items = json.loads(line.removeprefix("reminders_json: "))
-                    return tuple(
-                        (item["schedule_id"], item["occurrence_at"])
-                        for item in items
-                        if isinstance(item.get("schedule_id"), str)
-                        and isinstance(item.get("occurrence_at"), str)
-                    )
-    except (KeyError, ValueError, TypeError, AttributeError):
-        pass
-    return ()
+    return tuple(
+        (reminder.schedule_id, reminder.occurrence_at)
+        for reminder in parse_reminder_framing(_text(message))
+    )
 
 
 def _describe(found: Sequence[Dispatch]) -> str:

@@ -27,6 +27,7 @@ from messages import (
     DispatchChange,
     ErrorCode,
     EveryRecord,
+    PresentedReminder,
     ScheduleInputError,
     ScheduleLogError,
     ScheduleRecord,
@@ -37,6 +38,7 @@ from messages import (
     decode_schedule_change,
     fold_schedule_events,
     parse_instant,
+    parse_reminder_framing,
     render_reminder_batch_framing,
     render_reminder_framing,
     resolve_every_occurrence,
@@ -259,6 +261,10 @@ def check_batch(block: Block, context: Context) -> None:
     assert isinstance(plan, DeliverBatch)
     text = render_reminder_batch_framing(plan.framing_items())
     assert text.encode("utf-8") == block.body.encode("utf-8")
+    assert parse_reminder_framing(block.body) == tuple(
+        PresentedReminder(record.id, occurrence, record.prompt)
+        for record, occurrence in plan.framing_items()
+    )
 
 
 def check_framing(block: Block, context: Context) -> None:
@@ -266,6 +272,9 @@ def check_framing(block: Block, context: Context) -> None:
     assert not isinstance(record, EveryRecord)
     text = render_reminder_framing(record)
     assert text.encode("utf-8") == block.body.encode("utf-8")
+    assert parse_reminder_framing(block.body) == (
+        PresentedReminder(record.id, record.scheduled_at, record.prompt),
+    )
 
 
 def check_view(block: Block, context: Context) -> None:
