@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from actors.status_box import StatusBox
 
 __all__ = ["MAX_TIMER_DELAY_MS", "WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 
@@ -70,13 +73,14 @@ class WakeUpBoard:
     """What a wake-up actor shares with the plugin (thread-safe).
 
     The ids of the agents it activated and still manages (the plugin forwards
-    status reports of those only) and its last published :class:`WakeUpStatus`.
+    status reports of those only) and its last published :class:`WakeUpStatus`,
+    which anyone may wait for (:meth:`wait_for`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ids: set[str] = set()
-        self._status = WakeUpStatus()
+        self._status = StatusBox(WakeUpStatus(), "wake-up")
 
     def __contains__(self, agent_id: object) -> bool:
         with self._lock:
@@ -89,13 +93,15 @@ class WakeUpBoard:
     @property
     def status(self) -> WakeUpStatus:
         """The actor's last published status."""
-        with self._lock:
-            return self._status
+        return self._status.current
 
     def publish(self, status: WakeUpStatus) -> None:
-        """Replace the status (the actor, after each message)."""
-        with self._lock:
-            self._status = status
+        """Replace the status (the actor, after each message) and wake its waiters."""
+        self._status.publish(status)
+
+    def wait_for(self, predicate: Callable[[WakeUpStatus], bool], timeout: float) -> WakeUpStatus:
+        """Block until a published status satisfies ``predicate``; ``TimeoutError`` otherwise."""
+        return self._status.wait_for(predicate, timeout)
 
     def add(self, agent_id: str) -> None:
         """Manage ``agent_id``."""

@@ -266,6 +266,22 @@ class SchedulePlugin:
             self._disposed, owners, watchdog.running, watchdog.jumps, wake_up=wake_status
         )
 
+    def wait_activations(self, timeout: float = 10.0) -> WakeUpStatus | None:
+        """Block until the wake-up actor has no activation in flight (demos, tests).
+
+        Returns its status then, or ``None`` without host activation (no wake-up
+        actor). An activation is in flight from the actor's call of
+        ``activation.activate`` until it has handled the future's outcome; a
+        host that never resolves that future makes this raise ``TimeoutError``.
+        """
+        with self._lock:
+            wake = self._wake
+        if wake is None:
+            return None
+        return self._wake_board.wait_for(
+            lambda s: s.in_flight == 0 or s.state == "disposed", timeout
+        )
+
     @property
     def wake_up(self) -> pykka.ActorRef[WakeUpActor] | None:
         """The wake-up actor (for diagnostics and tests); None without host activation."""

@@ -150,14 +150,17 @@ def settle_host(
     2. settles every owner and the wake-up actor through their mailboxes (:func:`settle_all`);
     3. waits until every owner is quiet (``SchedulePlugin.wait_quiet``: nothing
        in flight), except on a :class:`FakeSessionStore`, whose flushes either
-       resolve at once or stay pending until the test releases them.
+       resolve at once or stay pending until the test releases them;
+    4. waits until no activation of a cold session is in flight
+       (``SchedulePlugin.wait_activations``): the host's ``activate`` future
+       must resolve, and the agent it brings back is settled in the next round.
 
     A round changed something if an agent appeared or went, a log grew, a fake
-    agent received or ran a turn, an owner's status changed or (on a fake store)
-    a flush was made. Raises ``TimeoutError`` naming the agent or owner that
-    did not finish within ``timeout`` seconds, ``RuntimeError`` after
-    ``max_rounds`` rounds. A cold session the wake-up actor is still activating
-    is not waited for.
+    agent received or ran a turn, an owner's or the wake-up actor's status
+    changed or (on a fake store) a flush was made. Raises ``TimeoutError``
+    naming the agent, owner or activation that did not finish within
+    ``timeout`` seconds, ``RuntimeError`` after
+    ``max_rounds`` rounds.
     """
     registry = _registry(host)
     chosen: Sequence[SchedulePlugin] = plugins or tuple(getattr(host, "plugins", ()))
@@ -189,6 +192,13 @@ def settle_host(
                 for agent in plugin.agents():
                     with contextlib.suppress(KeyError):  # disposed meanwhile
                         plugin.wait_quiet(agent, timeout)
+        for plugin in chosen:
+            try:
+                plugin.wait_activations(timeout)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"an activation of a cold session did not finish within {timeout} seconds"
+                ) from None
         if _fingerprint(host, registry, chosen) == before:
             return
     raise RuntimeError(f"the host did not settle within {max_rounds} rounds")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import Future
 
@@ -10,17 +11,24 @@ import pytest
 from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import SchedulePlugin
+from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.protocols import Session
 from host_bridge.testing import (
+    DEFAULT_START_MS,
     PENDING,
+    FakeActivation,
     FakeHost,
     FakeSession,
     assert_delivered_once,
     call_tool,
     call_tool_json,
+    settle_all,
     settle_host,
 )
+from messages.instant import format_instant
+from messages.records import SCHEDULE_CHANGE_TYPE
+
+AT_START = format_instant(DEFAULT_START_MS)
 
 
 @pytest.fixture
@@ -175,3 +183,54 @@ def test_settle_host_waits_while_a_turn_is_running(
     settle_host(embedded_host, embedded_plugin)
     assert seen == ["hello"]
     assert agent.status == "idle"
+
+
+# --- activations of cold sessions -------------------------------------------------------------
+
+
+def _cold_session_host(runtime: Runtime) -> tuple[FakeHost, FakeActivation, SchedulePlugin]:
+    """A fake host whose activation holds every activation until the test completes it."""
+    fake = FakeHost()
+    activation = FakeActivation(fake, hold=True)
+    schedule = {"id": "schedule-1", "kind": "at", "prompt": "tea", "scheduledAt": AT_START}
+    change = {"version": 1, "operation": "create", "schedule": schedule}
+    activation.store("cold", [(SCHEDULE_CHANGE_TYPE, change)])  # due now
+    context = dataclasses.replace(fake.context(), activation=activation)
+    plugin = install_schedule(context, runtime=runtime, wake_policy=WakePolicy(rescan_ms=60_000))
+    return fake, activation, plugin
+
+
+def test_settle_host_waits_for_an_activation_in_flight_and_names_it(runtime: Runtime) -> None:
+    fake, activation, plugin = _cold_session_host(runtime)
+    assert plugin.wake_up is not None
+    settle_all(plugin.wake_up)
+    assert activation.held == ["cold"]  # the wake-up actor is waiting for the host
+    with pytest.raises(TimeoutError, match="activation of a cold session"):
+        settle_host(fake, plugin, timeout=0.2)  # the held future never resolves by itself
+    agent = activation.complete("cold")
+    assert agent is not None
+    settle_host(fake, plugin)
+    assert_delivered_once(agent.session, "schedule-1")
+    plugin.dispose().result(timeout=10)
+
+
+def test_settle_host_returns_after_an_activation_resolved_on_another_thread(
+    runtime: Runtime,
+) -> None:
+    fake, activation, plugin = _cold_session_host(runtime)
+    assert plugin.wake_up is not None
+    settle_all(plugin.wake_up)
+    completer = threading.Thread(target=activation.complete, args=("cold",))
+    completer.start()  # the host brings the session back while the test settles
+    settle_host(fake, plugin)
+    completer.join(timeout=10)
+    (agent,) = activation.activated
+    assert_delivered_once(agent.session, "schedule-1")
+    status = plugin.wait_activations()
+    assert status is not None and status.in_flight == 0 and status.activations == 1
+    plugin.dispose().result(timeout=10)
+
+
+def test_wait_activations_without_activation_is_none(host: FakeHost) -> None:
+    assert host.plugin.wait_activations() is None
+    host.dispose_plugins()
