@@ -117,7 +117,7 @@ def render_reminder_batch_framing(items: Sequence[tuple[EveryRecord, str]]) -> s
 def _json_string(text: str) -> str | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     return value if isinstance(value, str) else None
 
@@ -138,7 +138,7 @@ def _parse_batch(lines: list[str]) -> tuple[PresentedReminder, ...]:
         return ()
     try:
         items = json.loads(lines[2].removeprefix("reminders_json: "))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return ()
     if not isinstance(items, list):
         return ()

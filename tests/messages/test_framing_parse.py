@@ -104,6 +104,8 @@ def test_batch_round_trip(members: list[tuple[str, str, str]]) -> None:
         batch().split("\n")[0] + "\n" + batch().split("\n")[1] + '\nreminders_json: {"a":1}',
         batch().replace("reminders_json: [", "reminders_json: "),  # not JSON
         batch() + "\n" + batch(),
+        batch().replace("reminders_json: [", "reminders_json: " + "[" * 100_000),  # too deep
+        one_shot().replace('"schedule-1"', "[" * 100_000),
     ],
 )
 def test_anything_but_an_exact_framing_gives_nothing(text: str) -> None:

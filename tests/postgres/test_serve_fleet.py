@@ -18,9 +18,13 @@ from tests.cli.test_serve import EOF_LINE, TIMEOUT, Proc
 SOURCE = "tool-schedule"
 
 
-def store_due_sessions(url: str, count: int, due_ms: int) -> list[str]:
-    """``count`` closed sessions with one ``at`` reminder each, due at ``due_ms``."""
-    ids = [f"fleet-{i:03d}" for i in range(count)]
+def fleet_ids(count: int) -> list[str]:
+    """The ids of ``count`` fleet sessions."""
+    return [f"fleet-{i:03d}" for i in range(count)]
+
+
+def store_due_sessions(url: str, ids: list[str], due_ms: int) -> list[str]:
+    """Closed sessions ``ids`` with one ``at`` reminder each, due at ``due_ms``."""
     store = PostgresEventStore(url)
     try:
         for session_id in ids:
@@ -96,7 +100,7 @@ def collect(procs: list[Proc], into: queue.Queue[tuple[int, str]]) -> None:
 def test_three_hosts_share_the_due_sessions_and_deliver_each_once(
     pg_url: str, tmp_path: Path
 ) -> None:
-    ids = store_due_sessions(pg_url, 45, wall_clock_ms() - 1_000)
+    ids = store_due_sessions(pg_url, fleet_ids(45), wall_clock_ms() - 1_000)
     procs: list[Proc] = []
     try:
         hosts = [start(pg_url, tmp_path, procs) for _ in range(3)]
@@ -115,7 +119,7 @@ def test_three_hosts_share_the_due_sessions_and_deliver_each_once(
 def test_a_killed_host_loses_nothing_its_sessions_are_taken_over(
     pg_url: str, tmp_path: Path
 ) -> None:
-    first_wave = store_due_sessions(pg_url, 1, wall_clock_ms() - 1_000)
+    first_wave = store_due_sessions(pg_url, fleet_ids(1), wall_clock_ms() - 1_000)
     procs: list[Proc] = []
     try:
         victim = start(pg_url, tmp_path, procs)
@@ -161,30 +165,8 @@ def store_due_sessions_more(url: str, due_ms: int) -> list[str]:
         assert store.flush("fleet-000").result(timeout=TIMEOUT) is True
     finally:
         store.close()
-    fresh = store_due_sessions_named(url, [f"late-{i:02d}" for i in range(10)], due_ms)
+    fresh = store_due_sessions(url, [f"late-{i:02d}" for i in range(10)], due_ms)
     return ["fleet-000", *fresh]
-
-
-def store_due_sessions_named(url: str, ids: list[str], due_ms: int) -> list[str]:
-    store = PostgresEventStore(url)
-    try:
-        for session_id in ids:
-            store.acquire_session(session_id)
-            store.create_session(SessionHeader(session_id))
-            schedule = {
-                "id": "schedule-1",
-                "kind": "at",
-                "prompt": "late",
-                "scheduledAt": format_instant(due_ms),
-            }
-            data = {"version": 1, "operation": "create", "schedule": schedule}
-            store.record_append(
-                session_id, SessionEvent("schedule/change", 0, due_ms, data), encode_payload(data)
-            )
-        assert store.flush_all().result(timeout=TIMEOUT) is True
-    finally:
-        store.close()
-    return ids
 
 
 def test_the_fleet_benchmark_runs(pg_server: str, tmp_path: Path) -> None:
