@@ -70,6 +70,7 @@ __all__ = [
     "Model",
     "RootAgents",
     "Turn",
+    "TurnInterrupted",
     "TurnRecord",
 ]
 
@@ -86,6 +87,16 @@ RETRY_MAX_MS = 30_000
 
 class AgentDisposedError(RuntimeError):
     """The agent was disposed and accepts no more work."""
+
+
+class TurnInterrupted(Exception):  # noqa: N818 (it says what happened, not that it failed)
+    """Raised by a model when its turn was cut short before it finished (a host stopping).
+
+    Unlike any other exception, which ends the turn as failed and records its
+    completion, an interrupted turn records no ``turn/completed`` event: its
+    inbox entry stays unfinished, so the next resume of the session runs the
+    turn again (a reminder is presented again rather than lost).
+    """
 
 
 @dataclass
@@ -416,6 +427,7 @@ class EmbeddedAgent:
         reply: str | None = None
         failed = False
         started = False
+        interrupted = False
         try:
             self._session.append(
                 MESSAGE_EVENT,
@@ -430,10 +442,17 @@ class EmbeddedAgent:
             reply = self.model(Turn(self, message, self._registry.tools, entry.seq))
             if reply is not None:
                 self._session.append(MESSAGE_EVENT, {"role": "assistant", "content": reply})
+        except TurnInterrupted:
+            failed = interrupted = True
+            _log.info(
+                "turn of agent %r for inbox entry %d was interrupted; a resume runs it again",
+                self._id,
+                entry.seq,
+            )
         except Exception:
             failed = True
             _log.exception("turn of agent %r failed", self._id)
-        if started:
+        if started and not interrupted:
             self._complete(entry, failed)
         with self._lock:
             self._turns.append(TurnRecord(message, reply, failed))

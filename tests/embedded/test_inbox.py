@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded.agents import RETRY_FIRST_MS, RETRY_MAX_MS, EmbeddedAgent, Turn
+from host_bridge.embedded.agents import (
+    RETRY_FIRST_MS,
+    RETRY_MAX_MS,
+    EmbeddedAgent,
+    Turn,
+    TurnInterrupted,
+)
 from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
@@ -142,6 +148,29 @@ def test_a_failed_turn_is_completed_too(rig: Rig) -> None:
     wait_idle(rig.agent)
     assert rig.agent.session.events[-1].data == {"inbox": 0, "failed": True}
     assert rig.agent.turns[0].failed
+
+
+def test_an_interrupted_turn_records_no_completion_and_runs_again_after_a_resume(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+
+    def cut(turn: Turn) -> str:
+        raise TurnInterrupted("the host is stopping")
+
+    with EmbeddedHost(data) as first:
+        agent = first.spawn_root(session_id="s", model=cut)
+        agent.followup(message("pill"))
+        wait_idle(agent)
+        assert [e.type for e in agent.session.events] == [INBOX_EVENT, "message"]
+        assert agent.turns[0].failed
+
+    model = Recorder()
+    with EmbeddedHost(data) as second:
+        agent = second.spawn_root(session_id="s", model=model)
+        wait_idle(agent)
+        assert model.texts == ["pill"]  # the interrupted turn runs again, once
+        assert agent.session.events[-1].data == {"inbox": 0, "failed": False}
 
 
 def test_a_follow_up_whose_inbox_append_fails_raises_and_queues_nothing(rig: Rig) -> None:
