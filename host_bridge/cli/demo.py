@@ -59,7 +59,7 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
-from host_bridge.cli.serve import Server
+from host_bridge.cli.serve import Presented, Server
 from host_bridge.clock import ThreadTimers, TimerHandle, wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
@@ -652,10 +652,16 @@ def _serve_one(
     """Run a serve host (for this session only) until it presented ``view``'s reminder."""
     due = _target(view)
     arrived = threading.Event()
+    presented: list[Presented] = []
+
+    def on_presented(item: Presented) -> None:
+        presented.append(item)
+        arrived.set()
+
     server = Server(
         data_dir,
         policy=WakePolicy(quiet_period_ms=500),
-        on_presented=lambda _: arrived.set(),
+        on_presented=on_presented,
         echo=lambda text: out.line("serve", text),
         accept=lambda candidate: candidate == session_id,
     )
@@ -675,10 +681,10 @@ def _serve_one(
             out.line("wait", f"... no chat open; {view['id']} is {state}")
     finally:
         server.stop()
-    got = [(p.session_id, p.schedule_id) for p in server.presented]
+    got = [(p.session_id, p.schedule_id) for p in presented]
     if got != [(session_id, view["id"])]:
         raise CommandFailed(f"expected serve to present {view['id']} once, got {got}")
-    late = (parse_instant(server.presented[0].presented_at) - due) / 1000
+    late = (parse_instant(presented[0].presented_at) - due) / 1000
     out.line(
         "host",
         f"serve woke the session, its owner delivered {view['id']} ({late:.3f} s after its "

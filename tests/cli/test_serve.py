@@ -8,6 +8,7 @@ on sleeps. Counts come from the store: each reminder must have exactly one
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -21,6 +22,7 @@ from typing import IO
 
 import pytest
 
+from host_bridge.cli.serve import WarningsOnStderr
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
@@ -118,8 +120,11 @@ def due_sessions(data_dir: Path, count: int, *, due_ms: int | None = None) -> li
     return ids
 
 
-def delivery_counts(data_dir: Path) -> dict[str, tuple[int, int, int]]:
-    """Per session: dispatches, reminder inbox entries and their completed turns, from the store."""
+def delivery_counts(data_dir: Path, *, owed: bool = False) -> dict[str, tuple[int, int, int]]:
+    """Per session: dispatches, reminder inbox entries and their completed turns, from the store.
+
+    Unless ``owed``, the due index must say nothing is owed any more.
+    """
     store = SqliteEventStore(store_path(data_dir), create=False)
     try:
         counts: dict[str, tuple[int, int, int]] = {}
@@ -140,7 +145,7 @@ def delivery_counts(data_dir: Path) -> dict[str, tuple[int, int, int]]:
             done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
             completed = sum(done[seq] for seq in inbox)
             counts[session_id] = (dispatches, len(inbox), completed)
-        assert store.due_entries() == {}  # nothing owed any more
+        assert owed or store.due_entries() == {}  # nothing owed any more
         return counts
     finally:
         store.close()
@@ -248,3 +253,137 @@ def test_serve_escapes_what_the_store_holds(data_dir: Path, home: Path, procs: l
     assert "of session chat\\x1b]0;title\\x07 (due " in line
     assert '"red\\u001b[31m\\nforged line\\u202e"' in line
     assert not any(out.startswith("forged line") for out in proc.out)
+
+
+# --- stopping while a notify command runs ---------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+class SlowNotifier:
+    """A notify command that signals a FIFO when it runs and starts a grandchild ``sleep``.
+
+    ``started()`` blocks until the command runs (it writes to the FIFO);
+    ``release()`` lets it finish; otherwise it runs until stopped. The
+    grandchild's pid lands in ``pid_file``.
+    """
+
+    def __init__(self, where: Path) -> None:
+        self.started_fifo = where / "started.fifo"
+        self.release_fifo = where / "release.fifo"
+        self.pid_file = where / "grandchild.pid"
+        self.notes = where / "notes.jsonl"
+        os.mkfifo(self.started_fifo)
+        os.mkfifo(self.release_fifo)
+        self.command = (
+            f"cat >> '{self.notes}'; "
+            f"sh -c 'echo $$ > \"{self.pid_file}\"; exec sleep 600' & "
+            f"echo go > '{self.started_fifo}'; read line < '{self.release_fifo}'; kill $!"
+        )
+
+    def started(self) -> None:
+        with open(self.started_fifo, encoding="utf-8") as fifo:  # blocks until it writes
+            assert fifo.read().strip() == "go"
+
+    def release(self) -> None:
+        with open(self.release_fifo, "w", encoding="utf-8") as fifo:
+            fifo.write("done\n")
+
+    def grandchild(self) -> int:
+        return int(self.pid_file.read_text().strip())
+
+
+def test_a_stop_that_cuts_a_running_notify_command_names_the_reminder_and_exits_3(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    (session,) = due_sessions(data_dir, 1)
+    notifier = SlowNotifier(data_dir)
+    proc = serve(
+        procs, data_dir, home, "--notify-command", notifier.command, "--stop-timeout", "0.5"
+    )
+    proc.wait_line(f"reminder schedule-1 of session {session}")
+    notifier.started()
+    assert proc.stop() == 3
+    assert proc.err[-1] == (
+        f"cut: reminder schedule-1 of session {session} will be presented again at the next "
+        "start: its turn was still running after the stop timeout (0.5 s) and was cut"
+    )
+    assert not _alive(notifier.grandchild())  # the notify command's whole group was stopped
+    assert delivery_counts(data_dir, owed=True) == {session: (1, 1, 0)}  # turn not complete
+    again = serve(procs, data_dir, home)
+    again.wait_line(f"reminder schedule-1 of session {session}")
+    assert again.stop() == 0
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}
+
+
+def test_a_stop_waits_for_a_notify_command_that_finishes_in_time_and_repeats_nothing(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    (session,) = due_sessions(data_dir, 1)
+    notifier = SlowNotifier(data_dir)
+    proc = serve(
+        procs, data_dir, home, "--notify-command", notifier.command, "--stop-timeout", "60"
+    )
+    proc.wait_line(f"reminder schedule-1 of session {session}")
+    notifier.started()
+    proc.popen.send_signal(signal.SIGTERM)
+    proc.wait_line("stopping: ")  # the stop waits for the turn in flight
+    notifier.release()
+    assert proc.stop() == 0
+    assert not [line for line in proc.err if line.startswith("cut:")]
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}  # its completion was written
+    again = serve(procs, data_dir, home)
+    assert again.stop() == 0
+    assert not [line for line in again.out if " reminder " in line]
+
+
+def test_a_notify_command_past_its_timeout_is_stopped_with_everything_it_started(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    (session,) = due_sessions(data_dir, 1)
+    notifier = SlowNotifier(data_dir)
+    proc = serve(
+        procs, data_dir, home, "--notify-command", notifier.command, "--notify-timeout", "0.5"
+    )
+    proc.wait_line(f"reminder schedule-1 of session {session}")
+    notifier.started()
+    assert proc.stop() == 0  # the stop waits for the turn; the timeout ends the command first
+    assert any("did not finish within 0.5 s and was stopped" in line for line in proc.err)
+    assert not _alive(notifier.grandchild())
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}  # presented; the failure reported
+
+
+def test_serve_shows_each_warning_on_one_escaped_line_and_a_repeat_once_per_window(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    now = [100.0]
+    handler = WarningsOnStderr(repeat_s=60.0, clock=lambda: now[0])
+    log = logging.getLogger("dsh_schedule.test_serve_warnings")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        try:
+            raise OSError("backend detail")
+        except OSError:
+            log.error("session store commit failed (%s)", "SQLITE_FULL", exc_info=True)
+        log.error("session store commit failed (%s)", "SQLITE_FULL")
+        log.info("not shown")
+        log.warning("session %r\nforged", "chat\x1b")
+        now[0] += 61.0
+        log.error("session store commit failed (%s)", "SQLITE_FULL")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    assert capsys.readouterr().err.splitlines() == [
+        "serve: error: session store commit failed (SQLITE_FULL)",
+        "serve: warning: session 'chat\\\\x1b'\\nforged",  # repr, then escaped
+        "serve: error: session store commit failed (SQLITE_FULL) (and 1 more time(s) since it "
+        "was last shown)",
+    ]

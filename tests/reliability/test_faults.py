@@ -632,3 +632,63 @@ def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
     settle(owner)
     rig.close()
     assert reopened_changes(rig.path, "s1") == [("create", "schedule-1"), ("create", "schedule-2")]
+
+
+# --- serve tells the operator about a full disk ----------------------------------------------
+
+_SERVE_THROUGH_A_FULL_DISK = textwrap.dedent(
+    """
+    import queue, signal, threading, time
+    from host_bridge.clock import wall_clock_ms
+    from tests.cli.helpers import create, write_session
+
+    data = mount / "data"
+    write_session(data, "chat", [create("schedule-1", "pill", 1, wall_clock_ms() + 1_000)])
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "host_bridge.cli", "serve", "--data", str(data)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines = queue.Queue()
+    def read(stream, name):
+        for line in stream:
+            lines.put((name, line.rstrip("\\n")))
+    for stream, name in ((serve.stdout, "out"), (serve.stderr, "err")):
+        threading.Thread(target=read, args=(stream, name), daemon=True).start()
+    seen = []
+    def wait_for(name, text):
+        while True:
+            got = lines.get(timeout=60)
+            seen.append(got)
+            if got[0] == name and text in got[1]:
+                return got[1]
+    wait_for("out", "serving ")
+    ballast = mount / "ballast"
+    with open(ballast, "wb", buffering=0) as sink:
+        try:
+            while True:
+                sink.write(bytes(4096))
+        except OSError:
+            pass
+    warned = wait_for("err", "serve: ")  # the reminder came due: its commit cannot be written
+    ballast.unlink()
+    wait_for("out", "reminder schedule-1 of session chat")
+    serve.send_signal(signal.SIGTERM)
+    code = serve.wait(timeout=60)
+    while not lines.empty():
+        seen.append(lines.get())
+    print(json.dumps({"code": code, "warned": warned, "seen": seen}))
+    """
+)
+
+
+def test_serve_says_on_stderr_that_the_disk_is_full_and_delivers_once_space_returns(
+    tmp_path: Path,
+) -> None:
+    out = on_a_tiny_file_system(_SERVE_THROUGH_A_FULL_DISK, tmp_path)
+    assert out["code"] == 0, out["seen"]
+    assert out["warned"].startswith("serve: error: ") and "SQLITE_FULL" in out["warned"], out
+    errors = [text for name, text in out["seen"] if name == "err"]
+    assert all(text.startswith("serve: ") for text in errors), errors  # one line each, no trace
+    assert len(errors) == len(set(errors))  # a repeated message is shown once per minute
+    presented = [text for name, text in out["seen"] if name == "out" and " reminder " in text]
+    assert len(presented) == 1
