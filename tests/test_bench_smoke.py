@@ -22,6 +22,7 @@ from bench import (
     fold_cost,
     group_commit,
     outage,
+    serve_soak,
     session_race,
     wake_crash,
     wake_scale,
@@ -165,3 +166,11 @@ def test_wake_crash(tmp_path: Path) -> None:
     assert [t["mode"] for t in out["trials"]] == ["commit", "turn", "random"]
     assert out["totals"]["lost"] == out["totals"]["dispatched_twice"] == 0
     assert out["targets"]["nothing_lost_nothing_twice"]["met"] is True
+
+
+def test_serve_soak(tmp_path: Path) -> None:
+    out = run(serve_soak.main, "serve_soak", tmp_path)
+    assert [row["presented"] for row in out["waves"]] == [40, 80, 120]
+    assert all(row["rss_bytes"] is None or row["rss_bytes"] > 0 for row in out["waves"])
+    assert out["check"] == {"sessions": 120, "expected": 120, "wrong": 0, "still_owed": 0}
+    assert out["targets"]["exactly_once"]["met"] is True

@@ -387,3 +387,29 @@ def test_serve_shows_each_warning_on_one_escaped_line_and_a_repeat_once_per_wind
         "serve: error: session store commit failed (SQLITE_FULL) (and 1 more time(s) since it "
         "was last shown)",
     ]
+
+
+def test_serve_holds_no_reminder_in_memory_after_presenting_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.serve_soak",
+            "--quick",
+            "--data",
+            str(tmp_path / "data"),
+            "--results",
+            str(results),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    out = json.loads((results / "serve_soak.json").read_text())
+    assert [row["presented"] for row in out["waves"]] == [40, 80, 120]
+    assert [row["presented_alive"] for row in out["waves"]] == [0, 0, 0]
+    assert out["check"]["wrong"] == out["check"]["still_owed"] == 0
