@@ -39,6 +39,15 @@ dispatch per member in batch order, all with the same ``acceptedAt``. A
 decision that raises or is undecidable (a clock outside years 0001–9999 on the
 ``every`` path) is logged and taken as no decision: no fault, nothing armed.
 
+Teardown. Disposal begins when the :class:`~actors.teardown.TeardownGate` closes
+(the plugin closes it before it posts :class:`DisposeOwner`, which closes it too),
+not when ``DisposeOwner`` reaches the front of the mailbox. From then on no
+transaction starts, nothing is reserved, followed up or appended: a tool call
+that has not appended answers ``internal_error`` (``shutting_down``, or
+``not_live`` when its agent was disposed; ``persistence_uncertain`` when its
+preflight failed), and one whose append happened answers as its barrier
+decides. The owner stops once the step in flight has settled.
+
 Cancellation. A tool call the host cancelled (its reply future) is skipped when
 its transaction would start (no flush) and checked again just before its
 append (no append).
@@ -86,6 +95,7 @@ from actors.observer import (
     guarded,
 )
 from actors.status_box import OwnerStatusBox
+from actors.teardown import TeardownGate
 from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
 from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
@@ -204,6 +214,8 @@ class ScheduleOwner(MailboxActor):
         status: OwnerStatusBox | None = None,
         supervisor: OwnerSupervisor | None = None,
         observer: OwnerObserver = NO_OBSERVER,
+        *,
+        gate: TeardownGate | None = None,
     ) -> None:
         super().__init__()
         if host.sessions is None or host.agents is None:
@@ -224,6 +236,7 @@ class ScheduleOwner(MailboxActor):
         self._status.watch_inbox(self.actor_inbox.empty)
         self._supervisor = supervisor
         self._observer = guarded(observer, self._log)
+        self._gate = gate if gate is not None else TeardownGate(host.flush_timeout_ms)
         self._queue: deque[_Txn | _Drive] = deque()  # admitted work survives a restart
         self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
         self._txn: _Txn | None = None
@@ -302,7 +315,7 @@ class ScheduleOwner(MailboxActor):
             envelope = self.actor_inbox.get()
             leftover = envelope.message
             if isinstance(leftover, CreateSchedule | ListSchedules | DeleteSchedule):
-                _reply(leftover.reply, internal_error("not_live"))
+                _reply(leftover.reply, self._refusal())
             elif isinstance(leftover, DisposeOwner):
                 self._dispose_replies.append(leftover.reply)
             else:
@@ -359,7 +372,7 @@ class ScheduleOwner(MailboxActor):
         The mailbox, the admitted tool requests and a transaction in flight are
         kept: the transaction finishes as it would have, the drive waits behind it.
         """
-        if self._disposing or not self._restart_pending:
+        if self._gate.closed or not self._restart_pending:
             return
         self._restarts += 1
         self._log.warning(
@@ -389,13 +402,10 @@ class ScheduleOwner(MailboxActor):
         if self._disposing:
             return
         self._disposing = True
+        self._gate.close()  # closed already when the plugin sent this
         self._cancel_timer()
         self._abandon_idle_wait()
-        while self._queue:
-            work = self._queue.popleft()
-            if not isinstance(work, _Drive):
-                self._answer(work, internal_error("not_live"))
-                self._observe_end(work)
+        self._refuse_queued()
         if self._txn is None:
             self.stop()
 
@@ -409,9 +419,9 @@ class ScheduleOwner(MailboxActor):
         _cancel_deadline(txn)
         if not message.ok:
             self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "preflight")
-        if self._disposing:  # never start an append during teardown
+        if self._gate.closed:  # never start an append during teardown
             if message.ok or txn.kind == "deliver":
-                self._answer(txn, internal_error("not_live"))
+                self._answer(txn, self._refusal())
             else:
                 self._answer(
                     txn, persistence_uncertain(txn.kind, appended=False, id=txn.schedule_id)
@@ -451,7 +461,7 @@ class ScheduleOwner(MailboxActor):
         if not message.ok:
             self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "barrier")
         if txn.kind == "deliver":
-            if message.ok and not self._disposing and not self._nothing_left():
+            if message.ok and not self._gate.closed and not self._nothing_left():
                 self._request_drive()  # the next earliest record may already be due
             elif not message.ok:
                 self._log.info(
@@ -469,8 +479,7 @@ class ScheduleOwner(MailboxActor):
                 txn.recompute = False
             self._answer(txn, schedule_view(txn.record, self._host.clock()))
         else:
-            if not self._disposing:
-                self._request_drive()
+            self._request_drive()
             assert txn.schedule_id is not None
             self._answer(txn, delete_value(txn.schedule_id))
         self._finish()
@@ -597,17 +606,26 @@ class ScheduleOwner(MailboxActor):
         return None
 
     def _append_or_answer(self, txn: _Txn, payload: dict[str, object]) -> bool:
-        """Append a management change; ``False`` (answered, or cancelled) when it did not."""
+        """Append a management change; ``False`` (answered, or cancelled) when it did not.
+
+        Not once teardown began or the agent is no longer live (checked in the
+        gate's passage, so a dispose beginning meanwhile waits for the append).
+        """
         if txn.request is not None and txn.request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
             txn.outcome = "cancelled"
             return False
-        try:
-            self._session.append(SCHEDULE_CHANGE_TYPE, payload)
-        except Exception:
-            self._log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
-            self._answer(txn, internal_error())
-            return False
+        with self._gate.passage() as admitted:
+            if not admitted or not self._is_live():
+                self._log.debug("a %s stops before its append (%s)", txn.kind, self._gate.cause)
+                self._answer(txn, self._refusal())
+                return False
+            try:
+                self._session.append(SCHEDULE_CHANGE_TYPE, payload)
+            except Exception:
+                self._log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
+                self._answer(txn, internal_error())
+                return False
         return True
 
     # --- delivery ------------------------------------------------------------------------
@@ -624,12 +642,17 @@ class ScheduleOwner(MailboxActor):
         if self._nothing_to_deliver(txn, self._plan()):
             return self._finish()
         self._cancel_timer()
-        release = self._agent.reserve_turn_admission()
-        if release is None:
+        release: Callable[[], None] | None = None
+        dispatched = False
+        with self._gate.passage() as admitted:  # teardown waits for a delivery under way
+            if admitted:
+                release = self._agent.reserve_turn_admission()
+                if release is not None:
+                    dispatched = self._dispatch_reserved(txn, release)
+        if admitted and release is None:
             self._await_idle()
             txn.outcome = "agent_busy"
-            return self._finish()
-        if self._dispatch_reserved(txn, release):
+        if dispatched:
             self._barrier(txn)
         else:
             self._finish()
@@ -698,7 +721,7 @@ class ScheduleOwner(MailboxActor):
         ``True`` when at least one dispatch was appended (a barrier follows).
         """
         try:
-            if not self._is_live():
+            if self._gate.closed or not self._is_live():  # a host callback may have disposed
                 return False
             plan = self._plan()  # batch membership is decided here, inside the reservation
             if self._nothing_to_deliver(txn, plan):
@@ -793,22 +816,25 @@ class ScheduleOwner(MailboxActor):
     def _admit(self, request: ToolRequest, kind: TxnKind, schedule_id: str | None = None) -> None:
         token = self._observer.transaction_started(kind, self._agent.id, self._session.id)
         txn = _Txn(next(self._txn_ids), kind, request, schedule_id=schedule_id, token=token)
-        if self._disposing or not self._is_live():
-            self._answer(txn, internal_error("not_live"))
+        if self._gate.closed or not self._is_live():
+            self._answer(txn, self._refusal())
             self._observe_end(txn)
             return
         self._queue.append(txn)
         self._pump()
 
     def _request_drive(self) -> None:
-        if self._disposing or self._faulted is not None:
+        if self._gate.closed or self._faulted is not None:
             return
         if not any(isinstance(work, _Drive) for work in self._queue):
             self._queue.append(_DRIVE)
         self._pump()
 
     def _pump(self) -> None:
-        while self._txn is None and self._queue and not self._disposing:
+        if self._gate.closed:
+            self._refuse_queued()
+            return
+        while self._txn is None and self._queue:
             work = self._queue.popleft()
             if isinstance(work, _Drive):
                 if self._faulted is not None or not self._is_live():
@@ -899,14 +925,32 @@ class ScheduleOwner(MailboxActor):
         """Answer a transaction the stopping owner will not finish, and report it finished.
 
         A create or delete waiting for its barrier has appended: it answers
-        ``persistence_uncertain`` with its id; any other tool call ``not_live``.
+        ``persistence_uncertain`` with its id; any other tool call is refused
+        (:meth:`_refusal`).
         """
         if txn.phase == "barrier" and txn.kind in ("create", "delete"):
             operation: Literal["create", "delete"] = "create" if txn.kind == "create" else "delete"
             self._answer(txn, persistence_uncertain(operation, appended=True, id=txn.schedule_id))
         else:
-            self._answer(txn, internal_error("not_live"))
+            self._answer(txn, self._refusal())
         self._observe_end(txn)
+
+    def _refusal(self) -> ToolError:
+        """``internal_error`` for a call refused by teardown or liveness: it appended nothing.
+
+        Its message names the first cause: ``shutting_down`` (Schedule is being
+        disposed) or ``not_live`` (the agent was disposed or is no longer a live root).
+        """
+        cause = self._gate.cause
+        return internal_error(cause if cause is not None else "not_live")
+
+    def _refuse_queued(self) -> None:
+        """Answer every queued tool call with :meth:`_refusal` (teardown began)."""
+        while self._queue:
+            work = self._queue.popleft()
+            if not isinstance(work, _Drive):
+                self._answer(work, self._refusal())
+                self._observe_end(work)
 
     # --- fold, timer, idle wait ------------------------------------------------------------
 
@@ -981,7 +1025,7 @@ class ScheduleOwner(MailboxActor):
         agent_id = self._agent.id
         txn = self._txn
         self._observer.contained_failure(txn.token if txn is not None else None, kind, error)
-        if self._faulted is not None or self._disposing:
+        if self._faulted is not None or self._gate.closed:
             self._log.debug("schedule owner of agent %r failed again", agent_id, exc_info=True)
         elif self._supervisor is None:
             self._log.exception(
@@ -1032,7 +1076,7 @@ class ScheduleOwner(MailboxActor):
 
     def _publish(self, state: OwnerState | None = None) -> None:
         if state is None:
-            if self._disposing:
+            if self._disposing or self._gate.closed:
                 state = "disposing"
             elif self._restart_pending:
                 state = "restarting"

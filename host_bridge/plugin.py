@@ -35,6 +35,7 @@ import pykka
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
+from actors.teardown import TeardownCause, TeardownGate
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
@@ -102,6 +103,7 @@ class _Installed:
     owner: pykka.ActorRef[ScheduleOwner]
     status: OwnerStatusBox
     supervision: OwnerSupervision
+    gate: TeardownGate
     unregister: list[Callable[[], None]] = field(default_factory=list)
     uses_schedule: bool = False  # the session holds a schedule/change (stays true: append-only)
     scanned: int = 0  # how much of the log was searched for one without finding it
@@ -288,7 +290,13 @@ class SchedulePlugin:
         return self._wake
 
     def dispose(self) -> Future[None]:
-        """Stop listening and dispose every owner; resolves once all have finished."""
+        """Stop listening and dispose every owner; resolves once all have finished.
+
+        Teardown begins here, not when the owners reach the request: once this
+        returns no owner appends anything (an append or delivery under way is
+        waited for, at most ``flush_timeout_ms``), and every tool call that did
+        not append answers ``internal_error`` (``shutting_down``).
+        """
         with self._lock:
             if self._dispose_future is not None:
                 return self._dispose_future
@@ -301,6 +309,8 @@ class SchedulePlugin:
                 self._watchdog.stop()
             wake, self._wake = self._wake, None
             wake_supervision = self._wake_supervision
+        for entry in installed:  # first: from here on no owner appends anything
+            entry.gate.close("shutting_down")
         for stop in unsubscribe:
             stop()
         finished = [self._retire(entry) for entry in installed]
@@ -375,7 +385,7 @@ class SchedulePlugin:
             if not self._installed and self._watchdog is not None and self._wake is None:
                 self._watchdog.stop()  # it runs only while there are owners (or a wake-up actor)
         self._tell_wake_up(agent, AgentGone)
-        self._retire(installed)
+        self._retire(installed, "not_live")
 
     def _on_clock_jump(self, jump_ms: int) -> None:
         """The watchdog saw the wall clock jump: owners with an armed timer re-drive."""
@@ -403,11 +413,14 @@ class SchedulePlugin:
             host.logger.getChild("supervision"),
         )
         supervisor: OwnerSupervisor = supervision
-        owner = self._owner_class.start(agent, host, status, supervisor, self._owner_observer())
+        gate = TeardownGate(host.flush_timeout_ms)
+        owner = self._owner_class.start(
+            agent, host, status, supervisor, self._owner_observer(), gate=gate
+        )
         supervision.bind(owner)
-        entry = _Installed(agent, owner, status, supervision)
+        entry = _Installed(agent, owner, status, supervision, gate)
         try:
-            for tool in schedule_tools(agent, owner):
+            for tool in schedule_tools(agent, owner, gate):
                 entry.unregister.append(tools.register(tool, agent=agent))
         except Exception:
             for unregister in reversed(entry.unregister):
@@ -434,7 +447,9 @@ class SchedulePlugin:
         telemetry = self._telemetry
         return telemetry.for_owner() if isinstance(telemetry, ScheduleTelemetry) else telemetry
 
-    def _retire(self, entry: _Installed) -> Future[None]:
+    def _retire(self, entry: _Installed, cause: TeardownCause = "shutting_down") -> Future[None]:
+        """Dispose one owner: close its gate (teardown begins), unregister its tools, tell it."""
+        entry.gate.close(cause)
         entry.supervision.close()  # a pending restart is cancelled
         for unregister in reversed(entry.unregister):
             _quietly(unregister)

@@ -6,18 +6,22 @@ returns a pending future of a :class:`ToolResult` whose ``content`` is the
 deterministic compact JSON of the value. A host cancels a call by cancelling
 that future: cancelled before its transaction starts, the call flushes and
 appends nothing; cancelled after its preflight but before its append, it
-appends nothing.
+appends nothing. A call made once the owner's teardown began (the plugin or
+the agent disposed) appends nothing and answers ``internal_error`` saying why,
+also when the owner is already gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import pykka
 
+from actors.teardown import TeardownGate
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 from host_bridge.schemas import TOOL_SPECS
@@ -123,9 +127,20 @@ class _ToolReply(Future[Any]):
         _log.warning("a schedule tool reply failed: %r", type(exception).__name__)
         super().set_result(_result(internal_error()))
 
+    def refuse(self, value: ToolError) -> None:
+        """Answer ``value`` unless the call was answered (or cancelled) already."""
+        with contextlib.suppress(InvalidStateError):
+            self.set_result(value)
+
+
+def _refusal(gate: TeardownGate | None) -> ToolError:
+    """What a call its owner will never read answers: why the owner's teardown began."""
+    cause = gate.cause if gate is not None else None
+    return internal_error(cause if cause is not None else "not_live")
+
 
 def _executor(
-    agent: Agent, owner: pykka.ActorRef[Any], factory: RequestFactory
+    agent: Agent, owner: pykka.ActorRef[Any], factory: RequestFactory, gate: TeardownGate | None
 ) -> Callable[[Any, ToolCall], Future[ToolResult]]:
     def execute(arguments: Any, call: ToolCall) -> Future[ToolResult]:
         try:
@@ -138,7 +153,9 @@ def _executor(
             try:
                 owner.tell(request)
             except pykka.ActorDeadError:
-                return resolved(_result(internal_error("not_live")))
+                return resolved(_result(_refusal(gate)))
+            if not owner.is_alive():  # it stopped meanwhile and may never read the request
+                reply.refuse(_refusal(gate))
             return reply
         except Exception:
             _log.exception("schedule tool failed before reaching its owner")
@@ -147,15 +164,21 @@ def _executor(
     return execute
 
 
-def schedule_tools(agent: Agent, owner: pykka.ActorRef[Any]) -> tuple[ToolDefinition, ...]:
-    """The three tool definitions for ``agent``, routed to its owner actor."""
+def schedule_tools(
+    agent: Agent, owner: pykka.ActorRef[Any], gate: TeardownGate | None = None
+) -> tuple[ToolDefinition, ...]:
+    """The three tool definitions for ``agent``, routed to its owner actor.
+
+    ``gate`` is the owner's :class:`~actors.teardown.TeardownGate`: a call that
+    finds the owner gone answers with the cause its teardown began with.
+    """
     return tuple(
         ToolDefinition(
             name=spec.name,
             description=spec.description,
             parameters=spec.parameters,
             output_schema=spec.output_schema,
-            execute=_executor(agent, owner, _FACTORIES[spec.name]),
+            execute=_executor(agent, owner, _FACTORIES[spec.name], gate),
             render=render_value,
             present=present_value,
         )

@@ -148,6 +148,7 @@ ErrorSituation = Literal[
     "internal",
     "cross_agent",
     "not_live",
+    "shutting_down",
 ]
 """A situation with a fixed diagnostic message: what :meth:`ToolError.of` accepts."""
 
@@ -203,6 +204,9 @@ _MESSAGES: Mapping[ErrorSituation, str] = {
     "internal": "An internal error stopped the schedule operation.",
     "cross_agent": "This schedule tool belongs to another agent.",
     "not_live": "The agent that owns these schedules is no longer live.",
+    "shutting_down": (
+        "Schedule is shutting down, so the operation did not run; nothing was changed."
+    ),
 }
 
 _UNCERTAIN: Mapping[Literal["preflight", "barrier"], str] = {
@@ -516,9 +520,13 @@ def persistence_uncertain(
 
 
 def internal_error(
-    situation: Literal["internal", "cross_agent", "not_live"] = "internal",
+    situation: Literal["internal", "cross_agent", "not_live", "shutting_down"] = "internal",
 ) -> ToolError:
-    """``internal_error`` with the fixed message of ``situation``."""
+    """``internal_error`` with the fixed message of ``situation``.
+
+    ``not_live`` and ``shutting_down`` refuse a call that appended nothing: its
+    agent is gone, or Schedule is being disposed.
+    """
     return ToolError.of(ErrorCode.INTERNAL_ERROR, situation)
 
 

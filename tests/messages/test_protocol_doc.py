@@ -307,6 +307,7 @@ def _fixed_errors(schedule_id: str) -> list[ToolError]:
         cross_agent_error(),
         internal_error(),
         internal_error("not_live"),
+        internal_error("shutting_down"),
         persistence_uncertain("create", appended=False),
         persistence_uncertain("create", appended=True, id=schedule_id),
         persistence_uncertain("list", appended=False),

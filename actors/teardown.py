@@ -1,0 +1,114 @@
+"""TeardownGate: when an owner's teardown began, known at once by the owner and its tools.
+
+An owner hears of its disposal through its mailbox (:class:`~messages.mailbox.DisposeOwner`),
+behind every message queued before it: tool calls, settled preflights. Without more, those
+would still flush and append after ``dispose()`` was called. The gate says it at once: the
+plugin closes it first when it or the agent is disposed, then posts ``DisposeOwner``.
+
+The owner runs each step that must not happen after teardown began (a management append;
+a delivery's reservation, follow-up and dispatches) as a :meth:`~TeardownGate.passage`: the
+check and the step form one unit against :meth:`~TeardownGate.close`, which waits for a
+passage under way on another thread or greenlet. So once ``close`` returns, no passage runs
+or starts. ``close`` from inside the passage itself (a host callback that disposes) cannot
+wait for it: that passage finishes after ``close`` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Literal, TypeAlias
+
+from actors.waiting import BlockingInHubError, current_hub, wait_for
+
+__all__ = ["TeardownCause", "TeardownGate"]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+TeardownCause: TypeAlias = Literal["not_live", "shutting_down"]
+"""Why teardown began: the agent was disposed, or the plugin (Schedule) was."""
+
+
+class TeardownGate:
+    """Closed once, for good, when an owner's teardown begins (see the module docstring).
+
+    One passage at a time: the owner's. ``wait_ms`` bounds how long :meth:`close`
+    waits for a passage under way (``None``: as long as it takes); a passage only
+    makes synchronous host calls (append, follow-up), so the wait is short.
+    """
+
+    def __init__(self, wait_ms: int | None = None) -> None:
+        self._wait_ms = wait_ms
+        self._lock = threading.Lock()
+        self._cause: TeardownCause | None = None
+        self._passer: object = None  # the thread or greenlet in the passage
+        self._left: Future[None] | None = None  # resolved when that passage ends
+
+    @property
+    def closed(self) -> bool:
+        """Whether teardown began."""
+        return self._cause is not None
+
+    @property
+    def cause(self) -> TeardownCause | None:
+        """Why teardown began (the first reason given), or ``None`` while open."""
+        return self._cause
+
+    def close(self, cause: TeardownCause = "shutting_down") -> None:
+        """Begin teardown; return once no passage runs (any thread; never raises).
+
+        A passage under way on another thread or greenlet is waited for in the
+        caller's style (:func:`actors.waiting.wait_for`), at most ``wait_ms``. In
+        a gevent hub greenlet, which cannot wait, and from inside the passage
+        itself, it returns at once.
+        """
+        with self._lock:
+            if self._cause is None:
+                self._cause = cause
+            passer = self._passer
+            if passer is None or passer == _context():
+                return
+            if self._left is None:
+                self._left = Future()
+            left = self._left
+        try:
+            wait_for(left, None if self._wait_ms is None else self._wait_ms / 1000)
+        except BlockingInHubError:
+            _log.debug("teardown began in the gevent hub; a step under way finishes after it")
+        except TimeoutError:
+            _log.warning(
+                "a schedule step under way did not end within %s ms of teardown", self._wait_ms
+            )
+
+    @contextlib.contextmanager
+    def passage(self) -> Iterator[bool]:
+        """Run a step only if teardown has not begun: yields ``True`` (run it) or ``False``."""
+        with self._lock:
+            if self._cause is not None:
+                admitted = False
+            else:
+                admitted = True
+                self._passer = _context()
+        if not admitted:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._lock:
+                self._passer = None
+                left, self._left = self._left, None
+            if left is not None:
+                left.set_result(None)
+
+
+def _context() -> object:
+    """Who is running: the current greenlet on a gevent hub thread, else the thread."""
+    if current_hub() is None:
+        return threading.get_ident()
+    import gevent
+
+    return gevent.getcurrent()

@@ -1,0 +1,92 @@
+"""The TeardownGate: once closed nothing passes, and closing waits for a passage under way."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from pytest_mock import MockerFixture
+
+from actors.teardown import TeardownGate
+from actors.waiting import wait_for as real_wait_for
+
+BOUND_S = 5.0
+"""How long a test waits for the other thread before failing (never a synchronisation)."""
+
+
+def test_a_passage_after_close_is_refused_and_the_first_cause_stays() -> None:
+    gate = TeardownGate()
+    with gate.passage() as admitted:
+        assert admitted
+    assert (gate.closed, gate.cause) == (False, None)
+    gate.close("not_live")
+    gate.close("shutting_down")
+    assert (gate.closed, gate.cause) == (True, "not_live")
+    with gate.passage() as admitted:
+        assert not admitted
+
+
+def test_close_returns_only_once_a_passage_on_another_thread_has_ended(
+    mocker: MockerFixture,
+) -> None:
+    gate = TeardownGate()
+    waiting = threading.Event()
+
+    def wait_for(future: Future[None], timeout: float | None) -> Any:
+        waiting.set()  # close is about to wait for the passage
+        return real_wait_for(future, timeout)
+
+    mocker.patch("actors.teardown.wait_for", wait_for)
+    inside = threading.Event()
+    order: list[str] = []
+
+    def step() -> None:
+        with gate.passage() as admitted:
+            assert admitted
+            inside.set()
+            assert waiting.wait(BOUND_S), "close did not wait for the passage"
+            order.append("step ended")
+
+    passer = threading.Thread(target=step)
+    passer.start()
+    assert inside.wait(BOUND_S)
+    gate.close()
+    order.append("close returned")
+    passer.join()
+    assert order == ["step ended", "close returned"]
+
+
+def test_close_from_inside_the_passage_returns_at_once() -> None:
+    gate = TeardownGate()
+    with gate.passage() as admitted:
+        assert admitted
+        gate.close()  # a host callback made by the step itself
+        assert gate.closed
+    with gate.passage() as admitted:
+        assert not admitted
+
+
+def test_close_waits_at_most_wait_ms_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    gate = TeardownGate(wait_ms=1)
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def stuck_step() -> None:
+        with gate.passage():
+            inside.set()
+            leave.wait(BOUND_S)
+
+    passer = threading.Thread(target=stuck_step)
+    passer.start()
+    assert inside.wait(BOUND_S)
+    with caplog.at_level(logging.WARNING, logger="dsh_schedule.actors.teardown"):
+        gate.close()
+    assert passer.is_alive()  # the step is still under way
+    leave.set()
+    passer.join()
+    assert [r.getMessage() for r in caplog.records] == [
+        "a schedule step under way did not end within 1 ms of teardown"
+    ]
