@@ -29,7 +29,7 @@ import pykka
 
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import default_data_dir, store_path
+from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
 from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError, check_write_lock
 from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
@@ -286,15 +286,9 @@ def store_spec() -> str | None:
 
 
 def describe_store(data_dir: Path) -> str:
-    """The store commands use, for display: ``--store`` (without password) or the SQLite file."""
+    """The store commands use, for display: ``--store`` (without passwords) or the SQLite file."""
     spec = store_spec()
-    if spec is None:
-        return str(store_path(data_dir))
-    if is_postgres_url(spec):
-        from host_bridge.embedded.postgres_store import redact_url
-
-        return redact_url(spec)
-    return spec
+    return str(store_path(data_dir)) if spec is None else redact_url(spec)
 
 
 def location_args() -> list[str]:
@@ -302,7 +296,7 @@ def location_args() -> list[str]:
 
     ``--data`` when one was given; ``--store`` whenever a store other than the
     data directory's is in use (from the option or the environment). A
-    PostgreSQL URL is shown without its password.
+    PostgreSQL URL is shown without its passwords (see :func:`redact_url`).
     """
     args: list[str] = []
     given = explicit_data_dir()
