@@ -10,6 +10,7 @@ connections ignores it, one checking passwords needs it).
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from host_bridge.cli.common import STORE_ENV
-from tests.cli.helpers import Run, run_cli
+from tests.cli.helpers import REPO, Run, run_cli
 from tests.cli.test_serve import Proc
 
 SECRET = "Hunter2-" + uuid.uuid4().hex[:8]
@@ -66,6 +67,33 @@ def test_a_passfile_is_named_but_never_read_into_the_output(
     _no_secret(run)
     assert run.code == 2
     assert f"cannot connect to the session store {url} (OperationalError)" in run.err
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [f"host=127.0.0.1 port=1 password={SECRET}", f"POSTGRESQL://u:{SECRET}@127.0.0.1:1/db"],
+)
+@pytest.mark.parametrize("command", [["inspect"], ["chat", "--session", "s1"]], ids=str)
+def test_a_connection_string_that_is_no_postgresql_url_is_refused_not_made_a_file(
+    command: list[str], spec: str, data_dir: Path, home: Path
+) -> None:
+    """Regression: such a spec was taken for an SQLite path, created, and printed whole."""
+    written = REPO / Path(spec).parts[0]  # what an SQLite store at that path would create
+    assert not written.exists()
+    try:
+        run = run_cli([*command, "--store", spec, "--data", str(data_dir)], home)
+    finally:
+        made = written.exists()
+        if written.is_dir():
+            shutil.rmtree(written)
+        elif made:
+            written.unlink()
+            written.with_name(f"{written.name}.locks").unlink(missing_ok=True)
+    _no_secret(run)
+    assert not made
+    assert run.code == 2
+    assert "looks like a connection string: a PostgreSQL store needs a postgresql://" in run.err
+    assert len(run.err.splitlines()) == 1
 
 
 @pytest.fixture
