@@ -206,15 +206,26 @@ class StoreUnavailable(click.ClickException):
         super().__init__(visible(message))
 
 
+_OWN_PACKAGES = frozenset({"builtins", "actors", "messages", "host_bridge"})
+
+
 class InternalError(click.ClickException):
-    """An unexpected exception (a bug): one line, exit code 1; ``-v`` logs the traceback."""
+    """An unexpected exception (a bug): one line, exit code 1; ``-v`` logs the traceback.
+
+    The line shows ``type: text`` of exceptions of Python's own and of this
+    package's classes; of any other (a driver's ``psycopg.OperationalError``,
+    whose text can quote a connection string) only the qualified class name.
+    """
 
     exit_code = EXIT_FAILED
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(
-            visible(f"internal error ({type(error).__name__}: {error}); -v logs the traceback")
-        )
+        kind = type(error)
+        if kind.__module__.partition(".")[0] in _OWN_PACKAGES:
+            shown = f"{kind.__name__}: {error}"
+        else:
+            shown = f"{kind.__module__}.{kind.__qualname__}"
+        super().__init__(visible(f"internal error ({shown}); -v logs the traceback"))
 
 
 # --- where the store is ------------------------------------------------------------------------
