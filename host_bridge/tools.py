@@ -123,8 +123,8 @@ class _ToolReply(Future[Any]):
         super().set_result(_result(result))
 
     def set_exception(self, exception: BaseException | None) -> None:
-        """A failed reply answers ``internal_error`` (the exception is not shown)."""
-        _log.warning("a schedule tool reply failed: %r", type(exception).__name__)
+        """A failed reply answers the fixed ``internal_error``; the exception is only logged."""
+        _log.error("a schedule tool reply failed", exc_info=exception)
         super().set_result(_result(internal_error()))
 
     def refuse(self, value: ToolError) -> None:

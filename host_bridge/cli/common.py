@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shlex
+import stat
 import sys
 import textwrap
 import time
@@ -29,7 +30,7 @@ import pykka
 
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import default_data_dir, store_path
+from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
 from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError, check_write_lock
 from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
@@ -206,15 +207,26 @@ class StoreUnavailable(click.ClickException):
         super().__init__(visible(message))
 
 
+_OWN_PACKAGES = frozenset({"builtins", "actors", "messages", "host_bridge"})
+
+
 class InternalError(click.ClickException):
-    """An unexpected exception (a bug): one line, exit code 1; ``-v`` logs the traceback."""
+    """An unexpected exception (a bug): one line, exit code 1; ``-v`` logs the traceback.
+
+    The line shows ``type: text`` of exceptions of Python's own and of this
+    package's classes; of any other (a driver's ``psycopg.OperationalError``,
+    whose text can quote a connection string) only the qualified class name.
+    """
 
     exit_code = EXIT_FAILED
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(
-            visible(f"internal error ({type(error).__name__}: {error}); -v logs the traceback")
-        )
+        kind = type(error)
+        if kind.__module__.partition(".")[0] in _OWN_PACKAGES:
+            shown = f"{kind.__name__}: {error}"
+        else:
+            shown = f"{kind.__module__}.{kind.__qualname__}"
+        super().__init__(visible(f"internal error ({shown}); -v logs the traceback"))
 
 
 # --- where the store is ------------------------------------------------------------------------
@@ -236,8 +248,7 @@ def location_options(function: F) -> F:
     """
     data = click.option(
         "--data",
-        type=click.Path(path_type=Path),
-        default=None,
+        default=None,  # a plain string: resolve_data_dir reports what is wrong with it, in one line
         metavar="DIR",
         expose_value=False,
         callback=_remember(_META_DATA),
@@ -262,19 +273,44 @@ def _meta(key: str) -> Any:
 def explicit_data_dir() -> Path | None:
     """The ``--data`` given on the command line (to the group or the command), if any."""
     value = _meta(_META_DATA)
-    return value if isinstance(value, Path) else None
+    return Path(value) if isinstance(value, str) else None
 
 
 def resolve_data_dir() -> Path:
     """``--data`` if given (the command's over the group's), else the default data directory.
 
-    For the commands that use a store: one that exists but is not a directory exits 2.
+    For the commands that use a store, one that cannot be used exits 2 with one
+    line: a path with a NUL character, one that exists but is not a directory,
+    and, when the store is the one inside it, one that cannot be looked up or
+    searched (permission denied). A missing one is created by the store.
     """
     given = explicit_data_dir()
     directory = given if given is not None else default_data_dir()
-    if directory.exists() and not directory.is_dir():
-        raise StoreUnavailable(f"the data directory {directory} is not a directory")
+    problem = _data_dir_problem(directory, holds_store=store_spec() is None)
+    if problem is not None:
+        raise StoreUnavailable(f"the data directory {directory} {problem}")
     return directory
+
+
+def _data_dir_problem(directory: Path, *, holds_store: bool) -> str | None:
+    """Why ``directory`` cannot be the data directory, or ``None``."""
+    if "\0" in str(directory):
+        return "is not a valid path (it contains a NUL character)"
+    try:
+        mode = directory.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # opening the store creates it, or says why it cannot
+    except OSError as error:
+        if not holds_store:
+            return None
+        if isinstance(error, PermissionError):
+            return "cannot be read (permission denied)"
+        return f"cannot be used ({error.strerror or type(error).__name__})"
+    if not stat.S_ISDIR(mode):
+        return "is not a directory"
+    if holds_store and not os.access(directory, os.X_OK):
+        return "cannot be read (permission denied)"
+    return None
 
 
 def store_spec() -> str | None:
@@ -286,15 +322,9 @@ def store_spec() -> str | None:
 
 
 def describe_store(data_dir: Path) -> str:
-    """The store commands use, for display: ``--store`` (without password) or the SQLite file."""
+    """The store commands use, for display: ``--store`` (without passwords) or the SQLite file."""
     spec = store_spec()
-    if spec is None:
-        return str(store_path(data_dir))
-    if is_postgres_url(spec):
-        from host_bridge.embedded.postgres_store import redact_url
-
-        return redact_url(spec)
-    return spec
+    return str(store_path(data_dir)) if spec is None else redact_url(spec)
 
 
 def location_args() -> list[str]:
@@ -302,7 +332,7 @@ def location_args() -> list[str]:
 
     ``--data`` when one was given; ``--store`` whenever a store other than the
     data directory's is in use (from the option or the environment). A
-    PostgreSQL URL is shown without its password.
+    PostgreSQL URL is shown without its passwords (see :func:`redact_url`).
     """
     args: list[str] = []
     given = explicit_data_dir()
@@ -350,6 +380,11 @@ def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[Store
 
 def _refuse_read_only(path: Path) -> None:
     """Exit 2 when the SQLite store at ``path`` (or its directory) cannot be written."""
+    try:
+        path.exists()
+    except OSError as error:  # a directory on the way cannot be searched
+        reason = error.strerror or type(error).__name__
+        raise StoreUnavailable(f"cannot read the session store {path} ({reason})") from None
     if path.is_file() and not os.access(path, os.R_OK):
         raise StoreUnavailable(f"cannot read the session store {path} (permission denied)")
     if path.exists() and not os.access(path, os.W_OK):

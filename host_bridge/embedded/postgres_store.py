@@ -71,14 +71,13 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
 from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore
-from host_bridge.embedded.paths import is_postgres_url
+from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -225,19 +224,6 @@ _MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection[Any]], None], ..
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty database)."""
 
 _T = TypeVar("_T")
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://…"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 class PostgresEventStore(EventStore):

@@ -779,13 +779,18 @@ class SqliteEventStore(EventStore):
                     f"cannot create the data directory {self._path.parent}"
                     f" ({error.strerror or type(error).__name__})"
                 ) from None
-        elif not self._path.exists():
+        try:
+            found = self._path.exists()
+        except OSError as error:  # a directory on the way cannot be searched
+            reason = error.strerror or type(error).__name__
+            raise StoreError(f"cannot read the session store {self._path} ({reason})") from None
+        if not found and not create:
             raise StoreMissingError(
                 f"there is no session store at {self._path}",
                 location=str(self._path),
                 reason="no such file",
             )
-        if self._path.exists() and not self._path.is_file():
+        if found and not self._path.is_file():
             raise StoreError(f"{self._path} is not a file")
         try:
             conn = self._connect()

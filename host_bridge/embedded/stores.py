@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
 from host_bridge.embedded.due_index import DueEntry
 from host_bridge.embedded.event_store import EventStore
-from host_bridge.embedded.paths import is_postgres_url
+from host_bridge.embedded.paths import is_postgres_url, names_a_connection, redact_url
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
@@ -101,7 +101,18 @@ def open_store(
     read-only PostgreSQL session). Neither creates nor migrates anything, takes
     session locks or leases, or runs a writer thread; a missing or empty store
     raises :class:`~host_bridge.embedded.store_errors.StoreMissingError`.
+
+    A spec that reads as a connection string but is not a PostgreSQL URL (a
+    libpq ``host=… password=…`` string, ``POSTGRESQL://…``, another scheme) is
+    refused with a :class:`StoreError` rather than taken for a file name.
     """
+    if not is_postgres_url(spec) and names_a_connection(spec):
+        assert isinstance(spec, str)
+        raise StoreError(
+            f"the session store {redact_url(spec)} looks like a connection string: a PostgreSQL "
+            "store needs a postgresql:// or postgres:// URL (for an SQLite file of that name, "
+            "start it with ./)"
+        )
     if is_postgres_url(spec):
         assert isinstance(spec, str)
         try:

@@ -780,6 +780,21 @@ def test_errors_that_escape_a_command_end_in_one_line() -> None:
     )
 
 
+def test_an_internal_error_of_a_driver_names_its_class_not_its_text() -> None:
+    """A driver's message can quote the connection string; Python's and ours are shown."""
+
+    @click.command("driver")
+    def driver() -> None:
+        raise sqlite3.OperationalError('missing "=" after "s3cret" in connection info string')
+
+    group = type(cli)(name="dsh-schedule", commands={"driver": driver})
+    result = CliRunner().invoke(group, ["driver"])
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: internal error (sqlite3.OperationalError); -v logs the traceback\n"
+    )
+
+
 def _with_password(url: str) -> str:
     parts = urlsplit(url)
     user, _, host = parts.netloc.rpartition("@")

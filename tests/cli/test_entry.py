@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.cli.helpers import run_cli, write_session
+from host_bridge.cli import cli
+from tests.cli.helpers import run_cli, without_file_privileges, write_session
 
 COMMANDS = ["demo", "chat", "inspect", "verify", "catalog"]
 
@@ -85,6 +88,76 @@ def test_data_must_not_be_a_file(home: Path, tmp_path: Path) -> None:
     run = run_cli(["verify", "--data", str(a_file)], home)
     assert run.code == 2
     assert run.err == f"Error: the data directory {a_file} is not a directory\n"
+
+
+STORE_COMMANDS = [
+    ["inspect"],
+    ["verify"],
+    ["chat", "--session", "s1"],
+    ["serve"],
+    ["reindex"],
+    ["demo", "--fast"],
+]
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[Path]:
+    """A directory (holding ``inner/``) that nobody may list or search (mode 000)."""
+    directory = tmp_path / "locked"
+    (directory / "inner").mkdir(parents=True)
+    directory.chmod(0)
+    yield directory
+    directory.chmod(0o700)
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["unsearchable", "below-unsearchable"])
+@pytest.mark.parametrize("command", STORE_COMMANDS, ids=lambda command: command[0])
+def test_an_unreadable_data_dir_is_one_error_line_and_exit_2(
+    home: Path, locked: Path, command: list[str], inside: bool
+) -> None:
+    """Regression: click's four-line usage error, or an internal error (exit 1) below it."""
+    data = locked / "inner" if inside else locked
+    run = run_cli([*command, "--data", str(data)], home, prefix=without_file_privileges())
+    assert run.code == 2
+    assert run.err == f"Error: the data directory {data} cannot be read (permission denied)\n"
+    assert run.out == ""
+
+
+def test_an_unreadable_data_dir_before_the_command_or_from_the_environment(
+    home: Path, locked: Path
+) -> None:
+    prefix = without_file_privileges()
+    expected = f"Error: the data directory {locked} cannot be read (permission denied)\n"
+    before = run_cli(["--data", str(locked), "verify"], home, prefix=prefix)
+    assert (before.code, before.err) == (2, expected)
+    from_env = run_cli(["verify"], locked, prefix=prefix)
+    assert (from_env.code, from_env.err) == (2, expected)
+
+
+def test_catalog_ignores_an_unreadable_data_dir(home: Path, locked: Path) -> None:
+    run = run_cli(["catalog", "--data", str(locked)], home, prefix=without_file_privileges())
+    assert run.code == 0, run.err
+    assert '"catalog": "dsh-tool-schedule"' in run.out
+
+
+@pytest.mark.parametrize("command", [["chat", "--session", "s1"], ["reindex"]], ids=str)
+def test_a_store_below_an_unsearchable_directory_is_one_error_line(
+    home: Path, locked: Path, command: list[str]
+) -> None:
+    """Regression: the writing commands stopped with an internal error (PermissionError)."""
+    store = locked / "inner" / "sessions.sqlite3"
+    run = run_cli([*command, "--store", str(store)], home, prefix=without_file_privileges())
+    assert run.code == 2
+    assert run.err == f"Error: cannot read the session store {store} (Permission denied)\n"
+
+
+def test_a_data_dir_with_a_nul_character_is_one_error_line() -> None:
+    """A NUL cannot come through argv; through ``main``'s arguments it stopped click's parsing."""
+    result = CliRunner().invoke(cli, ["verify", "--data", "bad\0dir"])
+    assert result.exit_code == 2
+    assert result.output == (
+        "Error: the data directory bad\\x00dir is not a valid path (it contains a NUL character)\n"
+    )
 
 
 def test_quiet_by_default_and_verbose_logs_to_stderr(home: Path, data_dir: Path) -> None:

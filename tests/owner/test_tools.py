@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -10,7 +11,9 @@ from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
 from host_bridge.plugin import install_schedule
+from host_bridge.protocols import ToolResult
 from host_bridge.testing import PENDING, FakeHost
+from host_bridge.tools import _ToolReply
 from messages.instant import MAX_INSTANT_MS
 from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
@@ -275,6 +278,26 @@ def test_append_failure_is_internal_error(tools: Tools) -> None:
     assert error("internal_error", value) == "An internal error stopped the schedule operation."
     assert "secret" not in str(value)
     assert tools.call("schedule_list", {}) == {"schedules": []}
+
+
+def test_a_failed_reply_answers_the_fixed_internal_error_and_logs_the_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: nothing called ``set_exception``; a leak of the exception's text went unseen."""
+    secret = "postgresql://u:S3cr3t@db/app?password=S3cr3t"
+    failure = RuntimeError(f"connection to {secret} failed")
+    reply = _ToolReply()
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge.tools"):
+        reply.set_exception(failure)
+    message = "An internal error stopped the schedule operation."
+    assert reply.result(timeout=0) == ToolResult(
+        is_error=False,
+        value={"code": "internal_error", "message": message},
+        content=f'{{"code":"internal_error","message":"{message}"}}',
+    )
+    assert "S3cr3t" not in repr(reply.result(timeout=0))
+    (record,) = [r for r in caplog.records if r.name == "dsh_schedule.host_bridge.tools"]
+    assert record.exc_info is not None and record.exc_info[1] is failure
 
 
 def test_corrupt_log_is_corrupt_schedule_log_for_every_tool(
