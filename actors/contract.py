@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 __all__ = [
+    "DEFAULT_CLOCK_STEP_CONFIRM_MS",
     "DEFAULT_CLOCK_WATCH_MS",
     "DEFAULT_FLUSH_TIMEOUT_MS",
     "Agent",
@@ -55,6 +56,9 @@ DEFAULT_FLUSH_TIMEOUT_MS = 30_000
 
 DEFAULT_CLOCK_WATCH_MS = 1000
 """How often Schedule's clock watchdog compares the wall clock with the monotonic clock (1 s)."""
+
+DEFAULT_CLOCK_STEP_CONFIRM_MS = 5000
+"""How long a forward step of the wall clock must hold before Schedule acts on it (5 s)."""
 
 
 def wall_clock_ms() -> int:
@@ -431,8 +435,14 @@ class HostContext:
     one owner is installed, it compares ``clock()`` with ``monotonic()`` every
     ``clock_watch_ms`` (on ``timers``) and makes owners whose timer is armed
     drive again when the wall clock jumped or the machine was suspended, so a
-    forward jump delivers what became due within about one tick. ``None``
-    turns the watchdog off.
+    forward step delivers what became due within ``clock_step_confirm_ms``
+    plus about one tick. ``None`` turns the watchdog off.
+
+    ``clock_step_confirm_ms`` is how long (on ``monotonic``) a forward step of
+    the wall clock, or a resume from a suspend, must hold before Schedule acts
+    on it; until then it decides on the timeline from before the step, so a
+    clock that glitches ahead and is corrected within it delivers nothing early.
+    A step back is taken at once. ``None`` takes every step at once.
 
     ``flush_timeout_ms`` bounds every flush barrier Schedule waits for: a flush
     that has not settled after that long (measured on ``timers``) counts as
@@ -457,6 +467,7 @@ class HostContext:
     monotonic: Callable[[], int] = monotonic_ms
     clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS
     activation: SessionActivation | None = None
+    clock_step_confirm_ms: int | None = DEFAULT_CLOCK_STEP_CONFIRM_MS
 
     def __post_init__(self) -> None:
         if self.monotonic is monotonic_ms:

@@ -38,6 +38,8 @@ record joins one batch: one follow-up carrying the batch framing, then one
 dispatch per member in batch order, all with the same ``acceptedAt``. A
 decision that raises or is undecidable (a clock outside years 0001–9999 on the
 ``every`` path) is logged and taken as no decision: no fault, nothing armed.
+A clock sample that is not an ``int`` decides nothing either, but arms a
+retry in :data:`BAD_CLOCK_RETRY_MS`, so delivery goes on once the clock is good.
 
 Teardown. Disposal begins when the :class:`~actors.teardown.TeardownGate` closes
 (the plugin closes it before it posts :class:`DisposeOwner`, which closes it too),
@@ -201,6 +203,9 @@ class _NoDecision:
 
 _NO_DECISION = _NoDecision()
 
+BAD_CLOCK_RETRY_MS = 1_000
+"""How soon an owner decides again after a clock sample that was not an ``int``."""
+
 _Plan = DeliverNow | DeliverBatch | WaitFor | _NoDecision | None
 
 
@@ -262,6 +267,7 @@ class ScheduleOwner(MailboxActor):
         self._timer_target: int | None = None  # the target the armed timer waits for
         self._decided: FoldedSchedules | None = None  # the fold the armed timer was decided from
         self._decision_ms = 0  # the clock sample of the latest delivery decision
+        self._bad_clock = False  # the latest decision sample was no reading (logged once)
         self._waiting_for_idle = False
         self._faulted: str | None = None
         self._restart_pending = False
@@ -662,8 +668,9 @@ class ScheduleOwner(MailboxActor):
 
         A corrupt log faults the owner; an unreadable log, a decision that
         raises and an :class:`Undecidable` one are logged. All three return
-        :data:`_NO_DECISION`, which arms nothing. A clock that raises is not
-        caught here: it is an unexpected error, contained by ``on_receive``.
+        :data:`_NO_DECISION`, which arms nothing. A clock sample that is not an
+        ``int`` arms a retry (:data:`BAD_CLOCK_RETRY_MS`). A clock that raises is
+        not caught here: it is an unexpected error, contained by ``on_receive``.
         """
         try:
             folded = self._refold()
@@ -680,6 +687,9 @@ class ScheduleOwner(MailboxActor):
             )
             return _NO_DECISION
         now = self._host.clock()
+        if isinstance(now, bool) or not isinstance(now, int):
+            return self._retry_after_bad_clock(folded, now)
+        self._bad_clock = False
         self._decision_ms = now
         try:
             plan = plan_delivery(folded, now)
@@ -698,6 +708,26 @@ class ScheduleOwner(MailboxActor):
             )
             return _NO_DECISION
         return plan
+
+    def _retry_after_bad_clock(self, folded: FoldedSchedules, now: object) -> _Plan:
+        """A clock sample that is no reading: decide nothing now, again in a second.
+
+        Nothing can be due or not due at it; the retry keeps delivery going
+        once the clock is good again, with no other activity needed. Logged
+        once until a good sample.
+        """
+        earliest = folded.earliest()
+        if earliest is None:
+            return None  # nothing active, whatever the time
+        if not self._bad_clock:
+            self._bad_clock = True
+            self._log.warning(
+                "the clock returned a %s, not epoch milliseconds; agent %r decides again in %d ms",
+                type(now).__name__,
+                self._agent.id,
+                BAD_CLOCK_RETRY_MS,
+            )
+        return WaitFor(earliest, BAD_CLOCK_RETRY_MS)
 
     def _nothing_to_deliver(self, txn: _Txn, plan: _Plan) -> bool:
         """Act on a ``plan`` that delivers nothing; ``False`` when it delivers.

@@ -1,4 +1,4 @@
-"""Delivery after clock faults: a clock that raises once, a forward jump, a backward jump.
+"""Delivery after clock faults: a clock that raises, jumps forward or back, or glitches ahead.
 
 Usage (from the repository root)::
 
@@ -6,7 +6,8 @@ Usage (from the repository root)::
 
 One embedded host (real threads, real timers, SQLite with ``synchronous=FULL``)
 with Schedule installed at its defaults: owners restart after 1 s, 2 s, ... (5
-restarts per 10 minutes) and the clock watchdog ticks every second. The host's
+restarts per 10 minutes), the clock watchdog ticks every second and a forward
+clock step is acted on once it held for 5 s (``clock_step_confirm_ms``). The host's
 wall clock is a :class:`ShiftableClock`: the real wall clock plus an offset the
 script jumps, which can also raise on the next read made by a ScheduleOwner.
 Each agent's ``followup`` is wrapped to record when a reminder reached it.
@@ -17,12 +18,18 @@ Each agent's ``followup`` is wrapped to record when a reminder reached it.
    ``followup()`` time minus ``scheduledAt``. Without supervision it would never
    be delivered until the process restarted.
 2. **forward jump** (``--trials`` times): every agent has a reminder 1 h out; the
-   wall clock jumps +2 h. *late* is ``followup()`` minus the jump, on the
-   monotonic clock. Without the watchdog the reminders would wait an hour.
+   wall clock jumps +2 h and stays. *late* is ``followup()`` minus the jump, on
+   the monotonic clock: the confirmation interval, up to one tick, and the work.
+   Without the watchdog the reminders would wait an hour.
 3. **backward jump** (once): every agent has a reminder 4 s out; the wall clock
    jumps back 3 s (``--quick``: 2 s out, back 1 s). *early* counts deliveries
    before ``scheduledAt`` on the (jumped) wall clock; *late* is ``followup()``
    minus ``scheduledAt``.
+4. **glitch** (once, then once more on a host that takes every step at once, as
+   before the confirmation existed): every agent has a one-shot 1 h out and a
+   5-minute ``every`` reminder; the wall clock jumps a day ahead for 3 s and is
+   set back. *early* counts the reminders delivered within the next 8 s (none
+   is due); *advanced* the ``every`` reminders whose next occurrence moved.
 
 The owners' own warnings (the contained failure, the restart) are silenced;
 the table and the owners' status say what happened. Prints a table and writes
@@ -32,6 +39,7 @@ the table and the owners' status say what happened. Prints a table and writes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shutil
@@ -41,6 +49,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from bench._common import (
@@ -63,13 +72,18 @@ from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.plugin import install_schedule
-from host_bridge.protocols import UserMessage
-from messages import parse_instant, parse_reminder_framing
+from host_bridge.protocols import DEFAULT_CLOCK_STEP_CONFIRM_MS, UserMessage
+from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 
 NAME = "clock_faults"
 HOUR_MS = 3_600_000
-TARGET_JUMP_LATE_MS = 2_000.0
-"""A forward jump must deliver what it made due within this long (one 1 s tick + work)."""
+DAY_MS = 24 * HOUR_MS
+TARGET_JUMP_LATE_MS = DEFAULT_CLOCK_STEP_CONFIRM_MS + 2_000.0
+"""A forward jump must deliver what it made due within this long (confirmation, tick, work)."""
+GLITCH_S = 3.0
+"""How long the glitch scenario's clock stays a day ahead."""
+GLITCH_WATCH_S = 8.0
+"""How long after the glitch began its deliveries are counted (longer than the confirmation)."""
 WAIT_S = 30.0
 """How long a scenario waits for its deliveries before giving up."""
 
@@ -105,7 +119,11 @@ class ShiftableClock:
 
 
 def _caller_module() -> str | None:
-    return sys._getframe(2).f_globals.get("__name__")  # who reads the clock
+    """Who reads the clock, directly or through the plugin's steady clock."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == "host_bridge.steady_clock":
+        frame = frame.f_back
+    return None if frame is None else frame.f_globals.get("__name__")
 
 
 class Deliveries:
@@ -163,22 +181,74 @@ def _quiet(host: Host, agents: Sequence[EmbeddedAgent]) -> None:
     raise BenchError("the host never became quiet")
 
 
-def run(
-    root: Path, agents: int, trials: int, runtime: str, *, back: tuple[int, int] = (4, 3_000)
-) -> dict[str, Any]:
-    """Run the three scenarios on one host; return their figures.
-
-    ``back`` is the backward scenario's (reminder delay in s, jump back in ms).
-    """
+def _open(root: Path, runtime: str, *, confirm: bool = True) -> tuple[Host, ShiftableClock]:
+    """A host on a fresh data directory under ``root`` (``confirm=False``: steps at once)."""
     data = Path(tempfile.mkdtemp(prefix="clock-", dir=root))
     clock = ShiftableClock()
     embedded = EmbeddedHost(data, clock=clock, runtime=runtime)
+    context = embedded.context()
+    if not confirm:
+        context = dataclasses.replace(context, clock_step_confirm_ms=None)
     try:
-        plugin = install_schedule(embedded.context(), runtime=embedded.runtime)
+        plugin = install_schedule(context, runtime=embedded.runtime)
     except BaseException:
         embedded.close()
+        shutil.rmtree(data, ignore_errors=True)
         raise
-    host = Host(embedded, plugin)
+    return Host(embedded, plugin), clock
+
+
+def _close(host: Host) -> None:
+    data = host.host.data_dir
+    try:
+        host.close()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _dispatches(fleet: Sequence[EmbeddedAgent]) -> int:
+    """``dispatch`` records in the agents' logs: one per delivered reminder, batches too."""
+    return sum(
+        1
+        for agent in fleet
+        for event in agent.session.events
+        if event.type == SCHEDULE_CHANGE_TYPE and event.data.get("operation") == "dispatch"
+    )
+
+
+def glitch(host: Host, clock: ShiftableClock, fleet: Sequence[EmbeddedAgent]) -> dict[str, int]:
+    """A day-ahead glitch for 3 s over a one-shot 1 h out and a 5-minute every per agent."""
+    before = _dispatches(fleet)
+    created: dict[str, str] = {}
+    for agent in fleet:
+        host.create(agent, "an hour from now", 3600)
+        arguments = {"prompt": "every five minutes", "every_seconds": 300}
+        every = host.call(agent, "schedule_create", arguments).value
+        created[agent.id] = every["scheduledAt"]
+    _quiet(host, fleet)
+    clock.jump(DAY_MS)
+    time.sleep(GLITCH_S)
+    clock.jump(-DAY_MS)
+    time.sleep(GLITCH_WATCH_S - GLITCH_S)
+    _quiet(host, fleet)
+    advanced = 0
+    for agent in fleet:
+        views = host.list(agent)["schedules"]
+        advanced += sum(
+            1 for v in views if v["kind"] == "every" and v["scheduledAt"] != created[agent.id]
+        )
+    early = _dispatches(fleet) - before
+    return {"reminders": 2 * len(fleet), "early": early, "advanced": advanced}
+
+
+def run(
+    root: Path, agents: int, trials: int, runtime: str, *, back: tuple[int, int] = (4, 3_000)
+) -> dict[str, Any]:
+    """Run the four scenarios on one host, and the glitch on a second; return their figures.
+
+    ``back`` is the backward scenario's (reminder delay in s, jump back in ms).
+    """
+    host, clock = _open(root, runtime)
     deliveries = Deliveries(clock)
     try:
         fleet = [host.spawn(model=_silent) for _ in range(agents)]
@@ -223,10 +293,17 @@ def run(
         arrived = deliveries.wait_for(expected)[-len(fleet) :]
         late_back = [float(wall - target) for _, target, _, wall in arrived]
         _quiet(host, fleet)
+        glitched = glitch(host, clock, fleet)
         status = host.plugin.status()
     finally:
-        host.close()
-        shutil.rmtree(data, ignore_errors=True)
+        _close(host)
+    at_once, at_once_clock = _open(root, runtime, confirm=False)
+    try:
+        unconfirmed = glitch(
+            at_once, at_once_clock, [at_once.spawn(model=_silent) for _ in range(agents)]
+        )
+    finally:
+        _close(at_once)
     return {
         "fault": {"late": distribution(fault_late), "restarts": restarts},
         "forward_jump": {"late": distribution(jump_late), "jump_ms": 2 * HOUR_MS},
@@ -235,6 +312,8 @@ def run(
             "early": sum(1 for d in late_back if d < 0),
             "jump_ms": -back_ms,
         },
+        "glitch": glitched | {"jump_ms": DAY_MS, "held_ms": int(GLITCH_S * 1000)},
+        "glitch_steps_at_once": unconfirmed,
         "clock_jumps_noticed": status.clock_jumps,
         "owners_faulted_at_end": len(status.faulted) + len(status.restarting),
     }
@@ -276,10 +355,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "target": "0 early",
             "met": ours["backward_jump"]["early"] == 0,
         },
+        "glitch_never_early": {
+            "value": ours["glitch"]["early"] + ours["glitch"]["advanced"],
+            "target": "0 early, 0 every advanced",
+            "met": ours["glitch"]["early"] == ours["glitch"]["advanced"] == 0,
+        },
     }
     print_machine(info)
     print(
-        f"embedded host, {args.runtime}; clock watchdog tick 1 s; restart back-off from 1 s; "
+        f"embedded host, {args.runtime}; clock watchdog tick 1 s; forward steps confirmed "
+        f"after {DEFAULT_CLOCK_STEP_CONFIRM_MS / 1000:g} s; restart back-off from 1 s; "
         f"{args.agents} agents in the jumps, {args.trials} trial(s)"
     )
     rows = [
@@ -308,6 +393,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ],
     )
     print(f"restarts per faulted owner: {ours['fault']['restarts']}")
+    for label, key in (("confirmed", "glitch"), ("steps taken at once", "glitch_steps_at_once")):
+        g = ours[key]
+        print(
+            f"glitch +1 day for {GLITCH_S:g} s ({label}): {g['early']} of {g['reminders']} "
+            f"reminders delivered early, {g['advanced']} every reminders advanced"
+        )
     for key, target in targets.items():
         print(
             f"target {key}: {target['target']}: {fmt(target['value'], 1)} -> "

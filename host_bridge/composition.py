@@ -242,6 +242,9 @@ def composition_problems(host: HostContext) -> list[str]:
             _milliseconds_problem(host, "flush_timeout_ms", "how long a flush may take"),
             _monotonic_problem(host),
             _milliseconds_problem(host, "clock_watch_ms", "the clock watchdog's tick"),
+            _milliseconds_problem(
+                host, "clock_step_confirm_ms", "how long a forward clock step must hold"
+            ),
         ],
     )
     lines += _activation_problems(host)

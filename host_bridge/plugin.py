@@ -12,6 +12,9 @@ The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
 a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
 while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
+Owners, the wake-up actor and the watchdog read the host's clock through one
+:class:`~host_bridge.steady_clock.SteadyClock`: a forward step counts only once
+it held for ``HostContext.clock_step_confirm_ms``.
 
 When the host offers :class:`~host_bridge.protocols.SessionActivation`, the
 plugin also runs one wake-up actor (:mod:`actors.wake_up`), supervised like the
@@ -40,6 +43,7 @@ from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, HostContext, Timers
+from host_bridge.steady_clock import SteadyClock
 from host_bridge.supervision import OwnerSupervision, RestartPolicy
 from host_bridge.telemetry import ScheduleTelemetry
 from host_bridge.tools import schedule_tools
@@ -145,10 +149,18 @@ class SchedulePlugin:
     ) -> None:
         self._runtime = get_runtime(runtime)
         self._own_timers: Timers | None = None
+        host = copy.copy(host)  # the owners and the wake-up actor read the steady clock
+        confirm_ms = host.clock_step_confirm_ms
+        self._clock = SteadyClock(
+            host.clock,
+            host.monotonic,
+            confirm_ms if confirm_ms is not None else 0,
+            log=host.logger.getChild("clock"),
+        )
+        host.clock = self._clock
         timers = host.timers
         if timers is None:  # the runtime supplies them; closed when the plugin is disposed
             timers = self._own_timers = self._runtime.timers()
-            host = copy.copy(host)
             host.timers = timers
         self._host = host
         self._timers = timers
@@ -157,8 +169,7 @@ class SchedulePlugin:
         self._wake_policy = wake_policy if wake_policy is not None else WakePolicy()
         self._watchdog = (
             ClockWatchdog(
-                host.clock,
-                host.monotonic,
+                self._clock,
                 self._timers,
                 host.clock_watch_ms,
                 self._on_clock_jump,
@@ -496,8 +507,9 @@ def install_schedule(
     problem, one line per part with its protocol, e.g. ``HostContext.agents
     (AgentRegistry): missing on_status; roots is not callable``; a missing
     ``sessions``, ``agents``, ``tools`` or ``session_persistence``, a
-    ``clock_watch_ms`` or ``flush_timeout_ms`` that is not a positive ``int``
-    or None, and a ``logger`` that is not a ``logging.Logger`` are among them.
+    ``clock_watch_ms``, ``clock_step_confirm_ms`` or ``flush_timeout_ms`` that
+    is not a positive ``int`` or None, and a ``logger`` that is not a
+    ``logging.Logger`` are among them.
 
     ``host.clock`` must return the wall clock as whole epoch milliseconds, an
     ``int`` (not a ``bool``) from 0001-01-01T00:00:00.000Z to

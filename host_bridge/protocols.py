@@ -9,6 +9,7 @@ actors and this package import; hosts import them from here.
 from __future__ import annotations
 
 from actors.contract import (
+    DEFAULT_CLOCK_STEP_CONFIRM_MS,
     DEFAULT_CLOCK_WATCH_MS,
     DEFAULT_FLUSH_TIMEOUT_MS,
     Agent,
@@ -37,6 +38,7 @@ from actors.contract import (
 )
 
 __all__ = [
+    "DEFAULT_CLOCK_STEP_CONFIRM_MS",
     "DEFAULT_CLOCK_WATCH_MS",
     "DEFAULT_FLUSH_TIMEOUT_MS",
     "Agent",

@@ -124,7 +124,9 @@ def test_clock_faults(tmp_path: Path) -> None:
     assert results["fault"]["restarts"] == [1]
     assert results["forward_jump"]["late"]["count"] == 2
     assert results["backward_jump"]["early"] == 0  # never early
-    assert results["clock_jumps_noticed"] == 2
+    assert results["glitch"]["early"] == results["glitch"]["advanced"] == 0  # ignored
+    assert results["glitch_steps_at_once"]["reminders"] == 4
+    assert results["clock_jumps_noticed"] == 2  # the glitch was not one
     assert results["owners_faulted_at_end"] == 0
     assert out["load_average_at_end"] is not None
 

@@ -210,6 +210,11 @@ class EmbeddedActivation:
             self._idle.notify_all()
 
     def _activate(self, session_id: str) -> Agent | None:
+        """Claim, resume, spawn; every step that raises gives the session back first.
+
+        The claim and ``resume_claimed`` give it back themselves; a spawn that
+        raises is undone by detaching the session (which releases it).
+        """
         host = self._host
         if host.sessions.get(session_id) is not None:
             return None  # live here: its owner delivers

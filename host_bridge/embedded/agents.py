@@ -587,7 +587,9 @@ class EmbeddedAgentRegistry:
 
         The first agent spawned on a session takes over its unfinished inbox
         entries (:meth:`EmbeddedSession.claim_inbox`): their turns run first,
-        once the creation listeners have run.
+        once the creation listeners have run. When starting them raises, the
+        agent is disposed again before the error propagates (the session stays
+        the caller's).
         """
         if not isinstance(session, EmbeddedSession):
             raise TypeError("an embedded agent needs an EmbeddedSession")
@@ -613,7 +615,11 @@ class EmbeddedAgentRegistry:
             listeners = tuple(self._created)
         for listener in listeners:
             _call_listener(listener, agent)
-        agent._activate()  # taken-over entries: their turns start now (tools are registered)
+        try:
+            agent._activate()  # taken-over entries: their turns start now (tools are registered)
+        except BaseException:
+            self.dispose(agent)  # no half-started agent stays registered on the session
+            raise
         return agent
 
     def dispose(self, agent: EmbeddedAgent) -> None:

@@ -40,6 +40,7 @@ the error's kind and never carry the driver's text), session ownership and the r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -48,7 +49,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
@@ -370,6 +371,20 @@ class EventStore(SessionReads[Any], ABC):
                     return
             self._unlock_session(session_id)
 
+    @contextlib.contextmanager
+    def _claiming(self, session_id: str) -> Iterator[None]:
+        """Around a claim: when the block raises, give back ``session_id`` if it took it."""
+        with self._lock:
+            held = session_id in self._leases
+        try:
+            yield
+        except BaseException:
+            with self._lock:
+                taken = not held and session_id in self._leases
+            if taken:
+                self.release_session(session_id)
+            raise
+
     def holds_lease(self, session_id: str) -> bool:
         """Whether this store holds ``session_id`` and has not lost it."""
         with self._lock:
@@ -422,7 +437,11 @@ class EventStore(SessionReads[Any], ABC):
 
     @abstractmethod
     def claim_due_session(self, session_id: str, now_ms: int) -> bool:
-        """Take ``session_id`` to deliver what is due in it; False when that is not for us."""
+        """Take ``session_id`` to deliver what is due in it; False when that is not for us.
+
+        A ``now_ms`` that is not an ``int`` (:func:`refuses_claim_clock`) is
+        False, with nothing taken. A claim that raises has given the session back.
+        """
 
     @abstractmethod
     def reindex(self) -> int:
@@ -903,6 +922,22 @@ class EventStore(SessionReads[Any], ABC):
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def refuses_claim_clock(session_id: str, now_ms: object) -> bool:
+    """Whether ``now_ms`` is no clock reading to claim ``session_id`` at (then logs a warning).
+
+    A reading is an ``int`` that is not a ``bool``; ``None``, a float (NaN
+    too) or anything else cannot be compared with due times.
+    """
+    if isinstance(now_ms, int) and not isinstance(now_ms, bool):
+        return False
+    _log.warning(
+        "not claiming session %s: the clock reading is a %s, not whole epoch milliseconds",
+        show_id(session_id),
+        type(now_ms).__name__,
+    )
+    return True
 
 
 def commit_failed(error: BaseException, rows: int, category: str) -> StoreWriteError:

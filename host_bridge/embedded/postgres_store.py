@@ -76,7 +76,7 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
-from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore
+from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore, refuses_claim_clock
 from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
@@ -665,9 +665,12 @@ class PostgresEventStore(EventStore):
         SKIP LOCKED`` (a row another host is claiming right now is skipped, not
         waited for), check that it is due at ``now_ms``, and take the lease
         (:meth:`acquire_session`), which stays held after the transaction.
-        False when the row is locked, missing or not due, or the lease is held elsewhere.
+        False when the row is locked, missing or not due, or the lease is held elsewhere,
+        and, with nothing taken, for a ``now_ms`` that is not an ``int``. When
+        anything raises after the lease was taken (the transaction's ``COMMIT``,
+        giving the connection back) the lease is given back.
         """
-        if not is_storable_id(session_id):
+        if not is_storable_id(session_id) or refuses_claim_clock(session_id, now_ms):
             return False
 
         def claim(conn: psycopg.Connection[Any]) -> bool:
@@ -684,7 +687,8 @@ class PostgresEventStore(EventStore):
                     return False
                 return True
 
-        return self._query(claim)
+        with self._claiming(session_id):
+            return self._query(claim)
 
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction; the rows written.

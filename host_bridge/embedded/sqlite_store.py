@@ -77,6 +77,7 @@ from host_bridge.embedded.event_store import (
     AUTO_WRITE_ROWS,
     CLOSE_TIMEOUT,
     EventStore,
+    refuses_claim_clock,
 )
 from host_bridge.embedded.event_store import commit_failed as _commit_failed
 from host_bridge.embedded.session_locks import SessionLockFile
@@ -469,19 +470,20 @@ class SqliteEventStore(EventStore):
         False when another process or store holds the session, or when its
         index row says nothing is due at ``now_ms`` (then it is not kept).
         True: this store holds the session (:meth:`acquire_session`) and it is due.
+        False, with nothing taken, for a ``now_ms`` that is not an ``int``; on
+        any exception the session is given back.
         """
-        try:
-            self.acquire_session(session_id)
-        except SessionLeaseError:
+        if refuses_claim_clock(session_id, now_ms):
             return False
-        try:
+        with self._claiming(session_id):
+            try:
+                self.acquire_session(session_id)
+            except SessionLeaseError:
+                return False
             entry = self.due_entry(session_id)
-        except BaseException:
-            self.release_session(session_id)
-            raise
-        if entry is None or entry.due_ms > now_ms:
-            self.release_session(session_id)
-            return False
+            if entry is None or entry.due_ms > now_ms:
+                self.release_session(session_id)
+                return False
         return True
 
     def reindex(self) -> int:

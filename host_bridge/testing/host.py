@@ -38,6 +38,9 @@ class FakeHost:
     advances ``FakeTimers`` by weeks, and its ticks would show among the armed
     timers. Tests of clock jumps and suspends pass e.g. ``clock_watch_ms=1000``
     and move time with ``clock.set``/``clock.suspend`` and ``timers.advance``.
+    ``clock_step_confirm_ms`` keeps its real default: a forward ``clock.set``
+    or ``suspend`` after install counts only once it held for 5 s of fake time,
+    so set a test's start time before installing (``start_ms``).
 
     **The start-up flush.** Schedule starts an owner for every root agent it
     sees created, and the owner's first act is a drive, whose preflight is a

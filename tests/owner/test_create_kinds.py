@@ -29,9 +29,14 @@ SAFE = 2**53 - 1
 
 
 @pytest.fixture
-def at_now(tools: Tools) -> Tools:
-    """The tools with the host's wall clock at the contract's example time."""
-    tools.host.clock.set(NOW)
+def at_now(host: FakeHost, request: pytest.FixtureRequest) -> Tools:
+    """The tools, installed with the host's wall clock at the contract's example time.
+
+    The clock is set first: set after install, it would be a forward step that
+    Schedule takes only once it held for the confirmation interval.
+    """
+    host.clock.set(NOW)
+    tools: Tools = request.getfixturevalue("tools")
     return tools
 
 

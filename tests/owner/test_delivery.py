@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from typing import Any
 
 import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
+from actors.schedule_owner import BAD_CLOCK_RETRY_MS
 from host_bridge.testing import PENDING, FakeHost
 from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.instant import format_instant
@@ -88,6 +91,42 @@ def test_clock_rollback_never_fires_early(harness: Harness) -> None:
     assert harness.host.timers.armed() == [10 * MINUTE]  # re-armed from the re-read clock
     harness.advance(10 * MINUTE)
     assert len(harness.agent.received) == 1
+
+
+class GlitchingClock:
+    """The fake wall clock, except that its next read after :meth:`glitch` returns ``bad``."""
+
+    def __init__(self, host: FakeHost) -> None:
+        self.clock = host.clock
+        self.monotonic = host.clock.monotonic
+        self.pending: list[Any] = []
+
+    def glitch(self, bad: Any) -> None:
+        self.pending.append(bad)
+
+    def __call__(self) -> Any:
+        return self.pending.pop() if self.pending else self.clock()
+
+
+@pytest.mark.parametrize("bad", [None, 1.5, math.nan, True, "x"])
+def test_a_decision_sample_that_is_not_an_int_decides_again_after_the_retry_delay(
+    host: FakeHost, runtime: Runtime, bad: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = GlitchingClock(host)
+    harness = Harness(
+        host, runtime=runtime, context=dataclasses.replace(host.context(), clock=clock)
+    )
+    start = host.clock.now()
+    harness.created("stretch", 60)
+    clock.glitch(bad)  # the decision at the due time reads it
+    with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
+        harness.advance(MINUTE)
+    assert harness.agent.received == []
+    assert host.timers.armed() == [BAD_CLOCK_RETRY_MS]  # no other activity is needed
+    assert f"the clock returned a {type(bad).__name__}, not epoch milliseconds" in caplog.text
+    harness.advance(BAD_CLOCK_RETRY_MS)
+    (message,) = harness.agent.received
+    assert message.text == one_shot("schedule-1", format_instant(start + MINUTE), "stretch")
 
 
 def test_clock_forward_jump_makes_the_record_overdue_at_once(harness: Harness) -> None:

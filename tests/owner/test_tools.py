@@ -163,8 +163,9 @@ def test_dispatched_id_is_not_found(tools: Tools) -> None:
     assert value == {"id": "schedule-1", "deleted": False, "code": "schedule_not_found"}
 
 
-def test_time_out_of_range(tools: Tools) -> None:
-    tools.host.clock.set(MAX_INSTANT_MS - 1000)
+def test_time_out_of_range(host: FakeHost, request: pytest.FixtureRequest) -> None:
+    host.clock.set(MAX_INSTANT_MS - 1000)  # before install: a start time, not a clock step
+    tools: Tools = request.getfixturevalue("tools")
     before = len(tools.agent.session.events)
     error("time_out_of_range", tools.call("schedule_create", {"prompt": "x", "after_seconds": 2}))
     assert len(tools.agent.session.events) == before

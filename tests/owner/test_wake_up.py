@@ -19,7 +19,7 @@ import pytest
 
 from actors.runtime import Runtime
 from host_bridge.plugin import RestartPolicy, SchedulePlugin, WakePolicy, install_schedule
-from host_bridge.protocols import Agent, HostContext
+from host_bridge.protocols import DEFAULT_CLOCK_STEP_CONFIRM_MS, Agent, HostContext
 from host_bridge.testing import DEFAULT_START_MS, FakeActivation, FakeAgent, FakeHost, settle_all
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
@@ -212,9 +212,27 @@ def test_a_forward_clock_jump_wakes_what_became_due(runtime: Runtime) -> None:
         stored={"s1": [reminder("schedule-1", START + 3_000_000)]},
     )
     w.host.clock.set(START + 3_000_000)  # the wall clock jumps; the timer still sleeps
-    w.advance(1_000)  # one watchdog tick
+    w.advance(1_000)  # one watchdog tick sees the step: held until it is confirmed
+    assert w.activated() == []
+    w.advance(DEFAULT_CLOCK_STEP_CONFIRM_MS)  # it held: taken at the tick that confirms it
     assert w.activated() == ["s1"]
     assert w.plugin.status().clock_jumps == 1
+
+
+def test_a_clock_glitch_ahead_wakes_nothing(runtime: Runtime) -> None:
+    policy = WakePolicy(rescan_ms=1_000)  # a pass (and a clock reading) every second
+    w = Waker(
+        runtime,
+        policy,
+        clock_watch_ms=1_000,
+        stored={"s1": [reminder("schedule-1", START + 3_000_000)]},
+    )
+    w.host.clock.set(START + 3_000_000)  # a glitch past the due time ...
+    w.advance(3_000)
+    w.host.clock.set(w.host.clock.now() - 3_000_000)  # ... corrected after 3 s
+    w.advance(DEFAULT_CLOCK_STEP_CONFIRM_MS + 1_000)
+    assert w.activated() == []
+    assert w.plugin.status().clock_jumps == 0
 
 
 def test_a_quiet_activated_session_is_let_go_and_woken_again_when_due(runtime: Runtime) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -252,6 +254,61 @@ def test_due_sessions_skip_sessions_held_anywhere_and_a_claim_takes_one_once(
     assert two.claim_due_session("early", T0) is False
     assert two.due_sessions(T0 + 60_000, 10) == [("late", T0 + 50_000)]
     assert one.due_sessions(T0 + 60_000, 10) == [("late", T0 + 50_000)]
+
+
+def stored_due(make_store: StoreFactory, session_id: str = "s") -> None:
+    """Store ``session_id`` with a reminder due at ``T0``; nobody holds it afterwards."""
+    owner = make_store()
+    log = new_log(owner, session_id)
+    log.change(at("schedule-1", T0))
+    log.flush()
+    owner.release_session(session_id)
+
+
+@pytest.mark.parametrize("reading", [None, 1.5, math.nan, True, "x"])
+def test_a_claim_at_a_reading_that_is_not_an_int_takes_nothing(
+    make_store: StoreFactory, reading: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    stored_due(make_store)
+    one, two = make_store(), make_store()
+    with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
+        assert one.claim_due_session("s", reading) is False
+    (warning,) = [r for r in caplog.records if "not claiming session" in r.getMessage()]
+    assert f"the clock reading is a {type(reading).__name__}" in warning.getMessage()
+    assert not one.holds_lease("s")
+    assert two.claim_due_session("s", T0) is True  # nothing was left held
+
+
+class RaisingInt(int):
+    """A clock reading that is an ``int`` but cannot be compared with one."""
+
+    def __lt__(self, other: object) -> bool:
+        raise OSError("the clock reading cannot be compared")
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+
+@pytest.mark.parametrize("fault", ["the reading", "after the lock"])
+def test_a_claim_that_raises_gives_the_session_back(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    stored_due(make_store)
+    one, two = make_store(), make_store()
+    now: int = T0
+    if fault == "the reading":
+        now = RaisingInt(T0)  # SQLite compares it once the lock is taken
+    else:
+        acquire = one.acquire_session
+
+        def acquire_then_raise(session_id: str) -> int:
+            acquire(session_id)
+            raise OSError("after the lock")
+
+        monkeypatch.setattr(one, "acquire_session", acquire_then_raise)
+    with pytest.raises(OSError):
+        one.claim_due_session("s", now)
+    assert not one.holds_lease("s")
+    assert two.claim_due_session("s", T0) is True
 
 
 def test_reindex_rebuilds_a_damaged_index_from_the_logs(
