@@ -181,6 +181,11 @@ class Case:
     unprivileged: bool = False  # commands run without root's power over file permissions
 
 
+def _private(path: Path) -> None:
+    """Give a store file made by hand the mode the store gives its files: its content is bad."""
+    path.chmod(0o600)
+
+
 def _good(data_dir: Path) -> Path:
     write_session(data_dir, "s1", SESSION)
     return store_path(data_dir)
@@ -199,11 +204,13 @@ def _missing(data_dir: Path) -> None:
 def _zero_length(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     store_path(data_dir).touch()
+    _private(store_path(data_dir))
 
 
 def _garbage(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     store_path(data_dir).write_bytes(random.Random(7).randbytes(16384))
+    _private(store_path(data_dir))
 
 
 def _truncated(data_dir: Path) -> None:
@@ -222,6 +229,7 @@ def _zeroed(data_dir: Path) -> None:
 def _foreign(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     _sql(store_path(data_dir), "CREATE TABLE songs(title TEXT)", "INSERT INTO songs VALUES ('x')")
+    _private(store_path(data_dir))
 
 
 def _directory(data_dir: Path) -> None:
@@ -538,7 +546,7 @@ def test_every_command_on_every_bad_sqlite_store(
         result = run(command, ["--data", str(data_dir)], home, prefix)
     finally:
         if case.read_only and os.geteuid() != 0:
-            guarded.chmod(0o755 if case.directory else 0o644)
+            guarded.chmod(0o700 if case.directory else 0o600)
     fill = {"path": str(path), "dir": str(data_dir), "verb": VERBS.get(command, "")}
     check(result, expected, fill)
     if expected.code != 0 or not writes:

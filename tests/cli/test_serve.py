@@ -193,7 +193,7 @@ def test_two_serve_processes_on_one_store_deliver_each_reminder_once(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
     ids = due_sessions(data_dir, 30)
-    store_path(data_dir).with_name("sessions.sqlite3.locks").touch()
+    store_path(data_dir).with_name("sessions.sqlite3.locks").touch(0o600)
     both = [serve(procs, data_dir, home, "--concurrency", "4") for _ in range(2)]
     merged: queue.Queue[str] = queue.Queue()
     for proc in both:
