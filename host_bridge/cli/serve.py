@@ -35,6 +35,7 @@ import click
 
 from host_bridge.cli.common import (
     WRITE_STORE_EXIT,
+    allow_shared_store_option,
     close_host,
     describe_store,
     exit_codes_help,
@@ -312,6 +313,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     help="How long a stop waits for work in flight before closing the store.",
 )
 @location_options
+@allow_shared_store_option
 def serve_command(
     notify_command: str | None, quiet_period: float, concurrency: int, stop_timeout: float
 ) -> None:
