@@ -19,6 +19,7 @@ from host_bridge.cli.common import (
     StoreUnavailable,
     configure_logging,
     location_options,
+    shared_store_refused,
 )
 from host_bridge.cli.demo import demo_command
 from host_bridge.cli.inspect_store import inspect_command
@@ -27,7 +28,7 @@ from host_bridge.cli.serve import serve_command
 from host_bridge.cli.tool_catalog import catalog_command
 from host_bridge.cli.verify import verify_command
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.sqlite_store import SharedStoreError, StoreError
 
 __all__ = ["cli", "main"]
 
@@ -62,6 +63,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except SharedStoreError as error:
+            raise shared_store_refused(error) from None
         except (StoreError, SessionError) as error:
             raise StoreUnavailable(str(error)) from None
         except Exception as error:

@@ -31,6 +31,7 @@ from host_bridge.cli.common import (
     EXIT_FAILED,
     WRITE_STORE_EXIT,
     StoreUnavailable,
+    allow_shared_store_option,
     close_host,
     describe_store,
     exit_codes_help,
@@ -431,6 +432,7 @@ def _kind(view: dict[str, Any]) -> str:
     help="The session to create or resume.",
 )
 @location_options
+@allow_shared_store_option
 def chat_command(session_id: str) -> None:
     """Play the model on one persistent session: create, list and delete reminders.
 

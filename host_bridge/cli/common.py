@@ -31,7 +31,14 @@ import pykka
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
-from host_bridge.embedded.sqlite_store import StoreError, StoreMissingError, check_write_lock
+from host_bridge.embedded.private_files import store_exposure
+from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+from host_bridge.embedded.sqlite_store import (
+    SharedStoreError,
+    StoreError,
+    StoreMissingError,
+    check_write_lock,
+)
 from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from host_bridge.protocols import Timers
@@ -47,6 +54,8 @@ __all__ = [
     "CommandFailed",
     "InternalError",
     "StoreUnavailable",
+    "allow_shared_store",
+    "allow_shared_store_option",
     "close_host",
     "configure_logging",
     "describe_store",
@@ -60,6 +69,7 @@ __all__ = [
     "resolve_data_dir",
     "safe_json",
     "settle",
+    "shared_store_refused",
     "shell_words",
     "show_text",
     "store_spec",
@@ -85,7 +95,8 @@ READ_STORE_EXIT = (
 
 WRITE_STORE_EXIT = (
     "usage error, or the session store cannot be used: not a file, unreadable, corrupt, "
-    "not a session store, of a newer schema, read-only, or locked by another process; "
+    "not a session store, of a newer schema, read-only, locked by another process, or open "
+    "to other local users (without --allow-shared-store); "
     "the session is live in another process, or its rows are unreadable (a bad payload, "
     "a gap in its seq numbers); also when the store could not write every event by the "
     "end (or not in time: a disk that stopped answering)"
@@ -117,8 +128,14 @@ _STORE_HELP = (
     f"file. Default: ${STORE_ENV}, else sessions.sqlite3 in the data directory."
 )
 
+_SHARED_HELP = (
+    "Use an SQLite store that other local users can reach (its directory writable by others, "
+    "or a file of it another user's or open to group or others) instead of refusing it."
+)
+
 _META_DATA = "dsh_schedule.data_dir"
 _META_STORE = "dsh_schedule.store"
+_META_SHARED = "dsh_schedule.allow_shared_store"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -265,6 +282,30 @@ def location_options(function: F) -> F:
     return data(store(function))
 
 
+def allow_shared_store_option(function: F) -> F:
+    """``--allow-shared-store`` for the commands that write (read by :func:`allow_shared_store`)."""
+    return click.option(
+        "--allow-shared-store",
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        callback=_remember(_META_SHARED),
+        help=_SHARED_HELP,
+    )(function)
+
+
+def allow_shared_store() -> bool:
+    """Whether ``--allow-shared-store`` was given."""
+    return _meta(_META_SHARED) is True
+
+
+def shared_store_refused(error: SharedStoreError) -> StoreUnavailable:
+    """The one-line refusal of a shared store, naming the fix and the flag that accepts it."""
+    return StoreUnavailable(
+        f"{error.problem}; {error.remedy}, or pass --allow-shared-store to accept it"
+    )
+
+
 def _meta(key: str) -> Any:
     ctx = click.get_current_context(silent=True)
     return None if ctx is None else ctx.meta.get(key)
@@ -360,7 +401,9 @@ def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[Store
     :func:`host_bridge.embedded.stores.open_store` with ``read_only=True``), so
     this works on a read-only store and beside a process writing to it. A
     missing or empty store exits 2 with ``there is nothing to VERB at …``; a
-    bad one exits 2 with the store's own one-line message.
+    bad one exits 2 with the store's own one-line message. A store other local
+    users can reach is read, after a ``warning:`` line on stderr (none when
+    ``--allow-shared-store`` accepted it).
     """
     spec = store_spec()
     try:
@@ -371,6 +414,9 @@ def open_store_readonly(data_dir: Path, *, verb: str = "read") -> Iterator[Store
         ) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
+    exposure = store.exposure if isinstance(store, SqliteStoreReader) else None
+    if exposure is not None and not allow_shared_store():
+        click.echo(visible(f"warning: {exposure.problem}; {exposure.remedy}"), err=True)
     try:
         yield store
     finally:
@@ -403,18 +449,27 @@ def open_host(
 
     ``clock`` and ``timers`` replace the host's wall clock and timer service
     (the caller closes timers it passes). An SQLite store that is read-only,
-    one another process keeps write-locked (past the busy timeout), or one
-    that cannot be opened, exits 2.
+    one other local users can reach (unless ``--allow-shared-store``), one
+    another process keeps write-locked (past the busy timeout), or one that
+    cannot be opened, exits 2.
     """
     spec = store_spec()
+    shared = allow_shared_store()
     try:
         if spec is None or not is_postgres_url(spec):
             path = Path(spec) if spec is not None else store_path(data_dir)
             _refuse_read_only(path)
+            exposure = None if shared else store_exposure(path)
+            if exposure is not None:  # refused before any file of it is opened
+                raise shared_store_refused(exposure)
             check_write_lock(path)
         if clock is None:
-            return EmbeddedHost(data_dir, store=spec, timers=timers)
-        return EmbeddedHost(data_dir, store=spec, clock=clock, timers=timers)
+            return EmbeddedHost(data_dir, store=spec, timers=timers, allow_shared_store=shared)
+        return EmbeddedHost(
+            data_dir, store=spec, clock=clock, timers=timers, allow_shared_store=shared
+        )
+    except SharedStoreError as error:
+        raise shared_store_refused(error) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
 

@@ -44,6 +44,7 @@ from host_bridge.cli.common import (
     WRITE_STORE_EXIT,
     CommandFailed,
     StoreUnavailable,
+    allow_shared_store_option,
     close_host,
     describe_store,
     exit_codes_help,
@@ -786,6 +787,7 @@ def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
     f"{NORMAL.estimate} s.",
 )
 @location_options
+@allow_shared_store_option
 def demo_command(fast: bool) -> None:
     """Watch a scripted model create, list and delete reminders, and receive them.
 

@@ -8,14 +8,17 @@ import click
 
 from host_bridge.cli.common import (
     StoreUnavailable,
+    allow_shared_store,
+    allow_shared_store_option,
     exit_codes_help,
     location_options,
     resolve_data_dir,
+    shared_store_refused,
     store_spec,
     visible,
 )
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.sqlite_store import SharedStoreError, SqliteEventStore, StoreError
 from host_bridge.embedded.stores import open_store
 
 __all__ = ["reindex_command"]
@@ -29,11 +32,13 @@ __all__ = ["reindex_command"]
         (
             2,
             "usage error, or the session store cannot be written: missing, unreadable, "
-            "corrupt, of a newer schema, read-only, or locked by another process",
+            "corrupt, of a newer schema, read-only, locked by another process, or open to "
+            "other local users (without --allow-shared-store)",
         ),
     ),
 )
 @location_options
+@allow_shared_store_option
 def reindex_command() -> None:
     """Rebuild the due index of the store from the stored session logs.
 
@@ -45,12 +50,15 @@ def reindex_command() -> None:
     """
     directory = resolve_data_dir()
     spec = store_spec()
+    shared = allow_shared_store()
     try:
         store = (
-            open_store(spec, create=False)
+            open_store(spec, create=False, allow_shared_store=shared)
             if spec is not None
-            else SqliteEventStore(store_path(directory), create=False)
+            else SqliteEventStore(store_path(directory), create=False, allow_shared_store=shared)
         )
+    except SharedStoreError as error:
+        raise shared_store_refused(error) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
     try:

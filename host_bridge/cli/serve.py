@@ -43,6 +43,7 @@ import click
 
 from host_bridge.cli.common import (
     WRITE_STORE_EXIT,
+    allow_shared_store_option,
     close_host,
     describe_store,
     exit_codes_help,
@@ -550,6 +551,7 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
     "turns still running then are cut and their reminders presented again at the next start.",
 )
 @location_options
+@allow_shared_store_option
 def serve_command(
     notify_command: str | None,
     notify_timeout: float,

@@ -58,6 +58,11 @@ class EmbeddedHost:
 
     ``close_timeout`` bounds :meth:`close`: how many seconds it may wait for
     the store to write what is queued (``None``: as long as that takes).
+
+    The SQLite store is private (directory 0700, files 0600); one that other
+    local users can reach is refused with
+    :class:`~host_bridge.embedded.store_errors.SharedStoreError` unless
+    ``allow_shared_store`` (see :func:`~host_bridge.embedded.stores.open_store`).
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class EmbeddedHost:
         store: str | os.PathLike[str] | None = None,
         lease_wait: float = 0.0,
         close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
+        allow_shared_store: bool = False,
     ) -> None:
         if close_timeout is not None and (
             isinstance(close_timeout, bool)
@@ -100,6 +106,7 @@ class EmbeddedHost:
                 lambda: open_store(
                     store if store is not None else store_path(self.data_dir),
                     lease_wait=lease_wait,
+                    allow_shared_store=allow_shared_store,
                 )
             )
             if durable

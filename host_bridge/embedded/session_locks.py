@@ -17,6 +17,12 @@ session id; byte 0 is kept for probing). The locks are Linux *open file descript
 The descriptor is opened close-on-exec; a child made by ``fork()`` without
 ``exec`` shares the description and so the locks until it exits.
 
+Anyone who can open the lock file can lock its bytes (a read lock is enough to
+keep a session from being taken), so the file is private: created ``0600``
+whatever the umask, and a lock file of another user, or one that group or
+others may open, is refused with :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+unless the store was told to accept a shared store.
+
 Where OFD locks are unavailable (not Linux, a kernel older than 3.15, or a
 file system that refuses them), the fallback is one ``flock()`` on the whole
 file, also per open file description and dropped with the descriptor: it is
@@ -40,6 +46,13 @@ import sys
 import threading
 from pathlib import Path
 from typing import Literal
+
+from host_bridge.embedded.private_files import (
+    PRIVATE_FILE_MODE,
+    files_exposure,
+    open_private_file,
+)
+from host_bridge.embedded.store_errors import StoreError
 
 __all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]
 
@@ -136,12 +149,24 @@ class SessionLockFile:
     """Exclusive per-session locks in one lock file, held through one open file description.
 
     ``mechanism`` forces ``"ofd"`` or ``"flock"``; by default OFD locks are used
-    when a probe on the file shows they work. Thread-safe. Raises ``OSError``
-    when the file cannot be opened or created.
+    when a probe on the file shows they work. A missing file is created with
+    ``mode``. Thread-safe. Raises ``OSError`` when the file cannot be opened or
+    created, and :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+    when it belongs to another user or group or others may open it, unless
+    ``allow_shared``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, mechanism: LockMechanism | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mechanism: LockMechanism | None = None,
+        mode: int = PRIVATE_FILE_MODE,
+        allow_shared: bool = False,
+    ):
         self._path = Path(os.fspath(path))
+        self._mode = mode
+        self._allow_shared = allow_shared
         self._mutex = threading.Lock()
         self._fd = self._open()
         try:
@@ -228,7 +253,9 @@ class SessionLockFile:
         if needed) and every held session is locked there again. Returns the
         sessions that another holder took on the new file in the meantime
         (they are no longer held here). When no file can be made at the path
-        (its directory is gone) nothing changes: nobody else can lock there either.
+        (its directory is gone) nothing changes: nobody else can lock there
+        either; nor when the file there is refused (another user's, or open to
+        others): no store of ours would lock in it.
         """
         with self._mutex:
             if self._closed:
@@ -244,7 +271,7 @@ class SessionLockFile:
                 return []
             try:
                 fd = self._open()
-            except OSError:
+            except (OSError, StoreError):
                 return []
             kept: dict[int, str] = {}
             lost: list[str] = []
@@ -267,7 +294,19 @@ class SessionLockFile:
             os.close(self._fd)
 
     def _open(self) -> int:
-        return os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Open (or create) the lock file; refuse it unless it is private or shared is allowed."""
+        fd = open_private_file(self._path, mode=self._mode)
+        if self._allow_shared:
+            return fd
+        try:
+            refused = files_exposure([(self._path, os.fstat(fd))])
+        except BaseException:
+            os.close(fd)
+            raise
+        if refused is not None:
+            os.close(fd)
+            raise refused
+        return fd
 
     def _lock(self, fd: int, offset: int, *, first: bool) -> bool:
         """Take the lock of ``offset`` on ``fd``; ``first``: nothing is held on ``fd`` yet."""

@@ -20,6 +20,13 @@ A non-empty ``-wal`` beside the file in such a directory holds committed rows
 an immutable open would not see, so that case keeps ``mode=ro`` (SQLite reads
 it when the ``-shm`` is there too, and says it cannot open the file otherwise).
 
+A store that other local users can reach (its directory writable by others,
+a file of it open to group or others) is read all the same, with a warning
+(:attr:`SqliteStoreReader.exposure`): a reader creates no file of its own, so
+refusing would protect nothing that is not already exposed, and would keep
+the owner from looking at a store before fixing it. Files of another user are
+not reported: reading a store one does not own is a normal thing to do.
+
 A missing file, an empty (zero-length) file and an SQLite database without
 any table are :class:`StoreMissingError` ("there is nothing to read"); a file of
 another application, a corrupt file or a newer schema raise the same errors
@@ -38,6 +45,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
+from host_bridge.embedded.private_files import store_exposure
 from host_bridge.embedded.sqlite_store import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
@@ -48,7 +56,12 @@ from host_bridge.embedded.sqlite_store import (
     _sidecar,
     schema_version,
 )
-from host_bridge.embedded.store_errors import StoreClosedError, StoreError, StoreMissingError
+from host_bridge.embedded.store_errors import (
+    SharedStoreError,
+    StoreClosedError,
+    StoreError,
+    StoreMissingError,
+)
 from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 
 __all__ = ["SqliteStoreReader"]
@@ -95,6 +108,9 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
             )
         self._version = version
         self._conn = conn
+        self._exposure = store_exposure(self._path, owners=False)
+        if self._exposure is not None:
+            _log.warning("reading a shared session store: %s", self._exposure.problem)
         _log.debug(
             "session store %s open read-only (schema version %d%s)",
             self._path,
@@ -106,6 +122,11 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
     def path(self) -> Path:
         """The database file."""
         return self._path
+
+    @property
+    def exposure(self) -> SharedStoreError | None:
+        """What lets other local users at this store, found on open (None: it is private)."""
+        return self._exposure
 
     @property
     def immutable(self) -> bool:

@@ -30,6 +30,10 @@ under the store is noticed (before the next ``COMMIT``, the locks are taken
 again on a new file at the path, and a session someone else took meanwhile is
 lost: its flushes resolve ``False``, see :meth:`~SqliteEventStore.lease_lost`).
 
+The store's files are private to the user who runs it: its directory is made
+``0700`` and every file of it ``0600`` whatever the umask, and a store other
+local users can read or lock is refused (see :mod:`host_bridge.embedded.private_files`).
+
 Reads (:meth:`~SqliteEventStore.load`, :meth:`~SqliteEventStore.session_ids`...)
 see durable state only, use their own connection and are safe from any thread.
 A session's rows are validated when queued (known session, next ``seq``).
@@ -80,9 +84,16 @@ from host_bridge.embedded.event_store import (
     refuses_claim_clock,
 )
 from host_bridge.embedded.event_store import commit_failed as _commit_failed
+from host_bridge.embedded.private_files import (
+    PRIVATE_FILE_MODE,
+    make_private_dirs,
+    open_private_file,
+    store_exposure,
+)
 from host_bridge.embedded.session_locks import SessionLockFile
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
+    SharedStoreError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
@@ -114,6 +125,7 @@ __all__ = [
     "DUE_INDEX_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "SessionLeaseError",
+    "SharedStoreError",
     "SqliteEventStore",
     "StoreClosedError",
     "StoreCorruptError",
@@ -215,10 +227,18 @@ class SqliteEventStore(EventStore):
     """Durable session logs in one SQLite file; the embedded host's persistence listener.
 
     ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
-    With ``create`` (the default) missing parent directories and the file are
+    With ``create`` (the default) missing parent directories (mode 0700) and
+    the file (0600, like every file of the store, whatever the umask) are
     created; otherwise a missing file is a :class:`StoreError`. Opening a file
     that is not a session store, is corrupt, or has a newer schema raises
     :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
+
+    A store other local users can reach is refused with :class:`SharedStoreError`
+    (see :mod:`host_bridge.embedded.private_files`): its directory is another
+    user's or writable by others, or its database, WAL, SHM, journal or lock
+    file is another user's or open to group or others. ``allow_shared_store``
+    accepts such a store as it is (a lock file it creates then gets the
+    database file's mode, as SQLite gives its own files).
 
     ``fault_hook`` is a test seam: when given, the writer thread calls it inside
     every write transaction of session rows, after the rows are inserted and
@@ -242,9 +262,12 @@ class SqliteEventStore(EventStore):
         *,
         create: bool = True,
         fault_hook: Callable[[], None] | None = None,
+        allow_shared_store: bool = False,
     ) -> None:
         self._path = Path(os.fspath(path))
         super().__init__(str(self._path), fault_hook)
+        self._allow_shared = allow_shared_store
+        self._file_mode = PRIVATE_FILE_MODE  # of the files this store creates
         self._read_lock = threading.Lock()
         self._session_locks: SessionLockFile | None = None  # opened with the first lease
         self._holder_ops: list[_Statement] = []  # ``leases`` rows, written by the writer
@@ -336,7 +359,7 @@ class SqliteEventStore(EventStore):
         locks = self._session_locks
         if locks is None:
             try:
-                locks = self._session_locks = SessionLockFile(_sidecar(self._path, ".locks"))
+                locks = self._session_locks = self._open_session_locks()
             except OSError as error:
                 raise StoreError(
                     f"cannot open the session lock file of {self._path}"
@@ -350,6 +373,12 @@ class SqliteEventStore(EventStore):
                 f"cannot lock session {show_id(session_id)} in {locks.path}"
                 f" ({error.strerror or type(error).__name__})"
             ) from None
+
+    def _open_session_locks(self) -> SessionLockFile:
+        """The lock file beside the database, created with the store's file mode."""
+        return SessionLockFile(
+            _sidecar(self._path, ".locks"), mode=self._file_mode, allow_shared=self._allow_shared
+        )
 
     def _unlock_session(self, session_id: str) -> None:
         """Forget the recorded holder, then drop the lock (``_lease_lock`` held)."""
@@ -548,8 +577,8 @@ class SqliteEventStore(EventStore):
             locks = self._session_locks
             if locks is None:
                 try:
-                    locks = self._session_locks = SessionLockFile(_sidecar(self._path, ".locks"))
-                except OSError:
+                    locks = self._session_locks = self._open_session_locks()
+                except (OSError, StoreError):
                     return False  # taking the session will say
             try:
                 return locks.held_elsewhere(session_id)
@@ -701,6 +730,7 @@ class SqliteEventStore(EventStore):
         copy = _sidecar(self._path, ".restore")
         try:
             copy.unlink(missing_ok=True)
+            os.close(open_private_file(copy, os.O_WRONLY, mode=self._file_mode))
             target = sqlite3.connect(copy, isolation_level=None)
             try:
                 conn.backup(target)
@@ -775,7 +805,7 @@ class SqliteEventStore(EventStore):
         """Open the write connection: WAL, synchronous=FULL, schema checked or migrated."""
         if create:
             try:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self._path.parent)
             except OSError as error:
                 raise StoreError(
                     f"cannot create the data directory {self._path.parent}"
@@ -794,6 +824,8 @@ class SqliteEventStore(EventStore):
             )
         if found and not self._path.is_file():
             raise StoreError(f"{self._path} is not a file")
+        if initialise:
+            self._make_private_file()
         try:
             conn = self._connect()
         except sqlite3.Error as error:
@@ -814,6 +846,29 @@ class SqliteEventStore(EventStore):
             conn.close()
             raise
         return conn
+
+    def _make_private_file(self) -> None:
+        """Before SQLite opens the file: refuse a shared store, or create the file 0600.
+
+        SQLite would create a missing file with its default mode (``0644`` less
+        the umask); made here first, it is private, and so are the ``-wal`` and
+        ``-shm`` files SQLite then gives the database file's mode.
+        """
+        exposure = store_exposure(self._path)
+        if exposure is not None:
+            if not self._allow_shared:
+                raise exposure
+            _log.warning("using a shared session store (allowed): %s", exposure.problem)
+        try:
+            if self._path.exists():
+                self._file_mode = os.stat(self._path).st_mode & 0o666 | 0o600
+            else:
+                os.close(open_private_file(self._path, os.O_WRONLY))
+        except OSError as error:
+            raise StoreError(
+                f"cannot create the session store {self._path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Bring the schema to :data:`SCHEMA_VERSION`, one table-driven step at a time."""

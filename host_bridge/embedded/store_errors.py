@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "SessionLeaseError",
+    "SharedStoreError",
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
@@ -51,6 +52,20 @@ class StoreCorruptError(StoreError):
 
 class StoreVersionError(StoreError):
     """The store was written by a newer schema version than this code understands."""
+
+
+class SharedStoreError(StoreError):
+    """The store's files or directory are open to other local users, or not this user's.
+
+    ``problem`` says what is wrong (paths and modes, or the other owner) and
+    ``remedy`` what fixes it (``run chmod 600 …``), for callers that word their
+    own message (the CLI names its flag instead of the library keyword).
+    """
+
+    def __init__(self, message: str, *, problem: str, remedy: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.remedy = remedy
 
 
 class StoreClosedError(StoreError):

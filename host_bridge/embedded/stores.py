@@ -66,6 +66,7 @@ def open_store(
     create: bool = ...,
     lease_wait: float = ...,
     read_only: Literal[False] = ...,
+    allow_shared_store: bool = ...,
 ) -> EventStore: ...
 
 
@@ -75,7 +76,12 @@ def open_store(spec: str | os.PathLike[str], *, read_only: Literal[True]) -> Sto
 
 @overload
 def open_store(
-    spec: str | os.PathLike[str], *, create: bool = ..., lease_wait: float = ..., read_only: bool
+    spec: str | os.PathLike[str],
+    *,
+    create: bool = ...,
+    lease_wait: float = ...,
+    read_only: bool,
+    allow_shared_store: bool = ...,
 ) -> EventStore | StoreReader: ...
 
 
@@ -85,6 +91,7 @@ def open_store(
     create: bool = True,
     lease_wait: float = 0.0,
     read_only: bool = False,
+    allow_shared_store: bool = False,
 ) -> EventStore | StoreReader:
     """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
@@ -93,6 +100,10 @@ def open_store(
     many host processes, sessions leased; needs the ``postgres`` extra);
     anything else is the path of an SQLite file (``create``: make it if missing).
     ``lease_wait`` is how long a PostgreSQL store waits for a lease held elsewhere.
+    An SQLite store other local users can reach (its files or directory) is
+    refused with :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+    unless ``allow_shared_store`` (PostgreSQL access is the database's grants:
+    the keyword does nothing there).
 
     ``read_only=True`` opens a :class:`StoreReader` instead, which never writes:
     :class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader` (a
@@ -100,7 +111,9 @@ def open_store(
     :class:`~host_bridge.embedded.postgres_store.PostgresStoreReader` (a
     read-only PostgreSQL session). Neither creates nor migrates anything, takes
     session locks or leases, or runs a writer thread; a missing or empty store
-    raises :class:`~host_bridge.embedded.store_errors.StoreMissingError`.
+    raises :class:`~host_bridge.embedded.store_errors.StoreMissingError`. A
+    reader refuses no shared store: it logs a warning (see
+    :attr:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader.exposure`).
 
     A spec that reads as a connection string but is not a PostgreSQL URL (a
     libpq ``host=… password=…`` string, ``POSTGRESQL://…``, another scheme) is
@@ -132,4 +145,4 @@ def open_store(
         from host_bridge.embedded.sqlite_reader import SqliteStoreReader
 
         return SqliteStoreReader(spec)
-    return SqliteEventStore(spec, create=create)
+    return SqliteEventStore(spec, create=create, allow_shared_store=allow_shared_store)

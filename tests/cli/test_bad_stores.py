@@ -8,7 +8,10 @@ where the file should be, a file where the data directory should be,
 read-only (file and directory), unreadable, of a newer schema, a version 1
 store, rows that do not read (a bad payload, a gap in the seq numbers),
 locked by another process (a real second process holding the SQLite write
-lock, or holding the session's lock), missing and empty; and, with
+lock, or holding the session's lock), missing and empty, open to other local
+users (the store file, its lock file, its directory; a lock file of another
+user), accepted with ``--allow-shared-store``, and missing under umask 000
+(what the writers create must be private all the same); and, with
 ``--store``, PostgreSQL databases (empty, another application's tables, a
 newer schema, unreachable, a bad payload, a session leased by another
 process).
@@ -32,6 +35,7 @@ import random
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -88,13 +92,15 @@ BACKEND_TEXT = (
     "unable to open database",
     "attempt to write a readonly database",
     "database is locked",
-    "sqlite3.",
     "psycopg",
     "Connection refused",
     "connection to server",
     "Errno",
 )
 """Backend exception text that must never reach the user."""
+
+SQLITE_TYPES = re.compile(r"sqlite3\.[A-Z]")
+"""Names of sqlite3's exception types (a path such as ``sessions.sqlite3.locks`` is fine)."""
 
 
 # --- outcomes --------------------------------------------------------------------------------
@@ -107,7 +113,8 @@ class Outcome:
     ``code`` 2: ``line`` is the regex of the one ``Error:`` message (``{path}``,
     ``{dir}``, ``{url}`` and ``{verb}`` are filled in, escaped). ``code`` 1: a
     finding; ``line`` is the regex of stderr's last line and ``out`` a fragment
-    of stdout. ``code`` 0: a normal run (demo: it got as far as a confirmed create).
+    of stdout. ``code`` 0: a normal run (demo: it got as far as a confirmed
+    create); ``line``, if given, is the regex of the one ``warning:`` line on stderr.
     """
 
     code: int
@@ -145,6 +152,11 @@ BAD_PAYLOAD = "session 's1' has an unreadable payload at seq 1: payload is not v
 SEQ_GAP = "session 's1' has no event with seq 1 (found 2)"
 
 
+def warned(line: str) -> Outcome:
+    """A normal run with this one ``warning:`` line on stderr."""
+    return Outcome(0, line)
+
+
 def readers(outcome: Outcome) -> dict[str, Outcome]:
     return {"inspect": outcome, "verify": outcome}
 
@@ -179,6 +191,14 @@ class Case:
     mutable: bool = False  # a command that runs may change it: it gets a copy
     holder: str = ""  # "write-lock" or "session": another process holds it meanwhile
     unprivileged: bool = False  # commands run without root's power over file permissions
+    root: bool = False  # building it needs root (a file given to another user)
+    writer_args: tuple[str, ...] = ()  # more arguments for chat and demo
+    umask: int | None = None  # the commands run under this umask; what they make is private
+
+
+def _private(path: Path) -> None:
+    """Give a store file made by hand the mode the store gives its files: its content is bad."""
+    path.chmod(0o600)
 
 
 def _good(data_dir: Path) -> Path:
@@ -199,11 +219,13 @@ def _missing(data_dir: Path) -> None:
 def _zero_length(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     store_path(data_dir).touch()
+    _private(store_path(data_dir))
 
 
 def _garbage(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     store_path(data_dir).write_bytes(random.Random(7).randbytes(16384))
+    _private(store_path(data_dir))
 
 
 def _truncated(data_dir: Path) -> None:
@@ -222,6 +244,7 @@ def _zeroed(data_dir: Path) -> None:
 def _foreign(data_dir: Path) -> None:
     data_dir.mkdir(parents=True)
     _sql(store_path(data_dir), "CREATE TABLE songs(title TEXT)", "INSERT INTO songs VALUES ('x')")
+    _private(store_path(data_dir))
 
 
 def _directory(data_dir: Path) -> None:
@@ -258,9 +281,60 @@ def _unreadable(data_dir: Path) -> None:
     _good(data_dir).chmod(0)
 
 
+def _shared_file(data_dir: Path) -> None:
+    _good(data_dir).chmod(0o644)
+
+
+def _lock_file(data_dir: Path) -> Path:
+    locks = store_path(data_dir).with_name("sessions.sqlite3.locks")
+    os.close(os.open(locks, os.O_RDWR | os.O_CREAT, 0o600))
+    return locks
+
+
+def _shared_lock_file(data_dir: Path) -> None:
+    _good(data_dir)
+    _lock_file(data_dir).chmod(0o644)
+
+
+def _lock_file_of_another_user(data_dir: Path) -> None:
+    _good(data_dir)
+    if os.geteuid() == 0:
+        os.chown(_lock_file(data_dir), NOBODY, NOBODY)
+
+
+def _shared_directory(data_dir: Path) -> None:
+    _good(data_dir)
+    data_dir.chmod(0o777)
+
+
 READ_ONLY = error(
     "the (directory of the )?session store {path} is read-only; this command writes to it"
 )
+NOBODY = 65534
+"""Another local user (``nobody``)."""
+ACCEPT = ", or pass --allow-shared-store to accept it"
+SHARED_FILE = (  # a reader leaves SQLite's -wal and -shm, with the database file's mode
+    "the session store files? {path} \\(mode 0644\\)(, {path}-(wal|shm) \\(mode 0644\\))* "
+    "(is|are) accessible to other local users"
+)
+SHARED_FILE_FIX = "run chmod 600 {path}( {path}-(wal|shm))*"
+SHARED_LOCKS = (
+    "the session store file {path}\\.locks \\(mode 0644\\) is accessible to other local users"
+)
+FOREIGN_LOCKS = (
+    f"the session store file {{path}}\\.locks \\(uid {NOBODY}\\) belongs to another user, "
+    "not to uid 0"
+)
+SHARED_DIR = "the directory {dir} of the session store is writable by other users \\(mode 0777\\)"
+
+
+def shared(problem: str, remedy: str) -> dict[str, Outcome]:
+    """A store open to other users: the readers read it after a warning, the writers refuse it."""
+    return {
+        **readers(warned(f"warning: {problem}; {remedy}")),
+        **writers(error(f"{problem}; {remedy}{ACCEPT}")),
+    }
+
 
 CASES = [
     Case(
@@ -352,6 +426,37 @@ CASES = [
         },
         holder="session",
     ),
+    Case(
+        "missing-umask-000",
+        _missing,
+        {
+            **readers(error("there is nothing to {verb} at {path} \\(no such file\\)")),
+            **writers(RUNS),
+        },
+        mutable=True,
+        umask=0o000,
+    ),
+    Case("shared-file", _shared_file, shared(SHARED_FILE, SHARED_FILE_FIX)),
+    Case(
+        "shared-file-accepted",
+        _shared_file,
+        {**shared(SHARED_FILE, SHARED_FILE_FIX), **writers(RUNS)},
+        mutable=True,
+        writer_args=("--allow-shared-store",),
+    ),
+    Case(
+        "shared-lock-file", _shared_lock_file, shared(SHARED_LOCKS, "run chmod 600 {path}\\.locks")
+    ),
+    Case(
+        "lock-file-of-another-user",
+        _lock_file_of_another_user,
+        {
+            **readers(RUNS),  # reading a store of another user is no exposure
+            **writers(error(f"{FOREIGN_LOCKS}; move it aside{ACCEPT}")),
+        },
+        root=True,
+    ),
+    Case("shared-directory", _shared_directory, shared(SHARED_DIR, "run chmod 700 {dir}")),
 ]
 
 _SESSION_HOLDER = textwrap.dedent(
@@ -462,6 +567,7 @@ def check(result: Run, expected: Outcome, fill: dict[str, str]) -> None:
     shown = f"exit {result.code}\nstdout:\n{result.out}\nstderr:\n{result.err}"
     for text in BACKEND_TEXT:
         assert text not in result.err, shown
+    assert not SQLITE_TYPES.search(result.err), shown
     assert result.code == expected.code, shown
     escaped = {key: re.escape(value) for key, value in fill.items()}
     if expected.code == 2:
@@ -473,8 +579,12 @@ def check(result: Run, expected: Outcome, fill: dict[str, str]) -> None:
         assert len(lines) == 1, shown
         assert re.fullmatch(expected.line, lines[0]), shown
         assert expected.out in result.out, shown
+    elif expected.line:
+        pattern = expected.line.format(**escaped)
+        assert re.fullmatch(pattern, result.err.rstrip("\n")), (pattern, shown)
     else:
         assert "Error" not in result.err, shown
+        assert "warning: " not in result.err, shown
 
 
 def fingerprint(data_dir: Path, *, rows: bool) -> tuple[str, frozenset[str]]:
@@ -519,6 +629,8 @@ def test_every_command_on_every_bad_sqlite_store(
     built: dict[str, Path], home: Path, tmp_path: Path, case: Case, command: str
 ) -> None:
     expected = case.expect[command]
+    if case.root and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
     data_dir = built[case.name]
     if case.mutable and expected.code == 0 and command in ("chat", "demo"):
         copy = tmp_path / "data"
@@ -532,17 +644,32 @@ def test_every_command_on_every_bad_sqlite_store(
         prefix = read_only_prefix(guarded)
     if case.unprivileged:
         prefix = without_file_privileges()
+    if case.umask is not None:
+        prefix = ["sh", "-c", f'umask {case.umask:03o} && exec "$@"', "sh"]
     writes = command in ("chat", "demo")
     before = fingerprint(data_dir, rows=writes)
+    location = ["--data", str(data_dir), *(case.writer_args if writes else ())]
     try:
-        result = run(command, ["--data", str(data_dir)], home, prefix)
+        result = run(command, location, home, prefix)
     finally:
         if case.read_only and os.geteuid() != 0:
-            guarded.chmod(0o755 if case.directory else 0o644)
+            guarded.chmod(0o700 if case.directory else 0o600)
     fill = {"path": str(path), "dir": str(data_dir), "verb": VERBS.get(command, "")}
     check(result, expected, fill)
     if expected.code != 0 or not writes:
         assert fingerprint(data_dir, rows=writes) == before  # nothing of it was changed
+    if case.umask is not None and writes:  # made under umask 000, private all the same
+        assert {path.name, f"{path.name}.locks"} <= set(os.listdir(data_dir))
+        assert modes(data_dir) == {
+            ".": 0o700,
+            **dict.fromkeys(sorted(os.listdir(data_dir)), 0o600),
+        }
+
+
+def modes(directory: Path) -> dict[str, int]:
+    """The permission bits of ``directory`` (as ``"."``) and of every name in it."""
+    names = [".", *sorted(os.listdir(directory))]
+    return {name: stat.S_IMODE(os.stat(directory / name).st_mode) for name in names}
 
 
 # --- PostgreSQL cases ------------------------------------------------------------------------

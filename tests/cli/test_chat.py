@@ -104,6 +104,7 @@ def test_commands_errors_and_end_of_input(data_dir: Path, home: Path) -> None:
 def test_an_unreadable_store_exits_2(data_dir: Path, home: Path) -> None:
     data_dir.mkdir()
     store_path(data_dir).write_bytes(b"\x00garbage" * 100)
+    store_path(data_dir).chmod(0o600)  # private: the content is what is wrong
     code, _, err = chat(data_dir, home, "/quit\n")
     assert code == 2
     assert "corrupt or not an SQLite database" in err

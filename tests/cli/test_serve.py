@@ -27,7 +27,7 @@ from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from tests.cli.helpers import REPO, cli_env, create, message, write_session
+from tests.cli.helpers import REPO, cli_env, create, message, run_cli, write_session
 
 TIMEOUT = 60.0
 EOF_LINE = "\x00end of output"
@@ -184,6 +184,26 @@ def test_a_failing_notify_command_is_reported_and_serving_goes_on(
     assert delivery_counts(data_dir) == {session_id: (1, 1, 1) for session_id in ids}
 
 
+def test_serve_refuses_a_store_open_to_others_and_serves_it_with_the_flag(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    (session,) = due_sessions(data_dir, 1)
+    db = store_path(data_dir)
+    db.chmod(0o644)
+    refused = run_cli(["serve", "--data", str(data_dir)], home)
+    assert refused.code == 2
+    assert refused.err == (
+        f"Error: the session store file {db} (mode 0644) is accessible to other local users; "
+        f"run chmod 600 {db}, or pass --allow-shared-store to accept it\n"
+    )
+    assert "serving" not in refused.out
+    proc = serve(procs, data_dir, home, "--allow-shared-store")
+    proc.wait_line(f"of session {session}")
+    assert proc.stop() == 0
+    db.chmod(0o600)  # (the counts are read by a store that refuses a shared one too)
+    assert delivery_counts(data_dir) == {session: (1, 1, 1)}
+
+
 def test_a_reminder_coming_due_while_serving_is_delivered(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
@@ -198,7 +218,7 @@ def test_two_serve_processes_on_one_store_deliver_each_reminder_once(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
     ids = due_sessions(data_dir, 30)
-    store_path(data_dir).with_name("sessions.sqlite3.locks").touch()
+    store_path(data_dir).with_name("sessions.sqlite3.locks").touch(0o600)
     both = [serve(procs, data_dir, home, "--concurrency", "4") for _ in range(2)]
     merged: queue.Queue[str] = queue.Queue()
     for proc in both:

@@ -139,7 +139,7 @@ def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
 
 def test_empty_existing_file_is_initialised(tmp_path: Path) -> None:
     path = tmp_path / "empty.sqlite3"
-    path.touch()
+    path.touch(0o600)  # private, as the store makes its files
     with SqliteEventStore(path, create=False) as opened:
         assert opened.session_ids() == []
     with raw(path) as conn:
@@ -163,6 +163,7 @@ def test_random_bytes_are_a_corrupt_store_and_stay_untouched(tmp_path: Path) -> 
     path = tmp_path / "sessions.sqlite3"
     garbage = os.urandom(8192)
     path.write_bytes(garbage)
+    path.chmod(0o600)  # private: the content is what is wrong
     with pytest.raises(StoreCorruptError, match="corrupt or not an SQLite database"):
         SqliteEventStore(path)
     assert path.read_bytes() == garbage
@@ -172,6 +173,7 @@ def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.sqlite3"
     with raw(path) as conn:
         conn.execute("CREATE TABLE accounts(id INTEGER)")
+    path.chmod(0o600)
     with pytest.raises(StoreError, match="not a dsh-schedule session store"):
         SqliteEventStore(path)
     with raw(path) as conn:
@@ -203,6 +205,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_data(db: Path) -> None:
         conn.execute(
             "INSERT INTO events VALUES ('old', 0, 'note', 5, ?)", (encode_payload({"n": 0}),)
         )
+    db.chmod(0o600)
     with SqliteEventStore(db) as opened:
         stored = opened.load("old")
         assert stored is not None and [e.data for e in stored.events] == [{"n": 0}]

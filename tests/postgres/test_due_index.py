@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -371,6 +372,7 @@ def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, st
                 "INSERT INTO events VALUES (?, ?, ?, 1, ?)",
                 [(s, q, t, encode_payload(d)) for s, q, t, d in rows],
             )
+        os.chmod(location, 0o600)  # private, as the store makes its files
         store: EventStore = SqliteEventStore(location)
     else:
         import psycopg
