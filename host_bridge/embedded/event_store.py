@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
-from host_bridge.embedded.due_index import DueEntry, DueProjector, IndexPlan
+from host_bridge.embedded.due_index import DueProjector, IndexPlan
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -411,10 +411,6 @@ class EventStore(SessionReads[Any], ABC):
     @abstractmethod
     def _stored_length(self, session_id: str) -> int | None:
         """The number of stored events of ``session_id``, or None when it is not stored."""
-
-    @abstractmethod
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
 
     @abstractmethod
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:

@@ -76,7 +76,12 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import psycopg_pool
 
-from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
+from host_bridge.embedded.due_index import (
+    WAKE_EVENT_TYPES,
+    IndexRow,
+    StoredRow,
+    project_logs,
+)
 from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore
 from host_bridge.embedded.paths import is_postgres_url
 from host_bridge.embedded.store_errors import (
@@ -95,7 +100,6 @@ from host_bridge.embedded.store_rows import (
     Op,
     SessionRow,
     Waiter,
-    decode_due_entry,
     is_storable_id,
     show_id,
     write_due_changes,
@@ -644,18 +648,6 @@ class PostgresEventStore(EventStore):
 
     # --- due index -------------------------------------------------------------
 
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not is_storable_id(session_id):
-            return None
-        row = self._query(
-            lambda conn: conn.execute(
-                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s",
-                (session_id,),
-            ).fetchone()
-        )
-        return None if row is None else decode_due_entry(session_id, tuple(row))
-
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions whose lease nobody holds.
 
@@ -853,15 +845,36 @@ class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
                 ) from None
 
 
-def _select_due_entries(conn: psycopg.Connection[Any]) -> dict[str, DueEntry]:
-    """Every due index row, by session id."""
-    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: decode_due_entry(row[0], tuple(row[1:])) for row in rows}
+def _select_index_rows(conn: psycopg.Connection[Any]) -> dict[str, IndexRow]:
+    """Every due index row as stored, by session id."""
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {row[0]: IndexRow(*row[1:]) for row in rows.fetchall()}
+
+
+def _select_index_row(conn: psycopg.Connection[Any], session_id: str) -> IndexRow | None:
+    """A session's due index row as stored, or None."""
+    row = conn.execute(
+        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    return None if row is None else IndexRow(*row)
+
+
+def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, IndexRow]]:
+    """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan).
+
+    The columns are ``BIGINT``: a row is never unreadable, only inconsistent.
+    ``LEAST`` ignores NULLs and is NULL when both are: a row with neither is found too.
+    """
+    rows = conn.execute(
+        "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+        " WHERE due_ms IS DISTINCT FROM LEAST(schedule_ms, inbox_ms)"
+    )
+    return [(row[0], IndexRow(*row[1:])) for row in rows.fetchall()]
 
 
 def _select_indexed(
     conn: psycopg.Connection[Any], session_id: str
-) -> tuple[Any, list[tuple[Any, ...]], DueEntry | None]:
+) -> tuple[Any, list[tuple[Any, ...]], IndexRow | None]:
     """A session's header row, event rows (payloads as bytes) and due index row, one snapshot."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -872,12 +885,9 @@ def _select_indexed(
             "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
             (session_id,),
         ).fetchall()
-        due = conn.execute(
-            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
-        ).fetchone()
+        due = _select_index_row(conn, session_id)
     blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-    entry = None if due is None else decode_due_entry(session_id, tuple(due))
-    return head, blobs if head is not None else [], entry
+    return head, blobs if head is not None else [], due
 
 
 def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
@@ -990,6 +1000,8 @@ _POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = ReadQueries(
     session_ids=_select_session_ids,
     header=_select_header,
     session=_select_session,
-    due_entries=_select_due_entries,
+    index_rows=_select_index_rows,
+    index_row=_select_index_row,
     indexed=_select_indexed,
+    index_suspects=_select_index_suspects,
 )

@@ -68,7 +68,7 @@ from urllib.parse import quote
 
 from host_bridge.embedded.due_index import (
     WAKE_EVENT_TYPES,
-    DueEntry,
+    IndexRow,
     StoredRow,
     project_logs,
 )
@@ -98,7 +98,6 @@ from host_bridge.embedded.store_rows import (
     SessionRow,
     StoredSession,
     check_id,
-    decode_due_entry,
     decode_session,
     is_storable_id,
     show_id,
@@ -428,17 +427,6 @@ class SqliteEventStore(EventStore):
         return SQLITE_READS
 
     # --- due index ---------------------------------------------------------------------
-
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not is_storable_id(session_id):
-            return None
-        row = self._read(
-            lambda conn: conn.execute(
-                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        )
-        return None if row is None else decode_due_entry(session_id, row)
 
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
@@ -1021,16 +1009,43 @@ def _select_session(
     return head, rows
 
 
-def _select_due_entries(conn: sqlite3.Connection) -> dict[str, DueEntry]:
-    """Every due index row, by session id."""
-    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: decode_due_entry(row[0], row[1:]) for row in rows}
+def _select_index_rows(conn: sqlite3.Connection) -> dict[str, IndexRow]:
+    """Every due index row as stored, by session id.
+
+    A damaged row whose id is not text is keyed by its ``repr`` (no stored session has it).
+    """
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {row[0] if isinstance(row[0], str) else repr(row[0]): IndexRow(*row[1:]) for row in rows}
+
+
+def _select_index_row(conn: sqlite3.Connection, session_id: str) -> IndexRow | None:
+    """A session's due index row as stored, or None."""
+    row = conn.execute(
+        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else IndexRow(*row)
+
+
+_SUSPECT_ROWS = (
+    "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+    " WHERE typeof(session_id) = 'text' AND (typeof(due_ms) != 'integer'"
+    " OR typeof(schedule_ms) NOT IN ('integer', 'null')"
+    " OR typeof(inbox_ms) NOT IN ('integer', 'null')"
+    " OR due_ms IS NOT min(coalesce(schedule_ms, inbox_ms), coalesce(inbox_ms, schedule_ms)))"
+)
+"""Rows with a column that is not an integer, or a ``due_ms`` that is not the earlier of
+``schedule_ms`` and ``inbox_ms`` (NULL when neither is set): one scan of the index."""
+
+
+def _select_index_suspects(conn: sqlite3.Connection) -> list[tuple[str, IndexRow]]:
+    """The due index rows that may be unsound (see :data:`_SUSPECT_ROWS`)."""
+    return [(row[0], IndexRow(*row[1:])) for row in conn.execute(_SUSPECT_ROWS)]
 
 
 def _select_indexed(
     conn: sqlite3.Connection, session_id: str
-) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], DueEntry | None]:
-    """A session's header row, event rows and due index row, read in one snapshot."""
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], IndexRow | None]:
+    """A session's header row, event rows and due index row as stored, read in one snapshot."""
     conn.execute("BEGIN")
     try:
         head = _select_header(conn, session_id)
@@ -1038,17 +1053,11 @@ def _select_indexed(
             "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ).fetchall()
-        due = conn.execute(
-            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        due = _select_index_row(conn, session_id)
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-    return (
-        head,
-        rows if head is not None else [],
-        None if due is None else decode_due_entry(session_id, due),
-    )
+    return head, rows if head is not None else [], due
 
 
 def _read_due_state(
@@ -1135,7 +1144,9 @@ SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
     session_ids=_select_session_ids,
     header=_select_header,
     session=_select_session,
-    due_entries=_select_due_entries,
+    index_rows=_select_index_rows,
+    index_row=_select_index_row,
     indexed=_select_indexed,
+    index_suspects=_select_index_suspects,
 )
 """The read queries of an SQLite store file (writable and read-only alike)."""

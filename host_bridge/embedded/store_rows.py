@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
-from host_bridge.embedded.due_index import DueEntry, IndexPlan
+from host_bridge.embedded.due_index import DueEntry, IndexPlan, IndexRow
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreCorruptError,
@@ -176,17 +176,13 @@ def write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
         conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
 
 
-def decode_due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
-    """A due index row ``(schedule_ms, inbox_ms)``; :class:`StoreCorruptError` when invalid."""
-    schedule_ms, inbox_ms = row
-    for value in (schedule_ms, inbox_ms):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise StoreCorruptError(
-                f"the due index row of session {show_id(session_id)} is invalid"
-            )
-    entry = DueEntry.of(schedule_ms, inbox_ms)
+def decode_due_entry(session_id: str, row: IndexRow) -> DueEntry:
+    """A due index row's value; :class:`StoreCorruptError` when it is unsound (see ``defect``)."""
+    entry = row.entry()
     if entry is None:
-        raise StoreCorruptError(f"the due index row of session {show_id(session_id)} is empty")
+        raise StoreCorruptError(
+            f"the due index row of session {show_id(session_id)} is {row.defect()}"
+        )
     return entry
 
 

@@ -1,4 +1,7 @@
-"""The due index on both backends: kept in the same commit, rebuilt from the logs, claimed once."""
+"""The due index on both backends: kept in the same commit, rebuilt from the logs, claimed once.
+
+A row damaged behind the store's back is found by ``verify``, column by column.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ from typing import Any
 import pykka
 import pytest
 
+from host_bridge.cli.verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.due_index import DueEntry, project_session
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.stores import open_store
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
@@ -341,3 +346,66 @@ def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, st
         assert store.due_sessions(None, 5) == [("a", T0 + 5)]
     finally:
         store.close()
+
+
+# --- damaged rows: verify reads every column, on both backends ----------------------------
+
+YEAR_9999 = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def damage(spec: tuple[str, str], *statements: str) -> None:
+    """Edit the due index by hand, behind the store's back."""
+    kind, location = spec
+    if kind == "sqlite":
+        with sqlite3.connect(location) as conn:
+            for statement in statements:
+                conn.execute(statement)
+    else:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as pg:
+            for statement in statements:
+                pg.execute(statement)
+
+
+def stored(make_store: StoreFactory, reminders: dict[str, int]) -> None:
+    """Store closed sessions, each with one ``at`` reminder due at the given time."""
+    store = make_store()
+    for session_id, due in reminders.items():
+        log = new_log(store, session_id)
+        log.change(at("schedule-1", due))
+        log.flush()
+    store.close()
+
+
+def test_verify_reads_every_column_of_every_row_on_both_backends(
+    make_store: StoreFactory, spec: tuple[str, str]
+) -> None:
+    stored(make_store, {"moved": T0 + 5_000, "zeroed": T0 + 5_000, "lost": T0, "fine": T0})
+    store = make_store()
+    new_log(store, "quiet").add("message", {"role": "user", "content": "hi"})
+    store.flush_all().result(TIMEOUT)
+    store.close()
+    damage(
+        spec,
+        f"UPDATE due_index SET due_ms = {T0}, schedule_ms = {T0} WHERE session_id = 'moved'",
+        "UPDATE due_index SET due_ms = 0 WHERE session_id = 'zeroed'",
+        "DELETE FROM due_index WHERE session_id = 'lost'",
+        "INSERT INTO due_index VALUES ('quiet', 5, 5, NULL)",
+        "INSERT INTO due_index VALUES ('ghost', 5, 5, NULL)",
+    )
+    with open_store(spec[1], read_only=True) as reader:
+        problems = {s: verify_session(reader, s).problem for s in reader.session_ids()}
+        rows = reader.index_rows()
+    assert problems == {
+        "fine": None,
+        "moved": f"the due index says a reminder due {format_instant(T0)}, the log says a "
+        f"reminder due {format_instant(T0 + 5_000)} ({REINDEX_HINT})",
+        "zeroed": "the due index row is inconsistent: its due_ms says 1970-01-01T00:00:00.000Z, "
+        f"its schedule_ms and inbox_ms say {format_instant(T0 + 5_000)} ({REINDEX_HINT})",
+        "lost": f"the due index says nothing due, the log says a reminder due {format_instant(T0)}"
+        f" ({REINDEX_HINT})",
+        "quiet": "the due index says a reminder due 1970-01-01T00:00:00.005Z, the log says "
+        f"nothing due ({REINDEX_HINT})",
+    }
+    assert set(rows) == {"moved", "zeroed", "quiet", "ghost", "fine"}
