@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
-from host_bridge.embedded.due_index import DueProjector, IndexPlan
+from host_bridge.embedded.due_index import DueEntry, DueProjector, IndexPlan
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -423,6 +423,13 @@ class EventStore(SessionReads[Any], ABC):
     @abstractmethod
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction; the rows written."""
+
+    @abstractmethod
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: no row, nothing is due or the session is not stored).
+        """
 
     def start_closing(self, timeout: float | None) -> None:
         """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.

@@ -78,9 +78,11 @@ import psycopg_pool
 
 from host_bridge.embedded.due_index import (
     WAKE_EVENT_TYPES,
+    DueEntry,
     IndexRow,
     StoredRow,
     project_logs,
+    project_session,
 )
 from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore
 from host_bridge.embedded.paths import is_postgres_url
@@ -100,6 +102,7 @@ from host_bridge.embedded.store_rows import (
     Op,
     SessionRow,
     Waiter,
+    check_id,
     is_storable_id,
     show_id,
     write_due_changes,
@@ -547,7 +550,8 @@ class PostgresEventStore(EventStore):
             )
         return int(count)
 
-    def _query(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+    def _query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
+        """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
         pool = self._pool
         if pool is None:
             raise StoreClosedError(f"the session store {self._label} is closed")
@@ -555,9 +559,8 @@ class PostgresEventStore(EventStore):
             with pool.connection(timeout=30) as conn:
                 return query(conn)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
-            raise StoreError(
-                f"cannot read the session store {self._label} ({_category(error)})"
-            ) from None
+            doing = doing or f"read the session store {self._label}"
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
 
     # --- writer thread ---------------------------------------------------------
 
@@ -612,7 +615,7 @@ class PostgresEventStore(EventStore):
                         event_rows,
                     )
                 plan = self._plan_due_index(rows, lambda sid: _read_due_state(cur, sid))
-                write_due_changes(cur, plan, "%s")
+                write_due_changes(cur, plan.changes, "%s")
                 if self._fault_hook is not None and rows:
                     self._fault_hook()
         except Exception as error:
@@ -669,7 +672,8 @@ class PostgresEventStore(EventStore):
 
         In one short transaction: lock the session's index row ``FOR UPDATE
         SKIP LOCKED`` (a row another host is claiming right now is skipped, not
-        waited for), check that it is due at ``now_ms``, and take the lease
+        waited for), check that it is due at ``now_ms`` (or unsound, see
+        :attr:`IndexRow.wake_ms`: its log decides), and take the lease
         (:meth:`acquire_session`), which stays held after the transaction.
         False when the row is locked, missing or not due, or the lease is held elsewhere.
         """
@@ -679,10 +683,11 @@ class PostgresEventStore(EventStore):
         def claim(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction():
                 row = conn.execute(
-                    "SELECT due_ms FROM due_index WHERE session_id = %s FOR UPDATE SKIP LOCKED",
+                    "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s"
+                    " FOR UPDATE SKIP LOCKED",
                     (session_id,),
                 ).fetchone()
-                if row is None or int(row[0]) > now_ms:
+                if row is None or IndexRow(*row).wake_ms > now_ms:
                     return False
                 try:
                     self.acquire_session(session_id)
@@ -714,6 +719,29 @@ class PostgresEventStore(EventStore):
         count = int(row[0]) if row is not None else 0
         _log.info("rebuilt the due index of %s: %d sessions", self._label, count)
         return count
+
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: the row was deleted, nothing is due
+        or the session is not stored). The transaction is ``REPEATABLE READ``:
+        a commit of the session by another host after its snapshot makes it
+        fail rather than write a stale row.
+        """
+        check_id(session_id, "session id")
+
+        def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                stored = _read_due_state(cur, session_id)
+                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+                write_due_changes(cur, {session_id: entry}, "%s")
+            return entry
+
+        doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
+        entry = self._query(rewrite, doing)
+        self._due.forget(session_id)
+        return entry
 
     # --- connections and schema ------------------------------------------------
 

@@ -68,9 +68,11 @@ from urllib.parse import quote
 
 from host_bridge.embedded.due_index import (
     WAKE_EVENT_TYPES,
+    DueEntry,
     IndexRow,
     StoredRow,
     project_logs,
+    project_session,
 )
 from host_bridge.embedded.event_store import (
     AUTO_WRITE_BYTES,
@@ -91,6 +93,7 @@ from host_bridge.embedded.store_errors import (
 )
 from host_bridge.embedded.store_reads import ReadQueries
 from host_bridge.embedded.store_rows import (
+    INT64_MAX,
     CommitResult,
     EventRow,
     Loss,
@@ -456,18 +459,19 @@ class SqliteEventStore(EventStore):
 
         False when another process or store holds the session, or when its
         index row says nothing is due at ``now_ms`` (then it is not kept).
-        True: this store holds the session (:meth:`acquire_session`) and it is due.
+        True: this store holds the session (:meth:`acquire_session`) and it is
+        due, or its row is unsound (:attr:`IndexRow.wake_ms`): its log decides.
         """
         try:
             self.acquire_session(session_id)
         except SessionLeaseError:
             return False
         try:
-            entry = self.due_entry(session_id)
+            row = self.due_row(session_id)
         except BaseException:
             self.release_session(session_id)
             raise
-        if entry is None or entry.due_ms > now_ms:
+        if row is None or row.wake_ms > now_ms:
             self.release_session(session_id)
             return False
         return True
@@ -478,29 +482,61 @@ class SqliteEventStore(EventStore):
         Safe while hosts write: the transaction excludes every writer of the
         file, so no commit can fall between reading the logs and replacing the index.
         """
+
+        def rebuild(conn: sqlite3.Connection) -> int:
+            conn.execute("DELETE FROM due_index")
+            _build_due_index(conn)
+            (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+            return int(count)
+
+        count = self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
+        self._due.clear()
+        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
+        return count
+
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: the row was deleted, nothing is due
+        or the session is not stored).
+        """
+
+        def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
+            stored = _read_due_state(conn, session_id)
+            entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+            write_due_changes(conn, {session_id: entry}, "?")
+            return entry
+
+        check_id(session_id, "session id")
+        entry = self._index_transaction(
+            rewrite, f"rewrite the due index row of session {show_id(session_id)} in {self._path}"
+        )
+        self._due.forget(session_id)
+        return entry
+
+    def _index_transaction(self, work: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
+        """Run ``work`` in one write transaction on a connection of its own (``doing``: for errors).
+
+        The transaction excludes every writer of the file, so no commit can
+        fall between what ``work`` reads and what it writes.
+        """
         with self._lock:
             self._check_open()
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("DELETE FROM due_index")
-                _build_due_index(conn)
-                (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+                result = work(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as error:
-            raise StoreError(
-                f"cannot rebuild the due index of {self._path} ({_category(error)})"
-            ) from None
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
         finally:
             conn.close()
-        self._due.clear()
-        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
-        return int(count)
+        return result
 
     def _due_page(
         self, after: tuple[int, str] | None, until_ms: int | None, limit: int
@@ -511,10 +547,9 @@ class SqliteEventStore(EventStore):
         if after is not None:
             clauses.append("(due_ms, session_id) > (?, ?)")
             params += list(after)
-        if until_ms is not None:
-            clauses.append("due_ms <= ?")
-            params.append(until_ms)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
+        params.append(INT64_MAX if until_ms is None else until_ms)
+        where = f" WHERE {' AND '.join(clauses)}"
         params.append(limit)
         rows = self._read(
             lambda conn: conn.execute(
@@ -635,7 +670,7 @@ class SqliteEventStore(EventStore):
             for statement, params in holders:
                 conn.execute(statement, params)
             plan = self._plan_due_index(batch, lambda sid: _read_due_state(conn, sid))
-            write_due_changes(conn, plan, "?")
+            write_due_changes(conn, plan.changes, "?")
             if self._fault_hook is not None and batch:
                 self._fault_hook()
             self._check_identity()
