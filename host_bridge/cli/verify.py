@@ -1,8 +1,9 @@
 """``dsh-schedule verify``: run the Schedule stream check over every stored session.
 
-It also compares each session's due index row (the store's projection of its
-log, see :mod:`host_bridge.embedded.due_index`) with what the log says, read in
-the same snapshot, and reports index rows of sessions that are not stored.
+It also compares every column of each session's due index row (the store's
+projection of its log, see :mod:`host_bridge.embedded.due_index`) with what the
+log says, read in the same snapshot, and reports index rows of sessions that are
+not stored. A damaged row is its session's problem, never the whole store's.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ from host_bridge.cli.common import (
     READ_STORE_EXIT,
     StoreUnavailable,
     exit_codes_help,
-    format_ms,
     location_options,
     open_store_readonly,
     resolve_data_dir,
     visible,
 )
-from host_bridge.embedded.due_index import DueEntry, project_session
+from host_bridge.embedded.due_index import index_problem, project_session
 from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
 from host_bridge.embedded.stores import StoreReader
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
 
-__all__ = ["SessionVerdict", "verify_command", "verify_session"]
+__all__ = ["REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]
+
+REINDEX_HINT = "dsh-schedule reindex rebuilds the index"
+"""What ends the line of a session whose due index row is wrong."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,9 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
     """Load one session, apply the fold policy to its owned suffix, check its due index row.
 
     Rows of this session that do not read (a bad payload, a gap in its seq
-    numbers) are its problem; any other store error (a damaged file, an I/O
-    error) is raised: the store itself cannot be read. A store written before
-    the due index existed has no row to compare.
+    numbers, an index row of text) are its problem; any other store error (a
+    damaged file, an I/O error) is raised: the store itself cannot be read. A
+    store written before the due index existed has no row to compare.
     """
     try:
         stored, indexed = store.load_indexed(session_id)
@@ -66,28 +69,14 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
     expected = project_session(
         stored.header.seed_length, ((e.seq, e.type, e.time, e.data) for e in events)
     ).entry()
-    if store.has_due_index and indexed != expected:
-        return SessionVerdict(
-            session_id,
-            len(events),
-            changes,
-            len(folded.active),
-            problem=f"the due index says {describe_due(indexed)}, the log says "
-            f"{describe_due(expected)} (dsh-schedule reindex rebuilds the index)",
-        )
-    return SessionVerdict(session_id, len(events), changes, len(folded.active))
-
-
-def describe_due(entry: DueEntry | None) -> str:
-    """A due index row in words."""
-    if entry is None:
-        return "nothing due"
-    parts = []
-    if entry.schedule_ms is not None:
-        parts.append(f"a reminder due {format_ms(entry.schedule_ms)}")
-    if entry.inbox_ms is not None:
-        parts.append(f"a reminder turn owed since {format_ms(entry.inbox_ms)}")
-    return " and ".join(parts)
+    problem = index_problem(indexed, expected) if store.has_due_index else None
+    return SessionVerdict(
+        session_id,
+        len(events),
+        changes,
+        len(folded.active),
+        problem=None if problem is None else f"{problem} ({REINDEX_HINT})",
+    )
 
 
 @click.command(
@@ -97,7 +86,9 @@ def describe_due(entry: DueEntry | None) -> str:
         (0, "every stored session is valid (or none is stored)"),
         (
             1,
-            "at least one session is invalid: its stream breaks a rule, or its rows are unreadable",
+            "at least one session is invalid: its stream breaks a rule, its rows are unreadable, "
+            "or its due index row is missing, unreadable or disagrees with its log (a row of a "
+            "session that is not stored counts too)",
         ),
         (2, READ_STORE_EXIT),
     ),
@@ -109,7 +100,10 @@ def verify_command() -> None:
     Each session's owned suffix (after a fork's seed_length) is folded with the
     same policy the plugin and the invariant companion use, and its due index
     row (when the session is due, kept by the store for `serve`) is compared
-    with what the log says (`dsh-schedule reindex` rebuilds it). The store is
+    with what the log says, column by column: due_ms, schedule_ms and inbox_ms
+    must be integers equal to the log's (due_ms the earlier of the other two),
+    a session with nothing due must have no row and a due one must have one
+    (`dsh-schedule reindex` rebuilds the index). The store is
     opened strictly read-only (nothing is created, migrated, locked or
     written), so it works while another process writes to it. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
@@ -123,11 +117,15 @@ def verify_command() -> None:
             session_ids = store.session_ids()
             verdicts = [verify_session(store, session_id) for session_id in session_ids]
             stored_ids = set(session_ids)
-            orphans = sorted(s for s in store.due_entries() if s not in stored_ids)
+            orphans = sorted(s for s in store.index_rows() if s not in stored_ids)
         except StoreError as error:
             raise StoreUnavailable(str(error)) from None
     verdicts += [
-        SessionVerdict(s, problem="the due index has a row for this session, which is not stored")
+        SessionVerdict(
+            s,
+            problem="the due index has a row for this session, which is not stored "
+            f"({REINDEX_HINT})",
+        )
         for s in orphans
     ]
     invalid = [v for v in verdicts if v.problem is not None]

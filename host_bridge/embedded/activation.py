@@ -20,6 +20,16 @@ worker thread; the plugin installs the owner on ``on_created`` and the owner
 delivers what is due. Passivation disposes that agent, detaches the session
 and gives it back to the store, unless another root agent (a person's) uses
 the session too.
+
+The log decides, not the index. Once resumed, the session's log is projected
+again: when its index row disagrees (damaged by hand, restored from an older
+backup), the row is rewritten from the log, and when nothing is due after all
+the session is let go at once (``None``: declined) instead of waking an agent,
+so a wrong row costs one activation. Rows that are unsound in themselves (a
+column that is not an integer, a ``due_ms`` that is not the earlier of the
+other two) may never be listed as due, so every :data:`INDEX_AUDIT_MS` the
+whole index is checked for them and they are woken at once. Each damaged row
+is reported once, as one WARNING line naming the session.
 """
 
 from __future__ import annotations
@@ -30,18 +40,25 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
+from actors.runtime import run_blocking
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.due_index import index_problem, project_session
 from host_bridge.embedded.event_store import EventStore
-from host_bridge.embedded.sessions import EmbeddedSessionStore
+from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore, SessionError
+from host_bridge.embedded.store_errors import StoreError
+from host_bridge.embedded.store_rows import show_id
 from host_bridge.futures import chain
 from host_bridge.protocols import Agent, DueSession
 
-__all__ = ["FILTER_WINDOW", "ActivatedHost", "EmbeddedActivation"]
+__all__ = ["FILTER_WINDOW", "INDEX_AUDIT_MS", "ActivatedHost", "EmbeddedActivation"]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 FILTER_WINDOW = 1024
 """How many due sessions an ``accept`` filter looks at (the earliest ones)."""
+
+INDEX_AUDIT_MS = 60_000
+"""How often (on the host's clock) the whole due index is checked for unsound rows."""
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
@@ -79,6 +96,7 @@ class EmbeddedActivation:
     running at once (each resumes or detaches one session on a worker thread).
     ``accept`` limits which sessions are woken (say, the demo's own); it is
     applied to the first :data:`FILTER_WINDOW` due sessions of the index.
+    ``audit_ms``: how often the index is checked for unsound rows.
     Close it with :meth:`close` (the host does) after the plugin was disposed.
     """
 
@@ -89,10 +107,13 @@ class EmbeddedActivation:
         model: Model | None = None,
         workers: int = 8,
         accept: Callable[[str], bool] | None = None,
+        audit_ms: int = INDEX_AUDIT_MS,
     ) -> None:
         store = host.persistence
         if store is None:
             raise ValueError("activation needs a host with a durable store")
+        if isinstance(audit_ms, bool) or not isinstance(audit_ms, int) or audit_ms <= 0:
+            raise ValueError("audit_ms must be a positive integer")
         self._host = host
         self._store: EventStore = store
         self._model = model
@@ -104,6 +125,9 @@ class EmbeddedActivation:
         self._listeners: list[Callable[[], None]] = []
         self._mine: dict[str, EmbeddedAgent] = {}
         self._closed = False
+        self._audit_ms = audit_ms
+        self._audited_at: int | None = None  # host clock of the last audit (wake-up actor)
+        self._reported: set[str] = set()  # sessions whose damaged row was reported, not mended
         self._remove_store_listener = store.add_due_listener(self._on_commit)
 
     # --- SessionActivation -------------------------------------------------------------
@@ -116,10 +140,49 @@ class EmbeddedActivation:
         return found[0].due_ms if found else None
 
     def due_sessions(self, now_ms: int, limit: int) -> Sequence[DueSession]:
-        """Sessions due at ``now_ms`` that no process holds, earliest first."""
+        """Sessions due at ``now_ms`` that no process holds, earliest first.
+
+        When an audit is due (see :data:`INDEX_AUDIT_MS`), sessions whose
+        index row is unsound come first, as due at ``now_ms``.
+        """
+        unsound = self._audit(now_ms)
         if self._accept is not None:
-            return self._filtered(now_ms, limit)
-        return [DueSession(s, d) for s, d in self._store.due_sessions(now_ms, limit)]
+            listed = self._filtered(now_ms, limit)
+        else:
+            listed = [DueSession(s, d) for s, d in self._store.due_sessions(now_ms, limit)]
+        if not unsound:
+            return listed
+        seen = {item.session_id for item in listed}
+        first = [DueSession(s, now_ms) for s in unsound if s not in seen]
+        return (first + listed)[:limit]
+
+    def _audit(self, now_ms: int) -> list[str]:
+        """Once per ``audit_ms``: the accepted sessions not held here whose row is unsound."""
+        last = self._audited_at
+        if last is not None and last <= now_ms < last + self._audit_ms:
+            return []
+        self._audited_at = now_ms
+        try:
+            found = run_blocking(self._store.unsound_due_rows)  # one scan: off a gevent hub
+        except StoreError as error:
+            _log.warning("could not check the due index for damaged rows (%s)", error)
+            return []
+        with self._lock:  # a row mended meanwhile (say, by reindex) is reported anew if it breaks
+            self._reported &= {session_id for session_id, _ in found}
+        accept = self._accept
+        unsound = [
+            session_id
+            for session_id, _ in found
+            if (accept is None or accept(session_id)) and not self._store.holds_lease(session_id)
+        ]
+        defects = dict(found)
+        for session_id in unsound:
+            self._report(
+                session_id,
+                f"the due index row is {defects[session_id]}; waking the session so that its "
+                "log decides",
+            )
+        return unsound
 
     def _filtered(self, until_ms: int | None, limit: int) -> list[DueSession]:
         accept = self._accept
@@ -221,7 +284,17 @@ class EmbeddedActivation:
         if not self._store.claim_due_session(session_id, host.clock()):
             _log.debug("session %r is held elsewhere or no longer due", session_id)
             return None
-        session = host.sessions.resume_claimed(session_id)
+        try:
+            session = host.sessions.resume_claimed(session_id)
+        except SessionError:
+            if self._store.load_header(session_id) is not None:
+                raise
+            self._mend(session_id, "the due index has a row for this session, which is not stored")
+            return None
+        if not self._due_after_all(session):
+            _log.debug("session %r has nothing due after all; letting it go", session_id)
+            host.sessions.detach(session)
+            return None
         try:
             agent = host.agents.spawn(session, model=self._model)
         except BaseException:
@@ -231,6 +304,37 @@ class EmbeddedActivation:
             self._mine[agent.id] = agent
         _log.info("woke session %r (agent %r)", session_id, agent.id)
         return agent
+
+    def _due_after_all(self, session: EmbeddedSession) -> bool:
+        """Whether the resumed session's log has something due now; a wrong index row is mended."""
+        events = ((e.seq, e.type, e.time, e.data) for e in session.events)
+        truth = project_session(session.header.seed_length, events).entry()
+        problem = index_problem(self._store.due_row(session.id), truth)
+        if problem is not None:
+            self._mend(session.id, problem)
+        else:
+            with self._lock:
+                self._reported.discard(session.id)
+        return truth is not None and truth.due_ms <= self._host.clock()
+
+    def _mend(self, session_id: str, problem: str) -> None:
+        """Report a wrong index row and rewrite it from the session's stored log."""
+        self._report(session_id, f"{problem}; rewriting the row from the log")
+        try:
+            self._store.reindex_session(session_id)
+        except StoreError as error:
+            _log.warning("session %s: %s", show_id(session_id), error)
+            return
+        with self._lock:
+            self._reported.discard(session_id)
+
+    def _report(self, session_id: str, text: str) -> None:
+        """Log ``text`` about a session's index row: a WARNING the first time, then INFO."""
+        with self._lock:
+            first = session_id not in self._reported
+            self._reported.add(session_id)
+        level = logging.WARNING if first else logging.INFO
+        _log.log(level, "session %s: %s", show_id(session_id), text)
 
     def _passivate(self, agent: Agent) -> bool:
         host = self._host

@@ -20,7 +20,10 @@ The row is written by the store's writer **in the same transaction** as the
 rows that moved it, so the index can never disagree with the committed logs,
 whatever crashes in between; it is rebuilt from the logs when the schema is
 migrated and by ``dsh-schedule reindex``, and ``dsh-schedule verify`` compares
-it with the logs.
+every column of it with the logs (:func:`index_problem`). A row damaged by
+other means (a hand edit, a restored backup) is read as an :class:`IndexRow`
+of whatever it holds: a host that wakes sessions takes such a row as "due at
+once" and decides from the session's log (:attr:`IndexRow.wake_ms`).
 
 This module is the projection itself (pure, apart from decoding payloads):
 :class:`SessionProjection` folds one session's events, and :class:`DueProjector`
@@ -46,6 +49,7 @@ from host_bridge.embedded.inbox import (
 )
 from messages.errors import ScheduleLogError
 from messages.fold import FoldedSchedules, check_schedule_candidate
+from messages.instant import format_instant
 from messages.presentation import REMINDER_SOURCE
 from messages.records import SCHEDULE_CHANGE_TYPE
 
@@ -55,8 +59,11 @@ __all__ = [
     "DueEntry",
     "DueProjector",
     "IndexPlan",
+    "IndexRow",
     "SessionProjection",
     "StoredRow",
+    "describe_due",
+    "index_problem",
     "project_logs",
     "project_session",
 ]
@@ -93,6 +100,110 @@ class DueEntry:
         if schedule_ms is None and inbox_ms is None:
             return None
         return DueEntry(schedule_ms, inbox_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One due index row as the store holds it: ``(due_ms, schedule_ms, inbox_ms)``, unchecked.
+
+    The store's writer only ever writes rows of :class:`DueEntry`; a row
+    damaged by other means may hold anything (SQLite keeps text in an
+    ``INTEGER`` column), so the values are whatever was read.
+    """
+
+    due_ms: object
+    schedule_ms: object
+    inbox_ms: object
+
+    def defect(self) -> str | None:
+        """What is wrong with the row in itself, or ``None`` (then :meth:`entry` is its value).
+
+        A column that is not an integer makes it *unreadable*; a ``due_ms``
+        that is not the earlier of ``schedule_ms`` and ``inbox_ms``, or neither
+        of those set, makes it *inconsistent*.
+        """
+        checked = self._checked()
+        return checked if isinstance(checked, str) else None
+
+    def entry(self) -> DueEntry | None:
+        """The row's value when it is sound (see :meth:`defect`), else ``None``."""
+        checked = self._checked()
+        return None if isinstance(checked, str) else checked
+
+    @property
+    def wake_ms(self) -> int:
+        """When a waking host should look at the session: ``due_ms``, or 0 (at once) if unsound.
+
+        An unsound row says nothing reliable, so the session's log decides.
+        """
+        entry = self.entry()
+        return 0 if entry is None else entry.due_ms
+
+    def _checked(self) -> DueEntry | str:
+        """The row's entry, or what is wrong with it."""
+        due = _as_int(self.due_ms)
+        if due is None:
+            return _unreadable("due_ms", self.due_ms)
+        schedule, inbox = _as_int(self.schedule_ms), _as_int(self.inbox_ms)
+        if schedule is None and self.schedule_ms is not None:
+            return _unreadable("schedule_ms", self.schedule_ms)
+        if inbox is None and self.inbox_ms is not None:
+            return _unreadable("inbox_ms", self.inbox_ms)
+        entry = DueEntry.of(schedule, inbox)
+        if entry is None:
+            return "inconsistent: neither its schedule_ms nor its inbox_ms is set"
+        if due != entry.due_ms:
+            return (
+                f"inconsistent: its due_ms says {_when(due)}, its schedule_ms and "
+                f"inbox_ms say {_when(entry.due_ms)}"
+            )
+        return entry
+
+
+def index_problem(row: IndexRow | None, expected: DueEntry | None) -> str | None:
+    """How a session's stored index row disagrees with ``expected`` (its log's projection).
+
+    ``row`` is ``None`` when the session has no row. Every column counts, its
+    type and its value; ``None`` means the row is exactly what the log says.
+    """
+    if row is not None:
+        defect = row.defect()
+        if defect is not None:
+            return f"the due index row is {defect}"
+    stored = None if row is None else row.entry()
+    if stored == expected:
+        return None
+    return f"the due index says {describe_due(stored)}, the log says {describe_due(expected)}"
+
+
+def describe_due(entry: DueEntry | None) -> str:
+    """A due index entry in words."""
+    if entry is None:
+        return "nothing due"
+    parts = []
+    if entry.schedule_ms is not None:
+        parts.append(f"a reminder due {_when(entry.schedule_ms)}")
+    if entry.inbox_ms is not None:
+        parts.append(f"a reminder turn owed since {_when(entry.inbox_ms)}")
+    return " and ".join(parts)
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _unreadable(column: str, value: object) -> str:
+    kinds = {str: "text", bytes: "a blob", float: "a real number", type(None): "nothing"}
+    kind = kinds.get(type(value), f"a {type(value).__name__}")
+    return f"unreadable: its {column} holds {kind}, not an integer"
+
+
+def _when(ms: int) -> str:
+    """Epoch milliseconds as a canonical instant, or as a number outside the years 1–9999."""
+    try:
+        return format_instant(ms)
+    except ValueError:
+        return f"{ms} ms"
 
 
 @dataclass(slots=True)

@@ -428,10 +428,6 @@ class EventStore(SessionReads[Any], ABC):
         """The number of stored events of ``session_id``, or None when it is not stored."""
 
     @abstractmethod
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
-
-    @abstractmethod
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first."""
 
@@ -446,6 +442,13 @@ class EventStore(SessionReads[Any], ABC):
     @abstractmethod
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction; the rows written."""
+
+    @abstractmethod
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: no row, nothing is due or the session is not stored).
+        """
 
     def start_closing(self, timeout: float | None) -> None:
         """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.

@@ -75,7 +75,14 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
-from host_bridge.embedded.due_index import WAKE_EVENT_TYPES, DueEntry, StoredRow, project_logs
+from host_bridge.embedded.due_index import (
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    IndexRow,
+    StoredRow,
+    project_logs,
+    project_session,
+)
 from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore, refuses_claim_clock
 from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.store_errors import (
@@ -94,7 +101,7 @@ from host_bridge.embedded.store_rows import (
     Op,
     SessionRow,
     Waiter,
-    decode_due_entry,
+    check_id,
     is_storable_id,
     show_id,
     write_due_changes,
@@ -529,7 +536,8 @@ class PostgresEventStore(EventStore):
             )
         return int(count)
 
-    def _query(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+    def _query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
+        """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
         pool = self._pool
         if pool is None:
             raise StoreClosedError(f"the session store {self._label} is closed")
@@ -537,9 +545,8 @@ class PostgresEventStore(EventStore):
             with pool.connection(timeout=30) as conn:
                 return query(conn)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
-            raise StoreError(
-                f"cannot read the session store {self._label} ({_category(error)})"
-            ) from None
+            doing = doing or f"read the session store {self._label}"
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
 
     # --- writer thread ---------------------------------------------------------
 
@@ -594,7 +601,7 @@ class PostgresEventStore(EventStore):
                         event_rows,
                     )
                 plan = self._plan_due_index(rows, lambda sid: _read_due_state(cur, sid))
-                write_due_changes(cur, plan, "%s")
+                write_due_changes(cur, plan.changes, "%s")
                 if self._fault_hook is not None and rows:
                     self._fault_hook()
         except Exception as error:
@@ -630,18 +637,6 @@ class PostgresEventStore(EventStore):
 
     # --- due index -------------------------------------------------------------
 
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not is_storable_id(session_id):
-            return None
-        row = self._query(
-            lambda conn: conn.execute(
-                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s",
-                (session_id,),
-            ).fetchone()
-        )
-        return None if row is None else decode_due_entry(session_id, tuple(row))
-
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions whose lease nobody holds.
 
@@ -663,7 +658,8 @@ class PostgresEventStore(EventStore):
 
         In one short transaction: lock the session's index row ``FOR UPDATE
         SKIP LOCKED`` (a row another host is claiming right now is skipped, not
-        waited for), check that it is due at ``now_ms``, and take the lease
+        waited for), check that it is due at ``now_ms`` (or unsound, see
+        :attr:`IndexRow.wake_ms`: its log decides), and take the lease
         (:meth:`acquire_session`), which stays held after the transaction.
         False when the row is locked, missing or not due, or the lease is held elsewhere,
         and, with nothing taken, for a ``now_ms`` that is not an ``int``. When
@@ -676,10 +672,11 @@ class PostgresEventStore(EventStore):
         def claim(conn: psycopg.Connection[Any]) -> bool:
             with conn.transaction():
                 row = conn.execute(
-                    "SELECT due_ms FROM due_index WHERE session_id = %s FOR UPDATE SKIP LOCKED",
+                    "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s"
+                    " FOR UPDATE SKIP LOCKED",
                     (session_id,),
                 ).fetchone()
-                if row is None or int(row[0]) > now_ms:
+                if row is None or IndexRow(*row).wake_ms > now_ms:
                     return False
                 try:
                     self.acquire_session(session_id)
@@ -712,6 +709,29 @@ class PostgresEventStore(EventStore):
         count = int(row[0]) if row is not None else 0
         _log.info("rebuilt the due index of %s: %d sessions", self._label, count)
         return count
+
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: the row was deleted, nothing is due
+        or the session is not stored). The transaction is ``REPEATABLE READ``:
+        a commit of the session by another host after its snapshot makes it
+        fail rather than write a stale row.
+        """
+        check_id(session_id, "session id")
+
+        def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                stored = _read_due_state(cur, session_id)
+                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+                write_due_changes(cur, {session_id: entry}, "%s")
+            return entry
+
+        doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
+        entry = self._query(rewrite, doing)
+        self._due.forget(session_id)
+        return entry
 
     # --- connections and schema ------------------------------------------------
 
@@ -843,15 +863,36 @@ class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
                 ) from None
 
 
-def _select_due_entries(conn: psycopg.Connection[Any]) -> dict[str, DueEntry]:
-    """Every due index row, by session id."""
-    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: decode_due_entry(row[0], tuple(row[1:])) for row in rows}
+def _select_index_rows(conn: psycopg.Connection[Any]) -> dict[str, IndexRow]:
+    """Every due index row as stored, by session id."""
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {row[0]: IndexRow(*row[1:]) for row in rows.fetchall()}
+
+
+def _select_index_row(conn: psycopg.Connection[Any], session_id: str) -> IndexRow | None:
+    """A session's due index row as stored, or None."""
+    row = conn.execute(
+        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    return None if row is None else IndexRow(*row)
+
+
+def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, IndexRow]]:
+    """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan).
+
+    The columns are ``BIGINT``: a row is never unreadable, only inconsistent.
+    ``LEAST`` ignores NULLs and is NULL when both are: a row with neither is found too.
+    """
+    rows = conn.execute(
+        "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+        " WHERE due_ms IS DISTINCT FROM LEAST(schedule_ms, inbox_ms)"
+    )
+    return [(row[0], IndexRow(*row[1:])) for row in rows.fetchall()]
 
 
 def _select_indexed(
     conn: psycopg.Connection[Any], session_id: str
-) -> tuple[Any, list[tuple[Any, ...]], DueEntry | None]:
+) -> tuple[Any, list[tuple[Any, ...]], IndexRow | None]:
     """A session's header row, event rows (payloads as bytes) and due index row, one snapshot."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -862,12 +903,9 @@ def _select_indexed(
             "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
             (session_id,),
         ).fetchall()
-        due = conn.execute(
-            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
-        ).fetchone()
+        due = _select_index_row(conn, session_id)
     blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-    entry = None if due is None else decode_due_entry(session_id, tuple(due))
-    return head, blobs if head is not None else [], entry
+    return head, blobs if head is not None else [], due
 
 
 def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
@@ -980,6 +1018,8 @@ _POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = ReadQueries(
     session_ids=_select_session_ids,
     header=_select_header,
     session=_select_session,
-    due_entries=_select_due_entries,
+    index_rows=_select_index_rows,
+    index_row=_select_index_row,
     indexed=_select_indexed,
+    index_suspects=_select_index_suspects,
 )

@@ -73,8 +73,10 @@ from urllib.parse import quote
 from host_bridge.embedded.due_index import (
     WAKE_EVENT_TYPES,
     DueEntry,
+    IndexRow,
     StoredRow,
     project_logs,
+    project_session,
 )
 from host_bridge.embedded.event_store import (
     AUTO_WRITE_BYTES,
@@ -103,6 +105,7 @@ from host_bridge.embedded.store_errors import (
 )
 from host_bridge.embedded.store_reads import ReadQueries
 from host_bridge.embedded.store_rows import (
+    INT64_MAX,
     CommitResult,
     EventRow,
     Loss,
@@ -110,7 +113,6 @@ from host_bridge.embedded.store_rows import (
     SessionRow,
     StoredSession,
     check_id,
-    decode_due_entry,
     decode_session,
     is_storable_id,
     show_id,
@@ -459,17 +461,6 @@ class SqliteEventStore(EventStore):
 
     # --- due index ---------------------------------------------------------------------
 
-    def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row)."""
-        if not is_storable_id(session_id):
-            return None
-        row = self._read(
-            lambda conn: conn.execute(
-                "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        )
-        return None if row is None else decode_due_entry(session_id, row)
-
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
 
@@ -498,7 +489,8 @@ class SqliteEventStore(EventStore):
 
         False when another process or store holds the session, or when its
         index row says nothing is due at ``now_ms`` (then it is not kept).
-        True: this store holds the session (:meth:`acquire_session`) and it is due.
+        True: this store holds the session (:meth:`acquire_session`) and it is
+        due, or its row is unsound (:attr:`IndexRow.wake_ms`): its log decides.
         False, with nothing taken, for a ``now_ms`` that is not an ``int``; on
         any exception the session is given back.
         """
@@ -509,8 +501,8 @@ class SqliteEventStore(EventStore):
                 self.acquire_session(session_id)
             except SessionLeaseError:
                 return False
-            entry = self.due_entry(session_id)
-            if entry is None or entry.due_ms > now_ms:
+            row = self.due_row(session_id)
+            if row is None or row.wake_ms > now_ms:
                 self.release_session(session_id)
                 return False
         return True
@@ -521,29 +513,61 @@ class SqliteEventStore(EventStore):
         Safe while hosts write: the transaction excludes every writer of the
         file, so no commit can fall between reading the logs and replacing the index.
         """
+
+        def rebuild(conn: sqlite3.Connection) -> int:
+            conn.execute("DELETE FROM due_index")
+            _build_due_index(conn)
+            (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+            return int(count)
+
+        count = self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
+        self._due.clear()
+        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
+        return count
+
+    def reindex_session(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's due index row from its stored log, in one transaction.
+
+        Returns the row written (``None``: the row was deleted, nothing is due
+        or the session is not stored).
+        """
+
+        def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
+            stored = _read_due_state(conn, session_id)
+            entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+            write_due_changes(conn, {session_id: entry}, "?")
+            return entry
+
+        check_id(session_id, "session id")
+        entry = self._index_transaction(
+            rewrite, f"rewrite the due index row of session {show_id(session_id)} in {self._path}"
+        )
+        self._due.forget(session_id)
+        return entry
+
+    def _index_transaction(self, work: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
+        """Run ``work`` in one write transaction on a connection of its own (``doing``: for errors).
+
+        The transaction excludes every writer of the file, so no commit can
+        fall between what ``work`` reads and what it writes.
+        """
         with self._lock:
             self._check_open()
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("DELETE FROM due_index")
-                _build_due_index(conn)
-                (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+                result = work(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as error:
-            raise StoreError(
-                f"cannot rebuild the due index of {self._path} ({_category(error)})"
-            ) from None
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
         finally:
             conn.close()
-        self._due.clear()
-        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
-        return int(count)
+        return result
 
     def _due_page(
         self, after: tuple[int, str] | None, until_ms: int | None, limit: int
@@ -554,10 +578,9 @@ class SqliteEventStore(EventStore):
         if after is not None:
             clauses.append("(due_ms, session_id) > (?, ?)")
             params += list(after)
-        if until_ms is not None:
-            clauses.append("due_ms <= ?")
-            params.append(until_ms)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
+        params.append(INT64_MAX if until_ms is None else until_ms)
+        where = f" WHERE {' AND '.join(clauses)}"
         params.append(limit)
         rows = self._read(
             lambda conn: conn.execute(
@@ -678,7 +701,7 @@ class SqliteEventStore(EventStore):
             for statement, params in holders:
                 conn.execute(statement, params)
             plan = self._plan_due_index(batch, lambda sid: _read_due_state(conn, sid))
-            write_due_changes(conn, plan, "?")
+            write_due_changes(conn, plan.changes, "?")
             if self._fault_hook is not None and batch:
                 self._fault_hook()
             self._check_identity()
@@ -1083,16 +1106,43 @@ def _select_session(
     return head, rows
 
 
-def _select_due_entries(conn: sqlite3.Connection) -> dict[str, DueEntry]:
-    """Every due index row, by session id."""
-    rows = conn.execute("SELECT session_id, schedule_ms, inbox_ms FROM due_index").fetchall()
-    return {row[0]: decode_due_entry(row[0], row[1:]) for row in rows}
+def _select_index_rows(conn: sqlite3.Connection) -> dict[str, IndexRow]:
+    """Every due index row as stored, by session id.
+
+    A damaged row whose id is not text is keyed by its ``repr`` (no stored session has it).
+    """
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {row[0] if isinstance(row[0], str) else repr(row[0]): IndexRow(*row[1:]) for row in rows}
+
+
+def _select_index_row(conn: sqlite3.Connection, session_id: str) -> IndexRow | None:
+    """A session's due index row as stored, or None."""
+    row = conn.execute(
+        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else IndexRow(*row)
+
+
+_SUSPECT_ROWS = (
+    "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+    " WHERE typeof(session_id) = 'text' AND (typeof(due_ms) != 'integer'"
+    " OR typeof(schedule_ms) NOT IN ('integer', 'null')"
+    " OR typeof(inbox_ms) NOT IN ('integer', 'null')"
+    " OR due_ms IS NOT min(coalesce(schedule_ms, inbox_ms), coalesce(inbox_ms, schedule_ms)))"
+)
+"""Rows with a column that is not an integer, or a ``due_ms`` that is not the earlier of
+``schedule_ms`` and ``inbox_ms`` (NULL when neither is set): one scan of the index."""
+
+
+def _select_index_suspects(conn: sqlite3.Connection) -> list[tuple[str, IndexRow]]:
+    """The due index rows that may be unsound (see :data:`_SUSPECT_ROWS`)."""
+    return [(row[0], IndexRow(*row[1:])) for row in conn.execute(_SUSPECT_ROWS)]
 
 
 def _select_indexed(
     conn: sqlite3.Connection, session_id: str
-) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], DueEntry | None]:
-    """A session's header row, event rows and due index row, read in one snapshot."""
+) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], IndexRow | None]:
+    """A session's header row, event rows and due index row as stored, read in one snapshot."""
     conn.execute("BEGIN")
     try:
         head = _select_header(conn, session_id)
@@ -1100,17 +1150,11 @@ def _select_indexed(
             "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ).fetchall()
-        due = conn.execute(
-            "SELECT schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        due = _select_index_row(conn, session_id)
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-    return (
-        head,
-        rows if head is not None else [],
-        None if due is None else decode_due_entry(session_id, due),
-    )
+    return head, rows if head is not None else [], due
 
 
 def _read_due_state(
@@ -1197,7 +1241,9 @@ SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
     session_ids=_select_session_ids,
     header=_select_header,
     session=_select_session,
-    due_entries=_select_due_entries,
+    index_rows=_select_index_rows,
+    index_row=_select_index_row,
     indexed=_select_indexed,
+    index_suspects=_select_index_suspects,
 )
 """The read queries of an SQLite store file (writable and read-only alike)."""

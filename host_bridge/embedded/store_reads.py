@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from host_bridge.embedded.due_index import DueEntry
+from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_rows import (
     StoredSession,
+    decode_due_entry,
     decode_header,
     decode_session,
     is_storable_id,
@@ -51,10 +52,14 @@ class ReadQueries(Generic[_C]):
     """A session's ``(seed_length, parent_session)`` row, or None."""
     session: Callable[[_C, str], tuple[Any, Rows]]
     """A session's header row and event rows, in one snapshot."""
-    due_entries: Callable[[_C], dict[str, DueEntry]]
-    """Every due index row, by session id."""
-    indexed: Callable[[_C, str], tuple[Any, Rows, DueEntry | None]]
+    index_rows: Callable[[_C], dict[str, IndexRow]]
+    """Every due index row as stored, by session id."""
+    index_row: Callable[[_C, str], IndexRow | None]
+    """A session's due index row as stored, or None."""
+    indexed: Callable[[_C, str], tuple[Any, Rows, IndexRow | None]]
     """A session's header row, event rows and due index row, in one snapshot."""
+    index_suspects: Callable[[_C], list[tuple[str, IndexRow]]]
+    """Every unsound due index row, and maybe a few more (the database filters, one scan)."""
 
 
 class SessionReads(Generic[_C]):
@@ -98,13 +103,52 @@ class SessionReads(Generic[_C]):
         return self._decoded(session_id, head, rows)
 
     def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (empty without a due index)."""
+        """Every stored due index row, by session id (empty without a due index).
+
+        Raises :class:`~host_bridge.embedded.store_errors.StoreCorruptError`
+        when a row does not read (see :meth:`index_rows` for the rows as stored).
+        """
+        rows = self.index_rows()
+        return {session_id: decode_due_entry(session_id, row) for session_id, row in rows.items()}
+
+    def due_entry(self, session_id: str) -> DueEntry | None:
+        """The durably stored due index row of ``session_id`` (``None``: no row).
+
+        Raises :class:`~host_bridge.embedded.store_errors.StoreCorruptError`
+        when the row does not read (see :meth:`due_row`).
+        """
+        row = self.due_row(session_id)
+        return None if row is None else decode_due_entry(session_id, row)
+
+    def index_rows(self) -> dict[str, IndexRow]:
+        """Every due index row as stored, sound or not, by session id (empty without an index)."""
         if not self.has_due_index:
             return {}
-        return self._read(self._reads().due_entries)
+        return self._read(self._reads().index_rows)
 
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot.
+    def due_row(self, session_id: str) -> IndexRow | None:
+        """The due index row of ``session_id`` as stored, sound or not (``None``: no row)."""
+        if not self.has_due_index or not is_storable_id(session_id):
+            return None
+        return self._read(lambda conn: self._reads().index_row(conn, session_id))
+
+    def unsound_due_rows(self) -> list[tuple[str, str]]:
+        """``(session_id, defect)`` of every due index row unreadable or inconsistent in itself.
+
+        One read of the whole index (see :meth:`IndexRow.defect`); it cannot
+        see a sound row that disagrees with its log (``dsh-schedule verify`` does).
+        """
+        if not self.has_due_index:
+            return []
+        found = self._read(self._reads().index_suspects)
+        return [
+            (session_id, defect)
+            for session_id, row in found
+            if (defect := row.defect()) is not None
+        ]
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, IndexRow | None]:
+        """The stored session and its due index row as stored, read in one snapshot.
 
         Without a due index (an older store) the row is always ``None``.
         """

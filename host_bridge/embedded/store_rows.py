@@ -10,13 +10,13 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
-from host_bridge.embedded.due_index import DueEntry, IndexPlan
+from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
     StoreCorruptError,
@@ -156,14 +156,14 @@ def decode_session(
     return StoredSession(header, events)
 
 
-def write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
-    """Write ``plan``'s index rows on ``conn`` (``mark``: the driver's placeholder)."""
+def write_due_changes(conn: Any, changes: Mapping[str, DueEntry | None], mark: str) -> None:
+    """Write index rows on ``conn`` (``None``: delete the row; ``mark``: the placeholder)."""
     upserts = [
         (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-        for session_id, entry in plan.changes.items()
+        for session_id, entry in changes.items()
         if entry is not None
     ]
-    deletes = [(session_id,) for session_id, entry in plan.changes.items() if entry is None]
+    deletes = [(session_id,) for session_id, entry in changes.items() if entry is None]
     if upserts:
         conn.executemany(
             "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
@@ -176,17 +176,13 @@ def write_due_changes(conn: Any, plan: IndexPlan, mark: str) -> None:
         conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
 
 
-def decode_due_entry(session_id: str, row: Sequence[Any]) -> DueEntry:
-    """A due index row ``(schedule_ms, inbox_ms)``; :class:`StoreCorruptError` when invalid."""
-    schedule_ms, inbox_ms = row
-    for value in (schedule_ms, inbox_ms):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise StoreCorruptError(
-                f"the due index row of session {show_id(session_id)} is invalid"
-            )
-    entry = DueEntry.of(schedule_ms, inbox_ms)
+def decode_due_entry(session_id: str, row: IndexRow) -> DueEntry:
+    """A due index row's value; :class:`StoreCorruptError` when it is unsound (see ``defect``)."""
+    entry = row.entry()
     if entry is None:
-        raise StoreCorruptError(f"the due index row of session {show_id(session_id)} is empty")
+        raise StoreCorruptError(
+            f"the due index row of session {show_id(session_id)} is {row.defect()}"
+        )
     return entry
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
-from host_bridge.embedded.due_index import DueEntry
+from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.paths import is_postgres_url, names_a_connection, redact_url
 from host_bridge.embedded.sqlite_store import SqliteEventStore
@@ -46,8 +46,11 @@ class StoreReader(Protocol):
     def due_entries(self) -> dict[str, DueEntry]:
         """Every due index row, by session id (empty without a due index)."""
 
-    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, DueEntry | None]:
-        """The stored session and its due index row, read in one snapshot."""
+    def index_rows(self) -> dict[str, IndexRow]:
+        """Every due index row as stored, sound or not, by session id."""
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, IndexRow | None]:
+        """The stored session and its due index row as stored, read in one snapshot."""
 
     def close(self) -> None:
         """Release the store's connections; idempotent."""

@@ -4,7 +4,10 @@
 and :class:`~host_bridge.protocols.SessionPassivation` over a
 :class:`~host_bridge.testing.FakeHost`. A test *stores* cold sessions (their
 events); their due time is the fold's earliest target, as a real host's due
-index says. Activating one makes it a live :class:`FakeSession` of the host with
+index says (or a wrong one the test gives, as a damaged index would say).
+Activating one decides from its log, as a real host does: nothing due at the
+clock's time → the index takes the log's due time and the activation is
+declined; else it becomes a live :class:`FakeSession` of the host with
 a new root agent (``on_created`` runs, so an installed plugin gives it an owner);
 passivating disposes the agent and takes the session cold again with whatever
 its log gained. Sessions can be marked live elsewhere (activation declines
@@ -60,12 +63,17 @@ class FakeActivation:
         events: Iterable[SessionEvent | tuple[str, Any]],
         *,
         seed_length: int | None = None,
+        index_ms: int | None = None,
     ) -> int | None:
-        """Keep a cold session with these events; returns its due time (None: nothing active)."""
+        """Keep a cold session with these events; returns its due time (None: nothing active).
+
+        ``index_ms``: the due time the index says instead of the log's (a damaged row).
+        """
         built = FakeSession(session_id, seed_events=events, seed_length=seed_length).events
         due = _due(built, seed_length)
         with self._lock:
-            self._cold[session_id] = (tuple(built), due, seed_length)
+            indexed = due if index_ms is None else index_ms
+            self._cold[session_id] = (tuple(built), indexed, seed_length)
         return due
 
     def due_of(self, session_id: str) -> int | None:
@@ -193,9 +201,14 @@ class FakeActivation:
     # --- internals ----------------------------------------------------------------------------
 
     def _bring_back(self, session_id: str) -> Agent | None:
+        now = self.host.clock()
         with self._lock:
             cold = self._cold.get(session_id)
-            if cold is None or session_id in self._elsewhere or cold[1] is None:
+            truth = None if cold is None else _due(cold[0], cold[2])
+            if cold is None or session_id in self._elsewhere:
+                agent_id = None
+            elif truth is None or truth > now:  # nothing due after all: the log corrects the index
+                self._cold[session_id] = (cold[0], truth, cold[2])
                 agent_id = None
             else:
                 del self._cold[session_id]

@@ -14,7 +14,7 @@ user), accepted with ``--allow-shared-store``, and missing under umask 000
 (what the writers create must be private all the same); and, with
 ``--store``, PostgreSQL databases (empty, another application's tables, a
 newer schema, unreachable, a bad payload, a session leased by another
-process).
+process); on both, a damaged due index row.
 
 Each cell expects exactly one outcome: exit 2 with one ``Error:`` line (the
 same message for every command, the verb aside), exit 1 with the command's
@@ -176,6 +176,15 @@ def damaged_session(problem: str) -> dict[str, Outcome]:
     }
 
 
+def damaged_index_row(problem: str) -> dict[str, Outcome]:
+    """A session's due index row is wrong: only verify looks at it (exit 1, that session)."""
+    return {
+        **readers(RUNS),
+        "verify": finding(r"1 of 1 session\(s\) invalid", f"INVALID  s1: {problem}"),
+        **writers(RUNS),
+    }
+
+
 # --- SQLite cases ----------------------------------------------------------------------------
 
 
@@ -275,6 +284,10 @@ def _bad_payload(data_dir: Path) -> None:
 
 def _seq_gap(data_dir: Path) -> None:
     _sql(_good(data_dir), "DELETE FROM events WHERE session_id = 's1' AND seq = 1")
+
+
+def _bad_index_row(data_dir: Path) -> None:
+    _sql(_good(data_dir), "UPDATE due_index SET schedule_ms = 'garbage' WHERE session_id = 's1'")
 
 
 def _unreadable(data_dir: Path) -> None:
@@ -399,6 +412,14 @@ CASES = [
     Case("version-1", _version_1, same(RUNS), mutable=True),
     Case("bad-payload", _bad_payload, damaged_session(BAD_PAYLOAD)),
     Case("seq-gap", _seq_gap, damaged_session(SEQ_GAP)),
+    Case(
+        "bad-index-row",
+        _bad_index_row,
+        damaged_index_row(
+            "the due index row is unreadable: its schedule_ms holds text, not an integer"
+        ),
+        mutable=True,
+    ),
     Case(
         "write-locked",
         _good,
@@ -768,6 +789,15 @@ PG_CASES = [
         damaged_session(BAD_PAYLOAD),
         seeded=True,
         sql=("UPDATE events SET data = '\\xc1ff'::bytea WHERE session_id = 's1' AND seq = 1",),
+    ),
+    PgCase(
+        "pg-bad-index-row",
+        damaged_index_row(
+            "the due index row is inconsistent: its due_ms says 9999-12-31T23:59:59.999Z, its "
+            "schedule_ms and inbox_ms say 2027-01-15T08:01:00.000Z"
+        ),
+        seeded=True,
+        sql=("UPDATE due_index SET due_ms = 253402300799999 WHERE session_id = 's1'",),
     ),
     PgCase(
         "pg-session-leased",

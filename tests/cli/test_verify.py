@@ -5,7 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from host_bridge.embedded.inbox import INBOX_EVENT
 from host_bridge.embedded.paths import store_path
+from messages.instant import format_instant
+from messages.presentation import REMINDER_SOURCE
 from tests.cli.helpers import create, delete, dispatch, message, run_cli, write_session
 
 NOW = 1_800_000_000_000
@@ -125,3 +128,115 @@ def test_only_a_forks_own_suffix_is_judged(data_dir: Path, home: Path) -> None:
     assert "ok       fork-ok (2 events, 2 schedule changes, 1 active)" in out
     assert "INVALID  fork-bad: " in out
     assert "inactive id" in out
+
+
+# --- the due index: every column of every row, each session on its own line ---------------
+
+YEAR_9999 = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def damaged(data_dir: Path, *statements: str) -> None:
+    """Edit the due index by hand, as a person or a restored backup can."""
+    with sqlite3.connect(store_path(data_dir)) as db:
+        for statement in statements:
+            db.execute(statement)
+
+
+def invalid_lines(out: str) -> dict[str, str]:
+    """``{session_id: problem}`` of the ``INVALID`` lines."""
+    lines = [line.removeprefix("INVALID  ") for line in out.splitlines()]
+    return dict(line.split(": ", 1) for line in lines if ": " in line and "store:" not in line)
+
+
+def test_a_due_ms_moved_to_year_9999_or_made_text_is_reported_for_its_session(
+    data_dir: Path, home: Path
+) -> None:
+    """Regression: both passed verify (exit 0) while serve never woke the session."""
+    for session_id in ("fine", "moved", "text"):
+        write_session(data_dir, session_id, [create("schedule-1", "stretch", 60, NOW)])
+    damaged(
+        data_dir,
+        f"UPDATE due_index SET due_ms = {YEAR_9999} WHERE session_id = 'moved'",
+        "UPDATE due_index SET due_ms = 'soon' WHERE session_id = 'text'",
+    )
+    code, out, err = verify(data_dir, home)
+    assert code == 1
+    assert "ok       fine (1 events, 1 schedule changes, 1 active)" in out.splitlines()
+    assert invalid_lines(out) == {
+        "moved": "the due index row is inconsistent: its due_ms says 9999-12-31T23:59:59.999Z, "
+        "its schedule_ms and inbox_ms say 2027-01-15T08:01:00.000Z "
+        "(dsh-schedule reindex rebuilds the index)",
+        "text": "the due index row is unreadable: its due_ms holds text, not an integer "
+        "(dsh-schedule reindex rebuilds the index)",
+    }
+    assert err == "2 of 3 session(s) invalid\n"
+
+
+def test_a_garbage_schedule_ms_is_its_sessions_problem_not_the_whole_stores(
+    data_dir: Path, home: Path
+) -> None:
+    """Regression: one such row made verify exit 2 for the whole store."""
+    write_session(data_dir, "fine", [create("schedule-1", "a", 60, NOW)])
+    write_session(data_dir, "garbled", [create("schedule-1", "b", 60, NOW)])
+    damaged(data_dir, "UPDATE due_index SET schedule_ms = x'00ff' WHERE session_id = 'garbled'")
+    code, out, err = verify(data_dir, home)
+    assert code == 1
+    assert "ok       fine (1 events, 1 schedule changes, 1 active)" in out.splitlines()
+    assert invalid_lines(out) == {
+        "garbled": "the due index row is unreadable: its schedule_ms holds a blob, not an "
+        "integer (dsh-schedule reindex rebuilds the index)"
+    }
+    assert err == "1 of 2 session(s) invalid\n"
+    assert "Traceback" not in err
+
+
+def test_every_column_of_every_row_is_compared_with_the_log(data_dir: Path, home: Path) -> None:
+    owes = [
+        create("schedule-1", "a", 60, NOW),
+        (INBOX_EVENT, {"content": ["[SCHEDULE REMINDER]"], "source": dict(REMINDER_SOURCE)}),
+        dispatch("schedule-1"),
+    ]  # dispatched; the reminder's turn never completed: owed since its queue time
+    for session_id in ("moved", "zeroed", "real", "emptied", "lost", "owed"):
+        write_session(data_dir, session_id, [create("schedule-1", "a", 60, NOW)])
+    write_session(data_dir, "quiet", [message("nothing scheduled")])
+    write_session(data_dir, "turn-owed", owes)
+    owed_since = NOW + 1  # write_session stamps event seq N at start_ms + N
+    damaged(
+        data_dir,
+        # moved consistently: every column agrees with the others, not with the log
+        f"UPDATE due_index SET due_ms = {NOW}, schedule_ms = {NOW} WHERE session_id = 'moved'",
+        "UPDATE due_index SET due_ms = 0 WHERE session_id = 'zeroed'",
+        "UPDATE due_index SET inbox_ms = 1.5 WHERE session_id = 'real'",
+        "UPDATE due_index SET schedule_ms = NULL WHERE session_id = 'emptied'",
+        "DELETE FROM due_index WHERE session_id = 'lost'",
+        f"UPDATE due_index SET due_ms = {NOW}, inbox_ms = {NOW} WHERE session_id = 'owed'",
+        "INSERT INTO due_index VALUES ('quiet', 5, 5, NULL)",
+        "UPDATE due_index SET inbox_ms = NULL, schedule_ms = due_ms WHERE session_id = 'turn-owed'",
+        "INSERT INTO due_index VALUES ('ghost', 5, 5, NULL)",
+    )
+    code, out, _ = verify(data_dir, home)
+    assert code == 1
+    due = "a reminder due 2027-01-15T08:01:00.000Z"
+    hint = " (dsh-schedule reindex rebuilds the index)"
+    assert invalid_lines(out) == {
+        "moved": f"the due index says a reminder due 2027-01-15T08:00:00.000Z, the log says {due}"
+        + hint,
+        "zeroed": "the due index row is inconsistent: its due_ms says 1970-01-01T00:00:00.000Z, "
+        "its schedule_ms and inbox_ms say 2027-01-15T08:01:00.000Z" + hint,
+        "real": "the due index row is unreadable: its inbox_ms holds a real number, not an integer"
+        + hint,
+        "emptied": "the due index row is inconsistent: neither its schedule_ms nor its inbox_ms "
+        "is set" + hint,
+        "lost": f"the due index says nothing due, the log says {due}" + hint,
+        "owed": f"the due index says {due} and a reminder turn owed since "
+        f"2027-01-15T08:00:00.000Z, the log says {due}" + hint,
+        "quiet": "the due index says a reminder due 1970-01-01T00:00:00.005Z, the log says "
+        "nothing due" + hint,
+        "turn-owed": f"the due index says a reminder due {format_instant(owed_since)}, the log "
+        f"says a reminder turn owed since {format_instant(owed_since)}" + hint,
+        "ghost": "the due index has a row for this session, which is not stored" + hint,
+    }
+    assert run_cli(["reindex", "--data", str(data_dir)], home).code == 0
+    code, out, _ = verify(data_dir, home)
+    assert code == 0, out
+    assert "all 8 session(s) valid" in out

@@ -4,14 +4,20 @@ A first host creates reminders and closes. A second host on the same store has
 never opened the session: its wake-up actor activates it when the reminder is
 due, the owner delivers it to the activation's model, and once the agent was
 quiet for the quiet period the session is let go again, to be woken once more
-for its next reminder.
+for its next reminder. A due index row damaged by hand costs at most one
+activation, is rewritten from the log, and never hides a due reminder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import sqlite3
 import threading
 from pathlib import Path
+
+import pytest
 
 from actors.runtime import Runtime
 from host_bridge.embedded.agents import Turn
@@ -178,3 +184,122 @@ def test_a_session_live_in_another_host_is_not_woken(tmp_path: Path, runtime: Ru
         host.close()
         first_plugin.dispose().result(timeout=TIMEOUT)
         first.close()
+
+
+# --- a damaged due index row: woken once, decided by the log, rewritten ------------------------
+
+
+def closed_chat(tmp_path: Path, runtime: Runtime, clock: FakeClock, *prompts: str) -> None:
+    """A person's chat sets reminders and is closed: the session is cold in the store."""
+    host = EmbeddedHost(tmp_path, clock=clock, timers=FakeTimers(clock), runtime=runtime)
+    plugin = install_schedule(host.context(), runtime=runtime)
+    agent = host.spawn_root(model=Recorder(), session_id="chat")
+    for prompt in prompts:
+        agent.prompt(prompt)
+    for _ in prompts:
+        plugin.wait_quiet(agent, TIMEOUT)
+        agent.when_idle().result(timeout=TIMEOUT)
+    plugin.dispose().result(timeout=TIMEOUT)
+    assert host.close() is None
+
+
+def damage(tmp_path: Path, statement: str) -> None:
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as db:
+        db.execute(statement)
+
+
+def index_rows(tmp_path: Path) -> dict[str, tuple[object, ...]]:
+    """The due index as stored: ``{session_id: (due_ms, schedule_ms, inbox_ms)}``."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "sessions.sqlite3")) as db:
+        rows = db.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def index_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "due index" in r.getMessage()
+    ]
+
+
+def serving(
+    tmp_path: Path, runtime: Runtime, clock: FakeClock, policy: WakePolicy
+) -> tuple[EmbeddedHost, SchedulePlugin, FakeTimers, Recorder]:
+    """A host that never opened the chat, waking cold sessions (a ``serve``)."""
+    timers = FakeTimers(clock)
+    host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
+    model = Recorder()
+    host.enable_activation(model=model)
+    context = dataclasses.replace(host.context(), clock_watch_ms=None)
+    return host, install_schedule(context, runtime=runtime, wake_policy=policy), timers, model
+
+
+def test_a_due_time_in_the_past_on_a_quiet_session_costs_one_activation(
+    tmp_path: Path, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: 16 wake-ups in 8 s, one per quiet period, for as long as it ran."""
+    clock = FakeClock()
+    closed_chat(tmp_path, runtime, clock, "remind 3600 drink water")
+    due = clock() + 3_600_000
+    assert index_rows(tmp_path) == {"chat": (due, due, None)}
+    damage(tmp_path, "UPDATE due_index SET due_ms = 0, schedule_ms = 0")  # consistent, and wrong
+    policy = WakePolicy(rescan_ms=60_000, quiet_period_ms=500)  # serve --quiet-period 0.5
+    host, plugin, timers, model = serving(tmp_path, runtime, clock, policy)
+    try:
+        with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
+            quiet(plugin, host)
+            advance(timers, 8_000, plugin, host)
+        status = plugin.status().wake_up
+        assert status is not None
+        assert (status.activations, status.declined, status.passivations) == (0, 1, 0)
+        assert index_rows(tmp_path) == {"chat": (due, due, None)}  # the log's again
+        assert len(index_warnings(caplog)) == 1 and "session 'chat'" in index_warnings(caplog)[0]
+        advance(timers, due - clock() - 1, plugin, host)
+        assert model.reminders == []  # never early
+        advance(timers, 1, plugin, host)
+        model.wait_for(1)
+        assert model.reminders == [("chat", 'schedule_id_json: "schedule-1"')]
+    finally:
+        plugin.dispose().result(timeout=TIMEOUT)
+        host.close()
+    assert index_rows(tmp_path) == {}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE due_index SET due_ms = 253402300799999",  # moved to 9999-12-31
+        "UPDATE due_index SET due_ms = 'soon'",  # made text
+        "UPDATE due_index SET schedule_ms = 'garbage'",
+    ],
+    ids=["due-ms-year-9999", "due-ms-text", "schedule-ms-garbage"],
+)
+def test_a_damaged_row_never_keeps_a_due_reminder_from_its_session(
+    tmp_path: Path, runtime: Runtime, caplog: pytest.LogCaptureFixture, statement: str
+) -> None:
+    """Regression: the first two were never woken until reindex, the third silently skipped."""
+    clock = FakeClock()
+    closed_chat(tmp_path, runtime, clock, "remind 60 stretch")
+    damage(tmp_path, statement)
+    host, plugin, timers, model = serving(tmp_path, runtime, clock, WakePolicy(rescan_ms=1_000))
+    try:
+        with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
+            quiet(plugin, host)
+            advance(timers, 59_999, plugin, host)
+            assert model.reminders == []
+            due = clock() + 1
+            assert index_rows(tmp_path) == {"chat": (due, due, None)}  # rewritten
+            advance(timers, 1, plugin, host)
+            model.wait_for(1)
+        assert model.reminders == [("chat", 'schedule_id_json: "schedule-1"')]
+        warnings = index_warnings(caplog)
+        assert len(warnings) == 1, warnings
+        assert warnings[0].startswith("session 'chat': the due index row is ")
+    finally:
+        plugin.dispose().result(timeout=TIMEOUT)
+        host.close()
+    assert reopened_changes(tmp_path / "sessions.sqlite3", "chat") == [
+        ("create", "schedule-1"),
+        ("dispatch", "schedule-1"),
+    ]

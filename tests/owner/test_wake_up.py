@@ -359,3 +359,22 @@ def test_dispose_waits_for_an_activation_in_flight(runtime: Runtime) -> None:
     w.activation.complete("s1")
     disposed.result(timeout=5)
     assert w.plugin.agents() == ()  # the late agent got no owner
+
+
+def test_an_index_due_before_its_log_costs_one_declined_activation(runtime: Runtime) -> None:
+    """A host whose index says due while the log does not: woken once, then on the log's time."""
+    policy = WakePolicy(rescan_ms=1_000, quiet_period_ms=500)
+    w = Waker(runtime, policy)
+    due = w.activation.store("s1", [reminder("schedule-1", START + 60_000)], index_ms=0)
+    w.activation.moved()
+    w.settle()
+    w.advance(8_000)
+    assert w.host.journal.of("activated") == [("activated", "s1", None)]  # declined: not due
+    assert w.activation.due_of("s1") == due == START + 60_000  # the index took the log's time
+    status = w.plugin.status().wake_up
+    assert status is not None and (status.activations, status.declined) == (0, 1)
+    w.advance(60_000 - 8_000 - 1)
+    assert w.activated() == ["s1"]  # nothing more, and never early
+    w.advance(1)
+    assert w.activated() == ["s1", "s1"]
+    assert w.dispatched(w.woken()) == ["schedule-1"]

@@ -1,7 +1,13 @@
-"""The due index on both backends: kept in the same commit, rebuilt from the logs, claimed once."""
+"""The due index on both backends: kept in the same commit, rebuilt from the logs, claimed once.
+
+A row damaged behind the store's back is found (by ``verify`` column by column,
+by the waking host's audit when it is unsound in itself), claimed so that the
+session's log decides, and rewritten from that log.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -9,16 +15,21 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pykka
 import pytest
 
+from host_bridge.cli.verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.due_index import DueEntry, project_session
+from host_bridge.embedded.due_index import DueEntry, IndexRow, project_session
 from host_bridge.embedded.event_store import EventStore
+from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
-from host_bridge.protocols import SessionEvent, SessionHeader
+from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError, StoreWriteError
+from host_bridge.embedded.stores import open_store
+from host_bridge.protocols import DueSession, SessionEvent, SessionHeader
+from host_bridge.testing import FakeClock, FakeTimers
 from messages.instant import format_instant
 from messages.records import SCHEDULE_CHANGE_TYPE
 
@@ -400,3 +411,229 @@ def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, st
         assert store.due_sessions(None, 5) == [("a", T0 + 5)]
     finally:
         store.close()
+
+
+# --- damaged rows: found, claimed for the log to decide, rewritten from the log ------------
+
+YEAR_9999 = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def damage(spec: tuple[str, str], *statements: str) -> None:
+    """Edit the due index by hand, behind the store's back."""
+    kind, location = spec
+    if kind == "sqlite":
+        with sqlite3.connect(location) as conn:
+            for statement in statements:
+                conn.execute(statement)
+    else:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as pg:
+            for statement in statements:
+                pg.execute(statement)
+
+
+def raw_row(spec: tuple[str, str], session_id: str) -> tuple[Any, ...] | None:
+    """A session's ``(due_ms, schedule_ms, inbox_ms)`` as stored, read behind the store's back."""
+    kind, location = spec
+    query = "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = "
+    if kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(location)) as conn:
+            row = conn.execute(query + "?", (session_id,)).fetchone()
+    else:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as pg:
+            row = pg.execute(query + "%s", (session_id,)).fetchone()
+    return None if row is None else tuple(row)
+
+
+def stored(make_store: StoreFactory, reminders: dict[str, int]) -> None:
+    """Store closed sessions, each with one ``at`` reminder due at the given time."""
+    store = make_store()
+    for session_id, due in reminders.items():
+        log = new_log(store, session_id)
+        log.change(at("schedule-1", due))
+        log.flush()
+    store.close()
+
+
+def test_unsound_rows_are_found_claimed_for_their_log_and_rewritten_one_by_one(
+    make_store: StoreFactory, spec: tuple[str, str]
+) -> None:
+    stored(make_store, {"moved": T0 + 5_000, "emptied": T0 + 7_000, "fine": T0 + 9_000})
+    damage(
+        spec,
+        f"UPDATE due_index SET due_ms = {YEAR_9999} WHERE session_id = 'moved'",
+        "UPDATE due_index SET schedule_ms = NULL WHERE session_id = 'emptied'",
+        "INSERT INTO due_index VALUES ('ghost', 3, 3, NULL)",  # sound, but no such session
+    )
+    store = make_store()
+    assert sorted(store.unsound_due_rows()) == [
+        ("emptied", "inconsistent: neither its schedule_ms nor its inbox_ms is set"),
+        (
+            "moved",
+            "inconsistent: its due_ms says 9999-12-31T23:59:59.999Z, its schedule_ms and "
+            f"inbox_ms say {format_instant(T0 + 5_000)}",
+        ),
+    ]
+    assert store.due_sessions(T0 + 60_000, 10) == [
+        ("ghost", 3),
+        ("emptied", T0 + 7_000),
+        ("fine", T0 + 9_000),
+    ]  # "moved" is hidden from the listing: only the audit finds it
+    with pytest.raises(StoreCorruptError, match="session 'moved' is inconsistent"):
+        store.due_entry("moved")
+    # An unsound row is claimed whatever its due_ms says: the log decides.
+    assert store.claim_due_session("moved", T0) is True
+    assert store.claim_due_session("fine", T0) is False  # a sound row is believed
+    assert store.reindex_session("moved") == DueEntry(T0 + 5_000, None)
+    assert store.reindex_session("ghost") is None
+    assert store.unsound_due_rows() == [("emptied", mock.ANY)]
+    assert store.due_row("moved") == IndexRow(T0 + 5_000, T0 + 5_000, None)
+    assert store.due_row("ghost") is None
+    assert store.reindex_session("emptied") == DueEntry(T0 + 7_000, None)
+    assert store.due_entries() == {
+        session_id: from_log(store, session_id) for session_id in ("moved", "emptied", "fine")
+    }
+
+
+def serving_host(spec: tuple[str, str], data_dir: Path, now_ms: int) -> EmbeddedHost:
+    """A host on the backend whose fake clock reads ``now_ms`` (no plugin: activation only)."""
+    clock = FakeClock(now_ms)
+    return EmbeddedHost(data_dir, store=spec[1], clock=clock, timers=FakeTimers(clock))
+
+
+def test_a_row_that_says_due_while_the_log_does_not_costs_one_declined_activation(
+    make_store: StoreFactory,
+    spec: tuple[str, str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: such a session was woken again after every quiet period, forever."""
+    stored(make_store, {"quiet": T0 + 3_600_000})
+    damage(spec, "UPDATE due_index SET due_ms = 0, schedule_ms = 0 WHERE session_id = 'quiet'")
+    host = serving_host(spec, tmp_path, T0)
+    try:
+        activation = host.enable_activation()
+        with caplog.at_level(logging.INFO, logger="dsh_schedule"):
+            assert [d.session_id for d in activation.due_sessions(T0, 8)] == ["quiet"]
+            assert activation.activate("quiet").result(TIMEOUT) is None  # nothing due after all
+            assert activation.due_sessions(T0, 8) == []
+        assert host.sessions.list() == () and host.agents.roots() == ()
+        assert not host.persistence.holds_lease("quiet")  # type: ignore[union-attr]
+        assert raw_row(spec, "quiet") == (T0 + 3_600_000, T0 + 3_600_000, None)
+    finally:
+        host.close()
+    assert index_reports(caplog) == [
+        (
+            logging.WARNING,
+            "session 'quiet': the due index says a reminder due 1970-01-01T00:00:00.000Z, the "
+            f"log says a reminder due {format_instant(T0 + 3_600_000)}; rewriting the row from "
+            "the log",
+        )
+    ]
+
+
+def test_a_due_ms_that_hides_a_due_reminder_is_found_woken_and_rewritten(
+    make_store: StoreFactory,
+    spec: tuple[str, str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: a due_ms moved to 9999 kept the reminder from ever being woken."""
+    stored(make_store, {"hidden": T0})
+    damage(spec, f"UPDATE due_index SET due_ms = {YEAR_9999} WHERE session_id = 'hidden'")
+    host = serving_host(spec, tmp_path, T0 + 1_000)
+    try:
+        activation = host.enable_activation()
+        with caplog.at_level(logging.INFO, logger="dsh_schedule"):
+            assert activation.due_sessions(T0 + 1_000, 8) == [DueSession("hidden", T0 + 1_000)]
+            agent = activation.activate("hidden").result(TIMEOUT)
+            assert agent is not None and agent.session.id == "hidden"
+        assert raw_row(spec, "hidden") == (T0, T0, None)
+    finally:
+        host.close()
+    problem = (
+        "the due index row is inconsistent: its due_ms says 9999-12-31T23:59:59.999Z, its "
+        f"schedule_ms and inbox_ms say {format_instant(T0)}"
+    )
+    assert index_reports(caplog) == [
+        (
+            logging.WARNING,
+            f"session 'hidden': {problem}; waking the session so that its log decides",
+        ),
+        (logging.INFO, f"session 'hidden': {problem}; rewriting the row from the log"),
+    ]
+
+
+def test_a_row_of_a_session_that_is_not_stored_is_reported_and_deleted(
+    make_store: StoreFactory,
+    spec: tuple[str, str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: the claim took it, the resume failed, and it was retried silently forever."""
+    stored(make_store, {"real": T0 + 3_600_000})
+    damage(spec, f"INSERT INTO due_index VALUES ('ghost', {T0}, {T0}, NULL)")
+    host = serving_host(spec, tmp_path, T0)
+    try:
+        activation = host.enable_activation()
+        with caplog.at_level(logging.INFO, logger="dsh_schedule"):
+            assert [d.session_id for d in activation.due_sessions(T0, 8)] == ["ghost"]
+            assert activation.activate("ghost").result(TIMEOUT) is None
+            assert activation.due_sessions(T0, 8) == []
+        assert raw_row(spec, "ghost") is None
+        assert not host.persistence.holds_lease("ghost")  # type: ignore[union-attr]
+    finally:
+        host.close()
+    assert index_reports(caplog) == [
+        (
+            logging.WARNING,
+            "session 'ghost': the due index has a row for this session, which is not stored; "
+            "rewriting the row from the log",
+        )
+    ]
+
+
+def test_verify_reads_every_column_of_every_row_on_both_backends(
+    make_store: StoreFactory, spec: tuple[str, str]
+) -> None:
+    stored(make_store, {"moved": T0 + 5_000, "zeroed": T0 + 5_000, "lost": T0, "fine": T0})
+    store = make_store()
+    new_log(store, "quiet").add("message", {"role": "user", "content": "hi"})
+    store.flush_all().result(TIMEOUT)
+    store.close()
+    damage(
+        spec,
+        f"UPDATE due_index SET due_ms = {T0}, schedule_ms = {T0} WHERE session_id = 'moved'",
+        "UPDATE due_index SET due_ms = 0 WHERE session_id = 'zeroed'",
+        "DELETE FROM due_index WHERE session_id = 'lost'",
+        "INSERT INTO due_index VALUES ('quiet', 5, 5, NULL)",
+        "INSERT INTO due_index VALUES ('ghost', 5, 5, NULL)",
+    )
+    with open_store(spec[1], read_only=True) as reader:
+        problems = {s: verify_session(reader, s).problem for s in reader.session_ids()}
+        rows = reader.index_rows()
+    assert problems == {
+        "fine": None,
+        "moved": f"the due index says a reminder due {format_instant(T0)}, the log says a "
+        f"reminder due {format_instant(T0 + 5_000)} ({REINDEX_HINT})",
+        "zeroed": "the due index row is inconsistent: its due_ms says 1970-01-01T00:00:00.000Z, "
+        f"its schedule_ms and inbox_ms say {format_instant(T0 + 5_000)} ({REINDEX_HINT})",
+        "lost": f"the due index says nothing due, the log says a reminder due {format_instant(T0)}"
+        f" ({REINDEX_HINT})",
+        "quiet": "the due index says a reminder due 1970-01-01T00:00:00.005Z, the log says "
+        f"nothing due ({REINDEX_HINT})",
+    }
+    assert set(rows) == {"moved", "zeroed", "quiet", "ghost", "fine"}
+
+
+def index_reports(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    """What the activation said about index rows (level, message)."""
+    return [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "dsh_schedule.host_bridge.embedded.activation"
+        and "due index" in r.getMessage()
+    ]
