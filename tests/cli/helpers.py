@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -239,3 +243,78 @@ def delete(schedule_id: str) -> tuple[str, object]:
 def message(text: str) -> tuple[str, object]:
     """An ordinary conversation event."""
     return ("message", {"role": "user", "content": text})
+
+
+STORE_COMMANDS = [
+    ["inspect"],
+    ["verify"],
+    ["chat", "--session", "s1"],
+    ["serve"],
+    ["reindex"],
+    ["demo", "--fast"],
+]
+"""Every command that opens the store (``catalog`` does not), with the arguments it needs."""
+
+
+# --- long-running commands ------------------------------------------------------------------
+
+TIMEOUT = 60.0
+"""How long a test waits for a line of a subprocess or for it to end."""
+EOF_LINE = "\x00end of output"
+"""Put on :attr:`Proc.lines` when the process's stdout ends."""
+
+
+class Proc:
+    """A subprocess whose stdout and stderr lines are collected by threads."""
+
+    def __init__(self, args: Sequence[str], home: Path, env: dict[str, str] | None = None) -> None:
+        environment = cli_env(home)
+        environment.update(env or {})
+        self.popen = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        assert self.popen.stdout is not None and self.popen.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.popen.stdout, self.out, True)),
+            threading.Thread(target=self._read, args=(self.popen.stderr, self.err, False)),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str], into: list[str], announce: bool) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+            if announce:
+                self.lines.put(line.rstrip("\n"))
+        if announce:
+            self.lines.put(EOF_LINE)
+
+    def wait_line(self, predicate: str) -> str:
+        """The next stdout line containing ``predicate`` (fails after the timeout)."""
+        while True:
+            try:
+                line = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                seen = f"{self.out} {self.err}"
+                raise AssertionError(f"no line with {predicate!r}; got {seen}") from None
+            if line == EOF_LINE:
+                raise AssertionError(f"the process ended; no line with {predicate!r}: {self.out}")
+            if predicate in line:
+                return line
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.popen.send_signal(sig)
+        code = self.popen.wait(timeout=TIMEOUT)
+        for reader in self._readers:
+            reader.join(timeout=TIMEOUT)
+        return code

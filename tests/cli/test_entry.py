@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from host_bridge.cli import cli
-from tests.cli.helpers import run_cli, without_file_privileges, write_session
+from tests.cli.helpers import STORE_COMMANDS, run_cli, without_file_privileges, write_session
 
 COMMANDS = ["demo", "chat", "inspect", "verify", "catalog"]
 
@@ -88,16 +88,6 @@ def test_data_must_not_be_a_file(home: Path, tmp_path: Path) -> None:
     run = run_cli(["verify", "--data", str(a_file)], home)
     assert run.code == 2
     assert run.err == f"Error: the data directory {a_file} is not a directory\n"
-
-
-STORE_COMMANDS = [
-    ["inspect"],
-    ["verify"],
-    ["chat", "--session", "s1"],
-    ["serve"],
-    ["reindex"],
-    ["demo", "--fast"],
-]
 
 
 @pytest.fixture

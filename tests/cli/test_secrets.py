@@ -19,21 +19,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from host_bridge.cli.common import STORE_ENV
-from tests.cli.helpers import REPO, Run, run_cli
-from tests.cli.test_serve import Proc
+from tests.cli.helpers import REPO, STORE_COMMANDS, Proc, Run, run_cli
 
 SECRET = "Hunter2-" + uuid.uuid4().hex[:8]
 UNREACHABLE = f"postgresql://u@127.0.0.1:1/db?password={SECRET}"
 SHOWN = "postgresql://u@127.0.0.1:1/db"
-
-STORE_COMMANDS = [
-    ["inspect"],
-    ["verify"],
-    ["chat", "--session", "s1"],
-    ["serve"],
-    ["reindex"],
-    ["demo", "--fast"],
-]
 
 
 def _no_secret(run: Run) -> None:

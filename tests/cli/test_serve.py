@@ -16,9 +16,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -27,67 +26,16 @@ from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from tests.cli.helpers import REPO, cli_env, create, message, run_cli, write_session
-
-TIMEOUT = 60.0
-EOF_LINE = "\x00end of output"
-"""Put on :attr:`Proc.lines` when the process's stdout ends."""
-
-
-class Proc:
-    """A subprocess whose stdout and stderr lines are collected by threads."""
-
-    def __init__(self, args: Sequence[str], home: Path, env: dict[str, str] | None = None) -> None:
-        environment = cli_env(home)
-        environment.update(env or {})
-        self.popen = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=REPO,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.out: list[str] = []
-        self.err: list[str] = []
-        assert self.popen.stdout is not None and self.popen.stderr is not None
-        self._readers = [
-            threading.Thread(target=self._read, args=(self.popen.stdout, self.out, True)),
-            threading.Thread(target=self._read, args=(self.popen.stderr, self.err, False)),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _read(self, stream: IO[str], into: list[str], announce: bool) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-            if announce:
-                self.lines.put(line.rstrip("\n"))
-        if announce:
-            self.lines.put(EOF_LINE)
-
-    def wait_line(self, predicate: str) -> str:
-        """The next stdout line containing ``predicate`` (fails after the timeout)."""
-        while True:
-            try:
-                line = self.lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                seen = f"{self.out} {self.err}"
-                raise AssertionError(f"no line with {predicate!r}; got {seen}") from None
-            if line == EOF_LINE:
-                raise AssertionError(f"the process ended; no line with {predicate!r}: {self.out}")
-            if predicate in line:
-                return line
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        self.popen.send_signal(sig)
-        code = self.popen.wait(timeout=TIMEOUT)
-        for reader in self._readers:
-            reader.join(timeout=TIMEOUT)
-        return code
+from tests.cli.helpers import (
+    EOF_LINE,
+    REPO,
+    TIMEOUT,
+    Proc,
+    create,
+    message,
+    run_cli,
+    write_session,
+)
 
 
 @pytest.fixture
@@ -320,16 +268,22 @@ class SlowNotifier:
         return int(self.pid_file.read_text().strip())
 
 
+def notifying(
+    procs: list[Proc], data_dir: Path, home: Path, *extra: str
+) -> tuple[str, SlowNotifier, Proc]:
+    """A ``serve`` whose slow notify command is running for the one due reminder."""
+    (session,) = due_sessions(data_dir, 1)
+    notifier = SlowNotifier(data_dir)
+    proc = serve(procs, data_dir, home, "--notify-command", notifier.command, *extra)
+    proc.wait_line(f"reminder schedule-1 of session {session}")
+    notifier.started()
+    return session, notifier, proc
+
+
 def test_a_stop_that_cuts_a_running_notify_command_names_the_reminder_and_exits_3(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
-    (session,) = due_sessions(data_dir, 1)
-    notifier = SlowNotifier(data_dir)
-    proc = serve(
-        procs, data_dir, home, "--notify-command", notifier.command, "--stop-timeout", "0.5"
-    )
-    proc.wait_line(f"reminder schedule-1 of session {session}")
-    notifier.started()
+    session, notifier, proc = notifying(procs, data_dir, home, "--stop-timeout", "0.5")
     assert proc.stop() == 3
     assert proc.err[-1] == (
         f"cut: reminder schedule-1 of session {session} will be presented again at the next "
@@ -346,13 +300,7 @@ def test_a_stop_that_cuts_a_running_notify_command_names_the_reminder_and_exits_
 def test_a_stop_waits_for_a_notify_command_that_finishes_in_time_and_repeats_nothing(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
-    (session,) = due_sessions(data_dir, 1)
-    notifier = SlowNotifier(data_dir)
-    proc = serve(
-        procs, data_dir, home, "--notify-command", notifier.command, "--stop-timeout", "60"
-    )
-    proc.wait_line(f"reminder schedule-1 of session {session}")
-    notifier.started()
+    session, notifier, proc = notifying(procs, data_dir, home, "--stop-timeout", "60")
     proc.popen.send_signal(signal.SIGTERM)
     proc.wait_line("stopping: ")  # the stop waits for the turn in flight
     notifier.release()
@@ -367,13 +315,7 @@ def test_a_stop_waits_for_a_notify_command_that_finishes_in_time_and_repeats_not
 def test_a_notify_command_past_its_timeout_is_stopped_with_everything_it_started(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
-    (session,) = due_sessions(data_dir, 1)
-    notifier = SlowNotifier(data_dir)
-    proc = serve(
-        procs, data_dir, home, "--notify-command", notifier.command, "--notify-timeout", "0.5"
-    )
-    proc.wait_line(f"reminder schedule-1 of session {session}")
-    notifier.started()
+    session, notifier, proc = notifying(procs, data_dir, home, "--notify-timeout", "0.5")
     assert proc.stop() == 0  # the stop waits for the turn; the timeout ends the command first
     assert any("did not finish within 0.5 s and was stopped" in line for line in proc.err)
     assert not _alive(notifier.grandchild())
