@@ -34,6 +34,7 @@ import logging
 import os
 import queue
 import random
+import re
 import sys
 import threading
 import time
@@ -45,6 +46,8 @@ from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pykka
 
 from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
@@ -64,6 +67,8 @@ __all__ = ["RoundReport", "SoakReport", "main", "run_soak"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 TOOL_TIMEOUT_S = 60.0
+_PYKKA_THREAD = re.compile(r"[A-Za-z_]\w*-\d+")
+"""How pykka names the thread of a threading actor: ``<class name>-<counter>``."""
 SECOND_MS = 1000
 
 
@@ -268,6 +273,7 @@ def _run_round(
     host, plugin, clock, timers = soak.host, soak.plugin, soak.clock, soak.timers
     deliveries, workers, rng = soak.deliveries, soak.workers, soak.rng
     started = time.monotonic()
+    threads_before = set(threading.enumerate())
     report = RoundReport(number, agents)
     states = [
         _AgentState(
@@ -377,9 +383,13 @@ def _run_round(
         if not (isinstance(listed, dict) and listed.get("schedules") == []):
             report.errors.append(f"{session_id} still lists {listed}")
     report.early = deliveries.early - early_before
+    actors: list[pykka.ActorRef[Any]] = [state.agent.actor_ref for state in states]
+    actors += [ref for ref in map(plugin.owner_of, (s.agent for s in states)) if ref is not None]
+    actors += [state.agent.session.actor_ref for state in states]
     for state in states:
         host.agents.dispose(state.agent)
         host.sessions.detach(state.agent.session)
+    _wait_actor_threads(actors, threads_before)
     deliveries.forget({state.agent.session.id for state in states})
     states.clear()
     gc.collect()
@@ -391,6 +401,21 @@ def _run_round(
         report.tracked_sessions = host.persistence.tracked_sessions
     report.wall_seconds = time.monotonic() - started
     return report
+
+
+def _wait_actor_threads(
+    actors: Sequence[pykka.ActorRef[Any]], threads_before: set[threading.Thread]
+) -> None:
+    """Wait until the round's actors stopped and the threads they ran on ended.
+
+    Disposal stops actors without blocking; counting threads before those end
+    would count a thread that is on its way out as one that outlived its round.
+    """
+    for ref in actors:
+        ref.actor_stopped.wait(TOOL_TIMEOUT_S)
+    for thread in set(threading.enumerate()) - threads_before:
+        if _PYKKA_THREAD.fullmatch(thread.name):  # only actor threads: the stopped ones
+            thread.join(TOOL_TIMEOUT_S)
 
 
 def _wait_for_due(states: Sequence[_AgentState], deliveries: _Deliveries, clock: FakeClock) -> None:
