@@ -13,7 +13,7 @@ from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.postgres_store import PostgresEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages.instant import format_instant
-from tests.cli.test_serve import EOF_LINE, TIMEOUT, Proc
+from tests.cli.helpers import EOF_LINE, TIMEOUT, Proc
 
 SOURCE = "tool-schedule"
 
