@@ -278,19 +278,23 @@ class Server:
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
-        if self.plugin is not None:
-            try:
-                self.plugin.dispose().result(timeout=left())
-            except TimeoutError:
-                _log.warning("the Schedule plugin did not finish disposing in time")
-        busy = _not_idle(host.agents.roots(), left)
-        if busy:
-            self._cut_turns()
-            cut_deadline = time.monotonic() + CUT_GRACE_SECONDS
-            still = _not_idle(busy, lambda: max(0.0, cut_deadline - time.monotonic()))
-            if still:
-                _log.error("%d turn(s) did not end after they were cut", len(still))
-        close_host(host, self.plugin, timeout=max(0.1, left()))
+        try:
+            if self.plugin is not None:
+                try:
+                    self.plugin.dispose().result(timeout=left())
+                except TimeoutError:
+                    _log.warning("the Schedule plugin did not finish disposing in time")
+                except Exception:  # disposing reports, never stops the stop; the host closes
+                    _log.exception("disposing the Schedule plugin failed")
+            busy = _not_idle(host.agents.roots(), left)
+            if busy:
+                self._cut_turns()
+                cut_deadline = time.monotonic() + CUT_GRACE_SECONDS
+                still = _not_idle(busy, lambda: max(0.0, cut_deadline - time.monotonic()))
+                if still:
+                    _log.error("%d turn(s) did not end after they were cut", len(still))
+        finally:
+            close_host(host, self.plugin, timeout=max(0.1, left()))
         return () if self._model is None else self._model.cut
 
     def _cut_turns(self) -> None:

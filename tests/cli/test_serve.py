@@ -17,11 +17,13 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from pytest_mock import MockerFixture
 
-from host_bridge.cli.serve import WarningsOnStderr
+from host_bridge.cli.serve import Server, WarningsOnStderr
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
@@ -375,3 +377,26 @@ def test_serve_holds_no_reminder_in_memory_after_presenting_it(tmp_path: Path) -
     assert [row["presented"] for row in out["waves"]] == [40, 80, 120]
     assert [row["presented_alive"] for row in out["waves"]] == [0, 0, 0]
     assert out["check"]["wrong"] == out["check"]["still_owed"] == 0
+
+
+def test_a_stop_closes_the_host_even_when_disposing_the_plugin_fails(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    server = Server(tmp_path / "data", echo=lambda text: None)
+    server.start()
+    host, plugin = server.host, server.plugin
+    assert host is not None and plugin is not None
+    real_dispose = plugin.dispose
+    failed: Future[None] = Future()
+    failed.set_exception(RuntimeError("disposing failed"))
+    calls: list[int] = []
+
+    def dispose() -> Future[None]:
+        calls.append(1)
+        return failed if len(calls) == 1 else real_dispose()
+
+    mocker.patch.object(plugin, "dispose", side_effect=dispose)
+    close = mocker.spy(host, "close")
+    assert server.stop() == ()
+    close.assert_called_once()
+    assert host.persistence is not None and host.persistence.closed
