@@ -291,7 +291,12 @@ class EmbeddedActivation:
                 raise
             self._mend(session_id, "the due index has a row for this session, which is not stored")
             return None
-        if not self._due_after_all(session):
+        try:
+            due = self._due_after_all(session)
+        except BaseException:  # a failed read or a bad clock: give it back, a later pass decides
+            host.sessions.detach(session)
+            raise
+        if not due:
             _log.debug("session %r has nothing due after all; letting it go", session_id)
             host.sessions.detach(session)
             return None

@@ -5,9 +5,10 @@ activation, fake time and threads. One stored session has a reminder due; the
 host's wake-up actor wakes it. A fault is injected at one step of that
 wake-up: the claim gets a clock reading that is not an ``int`` (or one whose
 comparison raises, once the lock is taken), the claim raises after taking the
-lock or lease, reading the log during the resume raises, or starting the
-agent in the spawn raises. Afterwards the session must not be held: another
-host opens it (as ``chat`` does). Once the fault is gone the wake-up actor
+lock or lease, reading the log during the resume raises, reading the index
+row again after the resume raises, or starting the agent in the spawn raises.
+Afterwards the session must not be held: another host opens it (as ``chat``
+does). Once the fault is gone the wake-up actor
 tries again after its back-off and the reminder is delivered, exactly once.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
@@ -110,6 +112,9 @@ def inject(step: str, bad: Any, host: EmbeddedHost, monkeypatch: pytest.MonkeyPa
     elif step == "resume":
         load = store.load
         monkeypatch.setattr(store, "load", once(load, _raise))
+    elif step == "due check":  # reading the index row again after the resume
+        check = EmbeddedActivation._due_after_all
+        monkeypatch.setattr(EmbeddedActivation, "_due_after_all", once(check, _raise))
     else:
         assert step == "spawn"
         activate = EmbeddedAgent._activate
@@ -168,6 +173,7 @@ FAULTS = [
     *[("claim reading", bad) for bad in (None, 1.5, math.nan, True, "x", RaisingInt)],
     ("claim after the lock", InjectedError),
     ("resume", InjectedError),
+    ("due check", InjectedError),
     ("spawn", InjectedError),
 ]
 
