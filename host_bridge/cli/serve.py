@@ -287,14 +287,14 @@ class Server:
                 except Exception:  # disposing reports, never stops the stop; the host closes
                     _log.exception("disposing the Schedule plugin failed")
             busy = _not_idle(host.agents.roots(), left)
+            self._cut_turns()  # always: once the wait is over, no notify command starts
             if busy:
-                self._cut_turns()
                 cut_deadline = time.monotonic() + CUT_GRACE_SECONDS
                 still = _not_idle(busy, lambda: max(0.0, cut_deadline - time.monotonic()))
                 if still:
                     _log.error("%d turn(s) did not end after they were cut", len(still))
-        finally:
-            close_host(host, self.plugin, timeout=max(0.1, left()))
+        finally:  # the plugin's dispose was awaited and reported above
+            close_host(host, None, timeout=max(0.1, left()))
         return () if self._model is None else self._model.cut
 
     def _cut_turns(self) -> None:
@@ -304,8 +304,7 @@ class Server:
             running = list(self._notifying)
             for process in running:
                 self._notifying[process] = True
-        for process in running:
-            _stop_group(process)
+        _stop_groups(running)
 
     def _present(self, item: Presented) -> None:
         """A notifier turn presented ``item``: print it, run the notify command."""
@@ -366,7 +365,7 @@ class Server:
             try:
                 process.communicate(payload, timeout=self._notify_timeout)
             except subprocess.TimeoutExpired:
-                _stop_group(process)
+                _stop_groups([process])
                 problem = f"did not finish within {self._notify_timeout:g} s and was stopped"
         finally:
             with self._lock:
@@ -391,14 +390,22 @@ def _not_idle(agents: Sequence[Agent], left: Callable[[], float]) -> list[Agent]
     return busy
 
 
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop ``process`` and everything it started: SIGTERM to its group, SIGKILL after a grace."""
-    _signal_group(process, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=KILL_GRACE_SECONDS)
-    _signal_group(process, signal.SIGKILL)  # what it started may outlive the leader
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=KILL_GRACE_SECONDS)
+def _stop_groups(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop each process and everything it started: SIGTERM to every group, one shared
+    grace of :data:`KILL_GRACE_SECONDS`, then SIGKILL to every group (what a command
+    started may outlive it), so stopping many takes as long as stopping one."""
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, end - time.monotonic()))
+    for process in processes:
+        _signal_group(process, signal.SIGKILL)
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, end - time.monotonic()))
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
