@@ -167,6 +167,7 @@ class _Txn:
     token: object = None  # the observer's token for this transaction
     outcome: DeliveryOutcome | ToolOutcome | None = None  # reported when it finishes
     answer: ToolError | dict[str, object] | None = None  # the tool value it answered
+    sample_ms: int = 0  # a create's clock sample, the fallback of its answer's view
 
 
 class UnreadableLogError(RuntimeError):
@@ -483,7 +484,7 @@ class ScheduleOwner(MailboxActor):
             assert txn.record is not None
             if self._drive_needless(txn, txn.record):
                 txn.recompute = False
-            self._answer(txn, schedule_view(txn.record, self._host.clock()))
+            self._answer(txn, schedule_view(txn.record, self._view_clock(txn.sample_ms)))
         else:
             self._request_drive()
             assert txn.schedule_id is not None
@@ -521,8 +522,9 @@ class ScheduleOwner(MailboxActor):
             return self._finish()
         schedule_id = allocate_schedule_id(folded)
         when = request.when
+        sample = self._target_clock()
         try:  # one clock sample; every at error and the range errors are answered here
-            record = when.record(schedule_id, request.prompt, self._host.clock())
+            record = when.record(schedule_id, request.prompt, sample)
         except ScheduleInputError as error:
             self._answer(txn, input_error(error.code, when.key))
             return self._finish()
@@ -530,7 +532,28 @@ class ScheduleOwner(MailboxActor):
             return self._finish()
         txn.record = record
         txn.schedule_id = schedule_id
+        txn.sample_ms = sample  # an int: when.record refuses any other sample
         self._barrier(txn)
+
+    def _target_clock(self) -> int:
+        """The clock sample a new record's target is computed from.
+
+        A clock that offers ``upper()`` (the plugin's
+        :class:`~host_bridge.steady_clock.SteadyClock`) gives the higher of the
+        timelines a clock step left in doubt, so a target is never too early;
+        decisions use the lower one. Any other clock is sampled as it is.
+        """
+        clock = self._host.clock
+        upper: Callable[[], int] | None = getattr(clock, "upper", None)
+        return upper() if callable(upper) else clock()
+
+    def _view_clock(self, fallback_ms: int) -> int:
+        """A clock sample for a view's ``state``; ``fallback_ms`` when it is no reading.
+
+        An answer whose change is durable must not fail on a bad clock sample.
+        """
+        now = self._host.clock()
+        return now if isinstance(now, int) and not isinstance(now, bool) else fallback_ms
 
     def _delete_after_preflight(self, txn: _Txn, request: DeleteSchedule) -> None:
         folded = self._fold_or_answer(txn)
@@ -596,7 +619,7 @@ class ScheduleOwner(MailboxActor):
     def _list_after_preflight(self, txn: _Txn) -> None:
         folded = self._fold_or_answer(txn)
         if folded is not None:
-            now = self._host.clock()
+            now = self._view_clock(self._decision_ms)
             self._answer(txn, list_value([schedule_view(r, now) for r in folded.active]))
         self._finish()
 

@@ -17,6 +17,13 @@ through :func:`steady_reading`:
   never early); then the step is taken. A pending step that goes away (the
   glitch was corrected) is dropped and changes nothing.
 
+The lower reading is right for deciding what is due, and wrong for computing
+a new reminder's target ("in an hour" from a timeline that is behind would
+fall due early). :meth:`SteadyClock.upper` gives the higher one
+(:func:`upper_reading`): the wall reading, or, within ``confirm_ms`` of a step
+back, the timeline from before it. Owners compute targets from it, so a
+target made while a step is in doubt is late rather than early.
+
 A wall reading that is not an ``int`` (or a clock that raises) is passed on
 unchanged and changes nothing, so the callers' handling of a bad clock applies.
 """
@@ -26,11 +33,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
 
-__all__ = ["SteadyClock", "SteadyState", "steady_reading"]
+__all__ = ["SteadyClock", "SteadyState", "steady_reading", "upper_reading"]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
@@ -42,13 +49,16 @@ class SteadyState:
     ``offset`` is the confirmed ``wall − monotonic`` (``None`` before the first
     reading); ``pending`` the offset of a forward step first seen at monotonic
     time ``pending_since`` and not confirmed yet; ``steps`` counts the steps
-    taken (back, or forward once confirmed).
+    taken (back, or forward once confirmed); ``before_back`` the offset before
+    the latest step back, taken at monotonic time ``back_at``.
     """
 
     offset: int | None = None
     pending: int | None = None
     pending_since: int = 0
     steps: int = 0
+    before_back: int | None = None
+    back_at: int = 0
 
 
 def steady_reading(
@@ -60,19 +70,33 @@ def steady_reading(
     every step at once.
     """
     offset = clock_offset_ms(wall_ms, mono_ms)
+    settled = replace(state, pending=None, pending_since=0)
     if state.offset is None:
-        return SteadyState(offset, steps=state.steps), wall_ms
+        return replace(settled, offset=offset), wall_ms
     jump = clock_jump_ms(state.offset, offset, tolerance_ms)
     if jump == 0:  # the confirmed timeline; a pending step, if any, was corrected
-        return SteadyState(state.offset, steps=state.steps), wall_ms
+        return settled, wall_ms
     if jump < 0:
-        return SteadyState(offset, steps=state.steps + 1), wall_ms
+        taken = replace(settled, offset=offset, steps=state.steps + 1)
+        return replace(taken, before_back=state.offset, back_at=mono_ms), wall_ms
     pending, since = state.pending, state.pending_since
     if pending is None or clock_jump_ms(pending, offset, tolerance_ms):
         pending, since = offset, mono_ms  # a new forward step: it starts holding now
     if mono_ms - since >= confirm_ms:
-        return SteadyState(offset, steps=state.steps + 1), wall_ms
-    return SteadyState(state.offset, pending, since, state.steps), state.offset + mono_ms
+        return replace(settled, offset=offset, steps=state.steps + 1), wall_ms
+    return replace(state, pending=pending, pending_since=since), state.offset + mono_ms
+
+
+def upper_reading(state: SteadyState, wall_ms: int, mono_ms: int, *, confirm_ms: int) -> int:
+    """The higher timeline in doubt after the reading that gave ``state``: for new targets.
+
+    The wall reading, or, within ``confirm_ms`` of a step back, the timeline
+    from before that step if it is higher (a step back may be a glitch that is
+    corrected in a moment). Pure; never below the wall reading.
+    """
+    if state.before_back is None or mono_ms - state.back_at >= confirm_ms:
+        return wall_ms
+    return max(wall_ms, state.before_back + mono_ms)
 
 
 def _is_ms(value: object) -> bool:
@@ -131,6 +155,28 @@ class SteadyClock:
                 before, wall, mono, tolerance_ms=self._tolerance_ms, confirm_ms=self._confirm_ms
             )
             after = self._state
+        if after.pending != before.pending or after.steps != before.steps:
+            self._report(before, after, mono)
+        return reading
+
+    def upper(self) -> int:
+        """A reading to compute new targets from: never below a timeline still in doubt.
+
+        Advances the state like a call does; see :func:`upper_reading`.
+        """
+        with self._lock:
+            mono = self._monotonic()
+            wall = self._clock()
+            if not _is_ms(wall):
+                return wall
+            if not _is_ms(mono):
+                raise TypeError(f"the monotonic clock returned a {type(mono).__name__}")
+            before = self._state
+            self._state, _ = steady_reading(
+                before, wall, mono, tolerance_ms=self._tolerance_ms, confirm_ms=self._confirm_ms
+            )
+            after = self._state
+            reading = upper_reading(after, wall, mono, confirm_ms=self._confirm_ms)
         if after.pending != before.pending or after.steps != before.steps:
             self._report(before, after, mono)
         return reading

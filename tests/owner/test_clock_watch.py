@@ -277,7 +277,8 @@ def test_a_day_ahead_glitch_corrected_after_3_s_delivers_nothing_early(
     watching.drive()  # owners read the clock during the glitch: a drive, a list, a create
     assert [view["state"] for view in watching.listed()["schedules"]] == ["scheduled"] * 2
     later = watching.create("two hours after the glitch began", 7200)
-    assert later["scheduledAt"] == format_instant(start + 5 * MINUTE - SECOND + 2 * HOUR)
+    # a target made while the step is in doubt comes from the higher timeline: late, never early
+    assert later["scheduledAt"] == format_instant(start + 5 * MINUTE - SECOND + DAY + 2 * HOUR)
     watching.advance(SECOND)  # the every record's timer fires inside the glitch, on time
     watching.advance(SECOND)
     watching.host.clock.set(watching.host.clock.now() - DAY)  # ... corrected after 3 s
@@ -418,3 +419,31 @@ def test_without_step_confirmation_a_forward_step_is_taken_at_the_next_tick(
     host.timers.advance(SECOND)
     settle(owner)
     assert len(agent.received) == 1
+
+
+def test_a_reminder_created_while_a_forward_step_is_in_doubt_is_not_early(
+    watching: Watching,
+) -> None:
+    watching.host.clock.set(watching.host.clock.now() + 2 * HOUR)  # a real step, not held yet
+    created = watching.create("in a minute", 60)
+    assert created["scheduledAt"] == format_instant(watching.host.clock.now() + MINUTE)
+    watching.advance(CONFIRM + SECOND)  # the step is taken: nothing became due with it
+    assert watching.agent.received == []
+    watching.advance(MINUTE - CONFIRM - 2 * SECOND)
+    assert watching.agent.received == []
+    watching.advance(SECOND)
+    assert len(watching.agent.received) == 1
+
+
+def test_a_reminder_created_while_the_clock_glitches_behind_is_not_early(
+    watching: Watching,
+) -> None:
+    due = watching.host.clock.now() + HOUR
+    watching.host.clock.set(watching.host.clock.now() - DAY)  # the glitch: taken at once ...
+    watching.advance(SECOND)
+    created = watching.create("in an hour", 3600)
+    assert parse_instant(created["scheduledAt"]) >= due  # ... but not for new targets
+    watching.advance(2 * SECOND)
+    watching.host.clock.set(watching.host.clock.now() + DAY)  # ... corrected after 3 s
+    watching.advance(CONFIRM + 2 * SECOND)
+    assert watching.agent.received == []  # before: delivered 8 s after it was created

@@ -378,3 +378,41 @@ def _instant(ms: int) -> str:
     from messages.instant import format_instant
 
     return format_instant(ms)
+
+
+class BadReadingAt:
+    """The host's fake clock, except that read ``n`` (counted from :meth:`arm`) gives ``bad``."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+        self.monotonic = clock.monotonic
+        self._n: int | None = None
+        self._bad: Any = None
+        self._reads = 0
+
+    def arm(self, n: int, bad: Any) -> None:
+        self._n, self._bad, self._reads = n, bad, 0
+
+    def __call__(self) -> Any:
+        self._reads += 1
+        return self._bad if self._reads == self._n else self._clock()
+
+
+@pytest.mark.parametrize("bad", [None, "x", 1.5, True])
+def test_a_durable_create_is_answered_with_its_view_whatever_the_next_clock_reading(
+    host: FakeHost, runtime: Runtime, bad: Any
+) -> None:
+    clock = BadReadingAt(host.clock)
+    harness = Harness(
+        host, runtime=runtime, context=dataclasses.replace(host.context(), clock=clock)
+    )
+    clock.arm(2, bad)  # read 1: the record's sample; read 2: the view after the barrier
+    created = harness.created("stretch", 60)
+    assert created["state"] == "scheduled"
+    changes = [
+        e.data["operation"] for e in harness.session.events if e.type == SCHEDULE_CHANGE_TYPE
+    ]
+    assert changes == ["create"]
+    clock.arm(1, bad)
+    listed = harness.value(harness.list_schedules(), "list")
+    assert [view["id"] for view in listed["schedules"]] == [created["id"]]

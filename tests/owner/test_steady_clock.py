@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS
-from host_bridge.steady_clock import SteadyClock, SteadyState, steady_reading
+from host_bridge.steady_clock import SteadyClock, SteadyState, steady_reading, upper_reading
 from host_bridge.testing import FakeClock
 
 SECOND = 1000
@@ -47,7 +47,7 @@ P = 30 * SECOND  # when the pending step of the table was first seen
             SteadyState(B),
             B + M - HOUR,
             M,
-            SteadyState(B - HOUR, steps=1),
+            SteadyState(B - HOUR, steps=1, before_back=B, back_at=M),
             B + M - HOUR,
             id="back: taken at once",
         ),
@@ -55,7 +55,7 @@ P = 30 * SECOND  # when the pending step of the table was first seen
             SteadyState(B, B + DAY, P),
             B + M - HOUR,
             M,
-            SteadyState(B - HOUR, steps=1),
+            SteadyState(B - HOUR, steps=1, before_back=B, back_at=M),
             B + M - HOUR,
             id="back while a step is pending",
         ),
@@ -229,3 +229,49 @@ def test_a_monotonic_clock_that_is_not_an_int_makes_the_reading_raise() -> None:
     clock = SteadyClock(fake, lambda: 1.5, CONFIRM)  # type: ignore[arg-type, return-value]
     with pytest.raises(TypeError, match="monotonic clock returned a float"):
         clock()
+
+
+@pytest.mark.parametrize(
+    ("state", "wall", "mono", "upper"),
+    [
+        pytest.param(SteadyState(B), B + M, M, B + M, id="steady: the wall reading"),
+        pytest.param(
+            SteadyState(B, B + DAY, P), B + M + DAY, M, B + M + DAY, id="forward held: the wall"
+        ),
+        pytest.param(
+            SteadyState(B - HOUR, steps=1, before_back=B, back_at=M - SECOND),
+            B + M - HOUR,
+            M,
+            B + M,
+            id="just after a step back: the timeline before it",
+        ),
+        pytest.param(
+            SteadyState(B - HOUR, steps=1, before_back=B, back_at=M - CONFIRM),
+            B + M - HOUR,
+            M,
+            B + M - HOUR,
+            id="a step back that held: the wall",
+        ),
+    ],
+)
+def test_the_upper_reading_is_the_higher_timeline_in_doubt(
+    state: SteadyState, wall: int, mono: int, upper: int
+) -> None:
+    assert upper_reading(state, wall, mono, confirm_ms=CONFIRM) == upper
+
+
+@given(
+    st.lists(st.tuples(st.integers(-DAY, DAY), st.integers(0, 10 * SECOND)), max_size=30),
+)
+def test_the_upper_reading_is_never_below_the_wall_or_the_lower_reading(
+    steps: list[tuple[int, int]],
+) -> None:
+    state, mono, offset = SteadyState(), 0, B
+    for jump, elapsed in steps:
+        mono += elapsed
+        offset += jump
+        state, lower = steady_reading(
+            state, offset + mono, mono, tolerance_ms=TOL, confirm_ms=CONFIRM
+        )
+        upper = upper_reading(state, offset + mono, mono, confirm_ms=CONFIRM)
+        assert upper >= offset + mono and upper >= lower
