@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import Literal, TypeAlias
 
 from actors.waiting import BlockingInHubError, current_hub, wait_for
 
-__all__ = ["TeardownCause", "TeardownGate"]
+__all__ = ["TeardownCause", "TeardownGate", "await_passages"]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
@@ -57,31 +58,32 @@ class TeardownGate:
         """Why teardown began (the first reason given), or ``None`` while open."""
         return self._cause
 
-    def close(self, cause: TeardownCause = "shutting_down") -> None:
-        """Begin teardown; return once no passage runs (any thread; never raises).
+    def close(
+        self, cause: TeardownCause = "shutting_down", *, wait: bool = True
+    ) -> Future[None] | None:
+        """Begin teardown (any thread; never raises); by default return once no passage runs.
 
         A passage under way on another thread or greenlet is waited for in the
         caller's style (:func:`actors.waiting.wait_for`), at most ``wait_ms``. In
         a gevent hub greenlet, which cannot wait, and from inside the passage
-        itself, it returns at once.
+        itself, it returns at once. With ``wait=False`` it never waits: it
+        returns the future that resolves when the passage under way ends
+        (``None`` when none runs, or it is the caller's own), for
+        :func:`await_passages` to wait on together with other gates'.
         """
         with self._lock:
             if self._cause is None:
                 self._cause = cause
             passer = self._passer
             if passer is None or passer == _context():
-                return
+                return None
             if self._left is None:
                 self._left = Future()
             left = self._left
-        try:
-            wait_for(left, None if self._wait_ms is None else self._wait_ms / 1000)
-        except BlockingInHubError:
-            _log.debug("teardown began in the gevent hub; a step under way finishes after it")
-        except TimeoutError:
-            _log.warning(
-                "a schedule step under way did not end within %s ms of teardown", self._wait_ms
-            )
+        if not wait:
+            return left
+        await_passages([left], self._wait_ms)
+        return None
 
     @contextlib.contextmanager
     def passage(self) -> Iterator[bool]:
@@ -103,6 +105,25 @@ class TeardownGate:
                 left, self._left = self._left, None
             if left is not None:
                 left.set_result(None)
+
+
+def await_passages(passages: Sequence[Future[None]], wait_ms: int | None) -> None:
+    """Wait for the passages under way (from :meth:`TeardownGate.close` with ``wait=False``).
+
+    One deadline for all of them, ``wait_ms`` from now (``None``: as long as it
+    takes), so closing many gates waits at most that long in all. Never raises.
+    """
+    deadline = None if wait_ms is None else time.monotonic() + wait_ms / 1000
+    for left in passages:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            wait_for(left, timeout)
+        except BlockingInHubError:
+            _log.debug("teardown began in the gevent hub; a step under way finishes after it")
+            return
+        except TimeoutError:
+            _log.warning("a schedule step under way did not end within %s ms of teardown", wait_ms)
+            return
 
 
 def _context() -> object:

@@ -38,7 +38,7 @@ import pykka
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
-from actors.teardown import TeardownCause, TeardownGate
+from actors.teardown import TeardownCause, TeardownGate, await_passages
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge.composition import CompositionError, compose
 from host_bridge.futures import resolved
@@ -320,11 +320,15 @@ class SchedulePlugin:
                 self._watchdog.stop()
             wake, self._wake = self._wake, None
             wake_supervision = self._wake_supervision
-        for entry in installed:  # first: from here on no owner appends anything
-            entry.gate.close("shutting_down")
+        # First: from here on no owner appends anything. Every gate closes at once, then
+        # the steps under way are waited for together, within one flush timeout.
+        under_way = [entry.gate.close("shutting_down", wait=False) for entry in installed]
+        await_passages(
+            [left for left in under_way if left is not None], self._host.flush_timeout_ms
+        )
         for stop in unsubscribe:
             stop()
-        finished = [self._retire(entry) for entry in installed]
+        finished = [self._retire(entry, wait=False) for entry in installed]
         if wake is not None:
             if wake_supervision is not None:
                 wake_supervision.close()
@@ -458,9 +462,14 @@ class SchedulePlugin:
         telemetry = self._telemetry
         return telemetry.for_owner() if isinstance(telemetry, ScheduleTelemetry) else telemetry
 
-    def _retire(self, entry: _Installed, cause: TeardownCause = "shutting_down") -> Future[None]:
-        """Dispose one owner: close its gate (teardown begins), unregister its tools, tell it."""
-        entry.gate.close(cause)
+    def _retire(
+        self, entry: _Installed, cause: TeardownCause = "shutting_down", *, wait: bool = True
+    ) -> Future[None]:
+        """Dispose one owner: close its gate (teardown begins), unregister its tools, tell it.
+
+        ``wait=False`` when the caller already waited for the step under way.
+        """
+        entry.gate.close(cause, wait=wait)
         entry.supervision.close()  # a pending restart is cancelled
         for unregister in reversed(entry.unregister):
             _quietly(unregister)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.teardown import TeardownGate
+from actors.teardown import TeardownGate, await_passages
 from actors.waiting import wait_for as real_wait_for
 
 BOUND_S = 5.0
@@ -90,3 +90,40 @@ def test_close_waits_at_most_wait_ms_and_says_so(caplog: pytest.LogCaptureFixtur
     assert [r.getMessage() for r in caplog.records] == [
         "a schedule step under way did not end within 1 ms of teardown"
     ]
+
+
+def test_gates_closed_together_wait_for_their_passages_within_one_deadline(
+    mocker: MockerFixture,
+) -> None:
+    gates = [TeardownGate(wait_ms=1_000) for _ in range(3)]
+    inside = [threading.Event() for _ in gates]
+    leave = threading.Event()
+
+    def stuck_step(gate: TeardownGate, entered: threading.Event) -> None:
+        with gate.passage():
+            entered.set()
+            leave.wait(BOUND_S)
+
+    passers = [
+        threading.Thread(target=stuck_step, args=(gate, entered))
+        for gate, entered in zip(gates, inside, strict=True)
+    ]
+    for passer in passers:
+        passer.start()
+    assert all(entered.wait(BOUND_S) for entered in inside)
+    timeouts: list[float | None] = []
+
+    def wait_for(future: Future[None], timeout: float | None) -> Any:
+        timeouts.append(timeout)
+        raise TimeoutError  # the first step under way never ends in time
+
+    mocker.patch("actors.teardown.wait_for", wait_for)
+    under_way = [gate.close(wait=False) for gate in gates]
+    assert all(gate.closed for gate in gates)  # closed at once, none waited for yet
+    await_passages([left for left in under_way if left is not None], 1_000)
+    assert len(timeouts) == 1  # one deadline for all: the others are not waited for again
+    assert timeouts[0] is not None and timeouts[0] <= 1.0
+    leave.set()
+    for passer in passers:
+        passer.join()
+    assert all(left is not None and left.done() for left in under_way)
