@@ -332,22 +332,12 @@ def test_reindex_rebuilds_a_damaged_index_from_the_logs(
         log.change(at("schedule-1", due))
         log.flush()
     expected = store.due_entries()
-    damage = [
+    damage(
+        spec,
         "DELETE FROM due_index WHERE session_id = 'a'",
         "UPDATE due_index SET due_ms = 1, schedule_ms = 1 WHERE session_id = 'b'",
         "INSERT INTO due_index VALUES ('ghost', 3, 3, NULL)",
-    ]
-    kind, location = spec
-    if kind == "sqlite":
-        with sqlite3.connect(location) as conn:
-            for statement in damage:
-                conn.execute(statement)
-    else:
-        import psycopg
-
-        with psycopg.connect(location, autocommit=True) as pg:
-            for statement in damage:
-                pg.execute(statement)
+    )
     assert store.due_entries() != expected
     assert store.reindex() == 2
     assert store.due_entries() == expected
