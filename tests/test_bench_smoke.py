@@ -21,6 +21,7 @@ from bench import (
     delivery_precision,
     fold_cost,
     group_commit,
+    live_path,
     outage,
     serve_soak,
     session_race,
@@ -75,6 +76,18 @@ def test_create_throughput_against_apscheduler(tmp_path: Path) -> None:
     assert [row["system"] for row in out["summary"]] == ["ours", "apscheduler", "apscheduler"]
     assert set(out["ratios"]) == {"default", "wal"}
     assert out["runs"]["apscheduler_wal"][0]["pragmas"]["journal_mode"] == "wal"
+
+
+def test_live_path(tmp_path: Path) -> None:
+    out = run(live_path.main, "live_path", tmp_path)
+    assert out["summary"]["floor_cpu_us"] > 0
+    for runtime in ("threading", "gevent"):
+        assert out["summary"][runtime]["cpu_ratio"] > 0
+        for burst in out["runs"][f"burst/{runtime}"]:
+            assert burst["early"] == 0
+            assert burst["lateness"]["count"] == 20
+    assert len(out["targets"]) == 10
+    assert all(isinstance(t["met"], bool) for t in out["targets"].values())
 
 
 def test_create_loop() -> None:
