@@ -104,7 +104,7 @@ class TurnAdmission(Generic[M]):
     ``start_turn(message)`` hands a turn over to the host's runner; the host
     calls :meth:`turn_finished` when it ends. ``on_status(status)`` hears
     ``"running"``/``"idle"``. ``ready(message)`` gates queued messages (see the
-    docstring of :mod:`host_bridge.admission` for the rules and the threading model).
+    docstring of :mod:`host_bridge._admission` for the rules and the threading model).
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """The generated tool catalog: ``docs/tool-catalog.md`` and ``docs/tool-catalog.json``.
 
-Regenerate with ``python -m host_bridge.catalog --write``; ``--check`` exits 1
-when the committed files differ from what :mod:`host_bridge.schemas` generates.
+Regenerate with ``python -m host_bridge._catalog --write``; ``--check`` exits 1
+when the committed files differ from what :mod:`host_bridge._schemas` generates.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from host_bridge.openai_strict import strict_description, strict_parameters
-from host_bridge.schemas import TOOL_SPECS
-from messages.json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
+from host_bridge._openai_strict import strict_description, strict_parameters
+from host_bridge._schemas import TOOL_SPECS
+from messages._json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
 __all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
 
@@ -43,8 +43,8 @@ def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
 
     The default keeps the parameter roots open, as in the catalog.
     ``strict=True`` gives the layout for strict mode (``"strict": true``; see
-    :mod:`host_bridge.openai_strict`): pass the model's arguments through
-    :func:`host_bridge.openai_strict.normalize_strict_arguments` before
+    :mod:`host_bridge._openai_strict`): pass the model's arguments through
+    :func:`host_bridge.normalize_strict_arguments` before
     executing them.
     """
     tools = []
@@ -77,7 +77,7 @@ def catalog_markdown() -> str:
     lines = [
         "# Tool catalog",
         "",
-        "Generated from `host_bridge/schemas.py` by `python -m host_bridge.catalog --write`;",
+        "Generated from `host_bridge/_schemas.py` by `python -m host_bridge._catalog --write`;",
         "do not edit by hand (a test fails when this file drifts).",
         "",
         "`schedule_create` takes `prompt` plus exactly one of `after_seconds`, `at` and",
@@ -121,11 +121,11 @@ def catalog_markdown() -> str:
         "## OpenAI strict mode",
         "",
         "`dsh-schedule catalog --format openai-strict` (or",
-        "`host_bridge.catalog.openai_tools(strict=True)`) gives the tools for OpenAI's strict",
+        "`host_bridge.openai_tools(strict=True)`) gives the tools for OpenAI's strict",
         'mode (`"strict": true`): every object closed and every property required, optional',
         "ones nullable, value constraints moved into the descriptions. A model then sends",
         "`null` for the selectors it does not use; pass its arguments through",
-        "`host_bridge.openai_strict.normalize_strict_arguments(name, arguments)` before",
+        "`host_bridge.normalize_strict_arguments(name, arguments)` before",
         "executing them (see [LLM APIs](llm-apis.md#3-openai-strict-mode)). The strict",
         f"parameters of `{create.name}`:",
         "",
@@ -149,7 +149,7 @@ def _files() -> dict[Path, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``--write`` regenerates the committed catalog; ``--check`` reports drift."""
-    parser = argparse.ArgumentParser(prog="python -m host_bridge.catalog")
+    parser = argparse.ArgumentParser(prog="python -m host_bridge._catalog")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="regenerate docs/tool-catalog.*")
     mode.add_argument(

@@ -1,6 +1,6 @@
 """Schedule's view of the host's ``SessionStore``: every flush a future, every outcome watched.
 
-:func:`host_bridge.composition.compose` puts a :class:`CheckedSessionStore`
+:func:`host_bridge._composition.compose` puts a :class:`CheckedSessionStore`
 around the host's store at install; the owners flush through it. What it
 handles can only be seen at run time: a ``flush`` that returns a pykka future
 (adapted), one that returns something else that is not a
@@ -20,8 +20,8 @@ from typing import Any
 
 import pykka
 
-from host_bridge.futures import failed, from_pykka, resolved
-from host_bridge.protocols import Session, SessionStore
+from actors.contract import Session, SessionStore
+from host_bridge._futures import failed, from_pykka, resolved
 
 __all__ = [
     "FALSE_FLUSH_WARNING_AFTER",
@@ -52,7 +52,7 @@ class CheckedSessionStore:
       no ``add_done_callback``) is adapted: one that has settled already is
       copied at once, one with done-callbacks (the gevent runtime's) from its
       callback, any other pending one is waited for by
-      :func:`host_bridge.futures.from_pykka`;
+      :func:`host_bridge._futures.from_pykka`;
     - anything else fails that flush with :class:`FlushProtocolError` naming
       the rule (logged at error level once per plugin), so the tool answers
       ``persistence_uncertain`` instead of the owner faulting.
@@ -104,7 +104,7 @@ class CheckedSessionStore:
                 "HostContext.sessions (SessionStore): flush returned a %s, not a "
                 "concurrent.futures.Future[bool]; every such flush counts as failed, so "
                 "Schedule's tools answer persistence_uncertain and nothing is delivered. "
-                "Return a concurrent.futures.Future (host_bridge.futures.from_pykka adapts "
+                "Return a concurrent.futures.Future (host_bridge._futures.from_pykka adapts "
                 "a pykka future)",
                 type(returned).__name__,
             )
@@ -137,7 +137,7 @@ def _from_pykka(future: Any) -> Future[Any]:
     A pykka future that has settled is copied at once; one with done-callbacks
     (the gevent runtime's :class:`~actors.gevent.GeventFuture`) is
     copied from its callback; only a pending plain pykka future needs
-    :func:`host_bridge.futures.from_pykka`'s waiting thread.
+    :func:`host_bridge._futures.from_pykka`'s waiting thread.
     """
     if not isinstance(future, pykka.Future):
         return from_pykka(future)

@@ -2,7 +2,7 @@
 
 :func:`compose` runs inside :func:`host_bridge.install_schedule`, before anything
 is started. It checks every part of the context against its protocol in
-:mod:`host_bridge.protocols` and raises **one** :class:`CompositionError` that
+:mod:`host_bridge` and raises **one** :class:`CompositionError` that
 names every problem, one line per part, with the protocol it belongs to::
 
     HostContext.agents (AgentRegistry): missing on_status; roots is not callable
@@ -17,9 +17,9 @@ The one exception is sampling: ``clock()`` and ``monotonic()`` are each called
 once, since what they return is the whole point.
 
 What only shows at run time is handled by
-:class:`~host_bridge.checked_sessions.CheckedSessionStore`, the adapter
+:class:`~host_bridge._checked_sessions.CheckedSessionStore`, the adapter
 Schedule's owners use instead of the host's ``SessionStore`` (see
-:mod:`host_bridge.checked_sessions`).
+:mod:`host_bridge._checked_sessions`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from host_bridge import protocols
-from host_bridge.checked_sessions import FALSE_FLUSH_WARNING_AFTER, CheckedSessionStore
-from host_bridge.protocols import HostContext
+from actors import contract as protocols
+from actors.contract import HostContext
+from host_bridge._checked_sessions import FALSE_FLUSH_WARNING_AFTER, CheckedSessionStore
 
 __all__ = [
     "CompositionError",
@@ -147,12 +147,12 @@ _PROTOCOL_PARTS: tuple[tuple[str, type], ...] = (
 
 def _clock_problem(host: HostContext) -> str | None:
     """Sample ``host.clock`` once: the problem unless it gives usable epoch milliseconds."""
-    from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
+    from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
 
     rule = (
         "HostContext.clock must return the wall clock as whole epoch milliseconds: an int "
         f"from {MIN_INSTANT_MS} ({format_instant(MIN_INSTANT_MS)}) to {MAX_INSTANT_MS} "
-        f"({format_instant(MAX_INSTANT_MS)}), e.g. host_bridge.clock.wall_clock_ms"
+        f"({format_instant(MAX_INSTANT_MS)}), e.g. host_bridge.wall_clock_ms"
     )
     clock = getattr(host, "clock", None)
     if not callable(clock):
@@ -176,7 +176,7 @@ def _monotonic_problem(host: HostContext) -> str | None:
     """Sample ``host.monotonic`` once: the problem unless it returns an int."""
     rule = (
         "HostContext.monotonic must return whole milliseconds (an int) of the clock the "
-        "timers measure delays on, e.g. host_bridge.clock.monotonic_ms"
+        "timers measure delays on, e.g. host_bridge.monotonic_ms"
     )
     monotonic = getattr(host, "monotonic", None)
     if not callable(monotonic):
@@ -276,9 +276,9 @@ def compose(
     """Check ``host`` and return the context Schedule runs on; raises :class:`CompositionError`.
 
     The returned context is a shallow copy of ``host`` whose ``sessions`` is a
-    :class:`~host_bridge.checked_sessions.CheckedSessionStore` around the host's
+    :class:`~host_bridge._checked_sessions.CheckedSessionStore` around the host's
     own (``host`` is not changed); ``false_flush_warning_after`` is its
-    :class:`~host_bridge.checked_sessions.FlushMonitor`'s threshold.
+    :class:`~host_bridge._checked_sessions.FlushMonitor`'s threshold.
     """
     problems = composition_problems(host)
     if problems:

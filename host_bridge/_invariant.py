@@ -16,15 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from host_bridge.protocols import AppendGuard, Session, SessionEvent, SessionHeader
+from actors.contract import AppendGuard, Session, SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     FoldedSchedules,
     ScheduleLogError,
-    check_schedule_candidate,
-    continue_fold,
     validate_schedule_stream,
 )
+from messages._fold import check_schedule_candidate, continue_fold
 
 __all__ = ["ScheduleInvariant", "ScheduleInvariantError", "install_schedule_invariant"]
 

@@ -3,7 +3,7 @@
 With ``"strict": true`` on a function, OpenAI-compatible APIs make the model's
 arguments match the parameter schema exactly, but accept only a subset of JSON
 Schema. :func:`strict_parameters` derives that form from the one definition in
-:mod:`host_bridge.schemas`:
+:mod:`host_bridge._schemas`:
 
 - every object has ``additionalProperties: false`` and lists **every** property
   in ``required``;
@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from host_bridge.schemas import TOOL_SPECS, ToolSpec
-from messages.json_arguments import JsonArgumentsError, decode_json_arguments
+from host_bridge._schemas import TOOL_SPECS, ToolSpec
+from messages._json_arguments import JsonArgumentsError, decode_json_arguments
 
 __all__ = [
     "STRICT_KEYWORDS",

@@ -5,18 +5,18 @@ An ``"idle"`` status drives an agent's owner only once its session holds a
 agent that never used Schedule is never checkpointed on idle.
 
 Each owner reports what it does to the plugin's telemetry
-(:mod:`host_bridge.telemetry`: OpenTelemetry metrics and spans, emitted only
+(:mod:`host_bridge._telemetry`: OpenTelemetry metrics and spans, emitted only
 when the host configured an OpenTelemetry SDK).
 
-The plugin is also its owners' supervisor (:mod:`host_bridge.supervision`: an
+The plugin is also its owners' supervisor (:mod:`host_bridge._supervision`: an
 owner stopped by an unexpected error restarts in place after a back-off, within
-a restart budget) and runs one clock watchdog (:mod:`host_bridge.watchdog`)
+a restart budget) and runs one clock watchdog (:mod:`host_bridge._watchdog`)
 while it has owners, so a wall-clock jump or a suspend re-times armed reminders.
 Owners, the wake-up actor and the watchdog read the host's clock through one
-:class:`~host_bridge.steady_clock.SteadyClock`: a forward step counts only once
+:class:`~host_bridge._steady_clock.SteadyClock`: a forward step counts only once
 it held for ``HostContext.clock_step_confirm_ms``.
 
-When the host offers :class:`~host_bridge.protocols.SessionActivation`, the
+When the host offers :class:`~host_bridge.SessionActivation`, the
 plugin also runs one wake-up actor (:mod:`actors.wake_up`), supervised like the
 owners, that activates cold sessions whose reminders came due and lets them go
 again once quiet; its timer is re-timed by the clock watchdog too.
@@ -35,20 +35,20 @@ from typing import Any
 
 import pykka
 
+from actors.contract import Agent, HostContext, Timers
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
 from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
 from actors.teardown import TeardownCause, TeardownGate, await_passages
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
-from host_bridge.composition import CompositionError, compose
-from host_bridge.futures import resolved
-from host_bridge.protocols import Agent, HostContext, Timers
-from host_bridge.steady_clock import SteadyClock
-from host_bridge.supervision import OwnerSupervision, RestartPolicy
-from host_bridge.telemetry import ScheduleTelemetry
-from host_bridge.tools import schedule_tools
-from host_bridge.watchdog import ClockWatchdog
-from messages.mailbox import (
+from host_bridge._composition import CompositionError, compose
+from host_bridge._futures import resolved
+from host_bridge._steady_clock import SteadyClock
+from host_bridge._supervision import OwnerSupervision, RestartPolicy
+from host_bridge._telemetry import ScheduleTelemetry
+from host_bridge._tools import schedule_tools
+from host_bridge._watchdog import ClockWatchdog
+from messages._mailbox import (
     AgentActivity,
     AgentGone,
     ClockJumped,
@@ -59,8 +59,8 @@ from messages.mailbox import (
     StartOwner,
     StartWakeUp,
 )
-from messages.records import SCHEDULE_CHANGE_TYPE
-from messages.status import OwnerStatus
+from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._status import OwnerStatus
 
 __all__ = [
     "CompositionError",
@@ -495,7 +495,7 @@ def install_schedule(
     ``telemetry`` chooses what owners report to: ``True`` (the default)
     OpenTelemetry metrics and spans on the global providers, which emit
     nothing unless the host configured an SDK before the agent's owner
-    started; a :class:`~host_bridge.telemetry.ScheduleTelemetry` on providers
+    started; a :class:`~host_bridge._telemetry.ScheduleTelemetry` on providers
     of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
     ``False`` nothing.
 
@@ -510,7 +510,7 @@ def install_schedule(
     ``wake_policy`` says (default :class:`WakePolicy`: 8 activations at a time,
     the index re-read every second, a 30 s quiet period).
 
-    The host is checked first (:func:`host_bridge.composition.compose`): every
+    The host is checked first (:func:`host_bridge._composition.compose`): every
     part against its protocol, by looking, not by calling (only ``clock`` and
     ``monotonic`` are sampled once). One :class:`CompositionError` names every
     problem, one line per part with its protocol, e.g. ``HostContext.agents
@@ -528,7 +528,7 @@ def install_schedule(
     ``time_out_of_range``.
 
     The owners use the host's ``SessionStore`` through a
-    :class:`~host_bridge.checked_sessions.CheckedSessionStore`: a pykka future
+    :class:`~host_bridge._checked_sessions.CheckedSessionStore`: a pykka future
     returned by ``flush`` is adapted, anything else that is not a
     ``concurrent.futures.Future`` fails that flush with a logged error, and a
     session whose flushes keep resolving ``False`` is reported once.

@@ -1,7 +1,7 @@
 """The three tools' names, descriptions and JSON Schemas (draft 2020-12), defined once.
 
 ``docs/tool-catalog.md`` and ``docs/tool-catalog.json`` are generated from this
-module by ``python -m host_bridge.catalog --write``; a test fails when they drift.
+module by ``python -m host_bridge._catalog --write``; a test fails when they drift.
 Parameter roots stay open (no ``additionalProperties: false``) so unsupported
 selectors such as ``cron`` reach the tool and get ``invalid_selector``; "exactly
 one of ``after_seconds``, ``at``, ``every_seconds``" is said in the descriptions,
@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from messages.errors import ERROR_CODES
-from messages.numbers import MAX_SAFE_INTEGER
-from messages.records import MAX_EVERY_SECONDS, MIN_EVERY_SECONDS
-from messages.tool_values import (
+from messages._errors import ERROR_CODES
+from messages._numbers import MAX_SAFE_INTEGER
+from messages._records import MAX_EVERY_SECONDS, MIN_EVERY_SECONDS
+from messages._tool_values import (
     MAX_ACTIVE_SCHEDULES,
     MAX_PROMPT_LENGTH,
     MAX_SCHEDULE_ID_LENGTH,

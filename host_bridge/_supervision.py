@@ -4,7 +4,7 @@ An unexpected exception contained by an owner stops its delivery
 (:meth:`actors.schedule_owner.OwnerSupervisor.owner_failed`). The plugin keeps
 one :class:`OwnerSupervision` per owner: it decides with the plugin's
 :class:`RestartPolicy` whether the owner restarts and, if so, tells it
-:class:`~messages.mailbox.RestartOwner` after the back-off, timed on the host's
+:class:`~messages._mailbox.RestartOwner` after the back-off, timed on the host's
 ``timers``. Once the budget is spent the owner stays faulted. The owner restarts
 in place (same actor, same mailbox), so two owners never run on one session.
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import pykka
 
-from host_bridge.protocols import Cancellable, Timers
-from messages.mailbox import RestartOwner
+from actors.contract import Cancellable, Timers
+from messages._mailbox import RestartOwner
 
 __all__ = ["OwnerSupervision", "RestartPolicy"]
 

@@ -48,9 +48,9 @@ from actors.observer import (
     ToolOutcome,
     TxnKind,
 )
-from messages.delivery import DeliverBatch, DeliverNow
-from messages.occurrence import every_occurrence_ms
-from messages.tool_values import Operation, ToolError
+from messages._delivery import DeliverBatch, DeliverNow
+from messages._occurrence import every_occurrence_ms
+from messages._tool_values import Operation, ToolError
 
 __all__ = [
     "AGENT_ID",

@@ -21,13 +21,13 @@ from typing import Any
 
 import pykka
 
+from actors.contract import Agent, ToolCall, ToolDefinition, ToolResult
 from actors.teardown import TeardownGate
-from host_bridge.futures import resolved
-from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
-from host_bridge.schemas import TOOL_SPECS
-from messages.mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
-from messages.text import canonical_json
-from messages.tool_values import (
+from host_bridge._futures import resolved
+from host_bridge._schemas import TOOL_SPECS
+from messages._mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
+from messages._text import canonical_json
+from messages._tool_values import (
     CreateInput,
     DeleteInput,
     ToolError,

@@ -3,7 +3,7 @@
 Timers run on the monotonic clock, so an armed timer neither fires early when
 the wall clock is set back nor wakes when it is set forward, and on Linux the
 monotonic clock stands still while the machine is suspended. The watchdog
-reads the plugin's :class:`~host_bridge.steady_clock.SteadyClock` every tick
+reads the plugin's :class:`~host_bridge._steady_clock.SteadyClock` every tick
 (on the host's ``timers``), which also confirms a forward step once it held,
 and reports every step the clock took since the last report to its listener,
 which re-drives the owners whose timers were armed from the old reading. The
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from actors.contract import Cancellable, Timers
-from host_bridge.steady_clock import SteadyClock, SteadyState
+from host_bridge._steady_clock import SteadyClock, SteadyState
 
 __all__ = ["ClockWatchdog"]
 

@@ -12,9 +12,9 @@ import datetime
 import re
 from collections.abc import Mapping
 
-from messages.errors import ErrorCode, ScheduleInputError
-from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS
-from messages.zones import canonicalize_time_zone, resolve_local_time, time_zone_error
+from messages._errors import ErrorCode, ScheduleInputError
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._zones import canonicalize_time_zone, resolve_local_time, time_zone_error
 
 __all__ = ["LOCAL_AT_KEYS", "resolve_at"]
 

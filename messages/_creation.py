@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
-from messages.absolute import resolve_at
-from messages.errors import ErrorCode, ScheduleInputError
-from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
-from messages.numbers import MAX_SAFE_INTEGER, json_integer
-from messages.records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
-from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
+from messages._absolute import resolve_at
+from messages._errors import ErrorCode, ScheduleInputError
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
+from messages._numbers import MAX_SAFE_INTEGER, json_integer
+from messages._records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
+from messages._text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
     "CREATE_ARGUMENT_KEYS",
@@ -139,7 +139,7 @@ def create_at_schedule_record(id: str, prompt: object, at: object, now_ms: objec
     """Build the record for "remind me at ``at``" under ``id``, judged at ``now_ms``.
 
     Checks, in order: ``prompt`` (as for ``after``) else ``invalid_prompt``; the
-    ``at`` value (see :func:`messages.absolute.resolve_at`: ``invalid_rule``,
+    ``at`` value (see :func:`messages._absolute.resolve_at`: ``invalid_rule``,
     ``invalid_time_zone``, ``time_out_of_range``) before anything uses the clock;
     ``now_ms`` not an integer (NaN, fraction, ``None``, bool) else
     ``time_out_of_range``; a target at or before ``now_ms`` else ``not_future``

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from messages.errors import ScheduleLogError
-from messages.fold import FoldedSchedules
-from messages.instant import format_instant
-from messages.occurrence import resolve_every_occurrence
-from messages.records import EveryRecord, OneShotRecord, ScheduleRecord
+from messages._errors import ScheduleLogError
+from messages._fold import FoldedSchedules
+from messages._instant import format_instant
+from messages._occurrence import resolve_every_occurrence
+from messages._records import EveryRecord, OneShotRecord, ScheduleRecord
 
 __all__ = [
     "MAX_TIMER_DELAY_MS",

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol
 
-from messages.errors import ScheduleLogError
-from messages.numbers import json_integer
-from messages.occurrence import advance_every_record
-from messages.records import (
+from messages._errors import ScheduleLogError
+from messages._numbers import json_integer
+from messages._occurrence import advance_every_record
+from messages._records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DeleteChange,

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from messages.tool_values import CreateSelector
+from messages._tool_values import CreateSelector
 
 __all__ = [
     "ActivationSettled",

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from messages.errors import ScheduleLogError
-from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
-from messages.records import EveryRecord
+from messages._errors import ScheduleLogError
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
+from messages._records import EveryRecord
 
 __all__ = ["advance_every_record", "every_occurrence_ms", "resolve_every_occurrence"]
 

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from messages.errors import ScheduleLogError
-from messages.fold import EventLike
-from messages.numbers import json_integer
-from messages.occurrence import advance_every_record, resolve_every_occurrence
-from messages.records import (
+from messages._errors import ScheduleLogError
+from messages._fold import EventLike
+from messages._numbers import json_integer
+from messages._occurrence import advance_every_record, resolve_every_occurrence
+from messages._records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DispatchChange,
@@ -20,7 +20,7 @@ from messages.records import (
     ScheduleChange,
     decode_schedule_change,
 )
-from messages.text import canonical_json, js_json_string
+from messages._text import canonical_json, js_json_string
 
 __all__ = [
     "REMINDER_BATCH_HEADER",

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
-from messages.errors import ScheduleLogError
-from messages.instant import parse_instant
-from messages.numbers import MAX_SAFE_INTEGER, json_integer
-from messages.text import has_lone_surrogate, is_ecma_trimmed
+from messages._errors import ScheduleLogError
+from messages._instant import parse_instant
+from messages._numbers import MAX_SAFE_INTEGER, json_integer
+from messages._text import has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
     "MAX_EVERY_SECONDS",

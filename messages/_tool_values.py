@@ -13,7 +13,7 @@ situation always renders the same bytes.
 
 Arguments may also be given as JSON text (the ``arguments`` string of an
 OpenAI-format tool call): a ``str`` is decoded once by
-:func:`messages.json_arguments.decode_json_arguments` (strict JSON, bounded
+:func:`messages._json_arguments.decode_json_arguments` (strict JSON, bounded
 length and nesting) and the value is then judged exactly like an object handed
 over directly. A text that cannot be decoded is ``invalid_selector``, like any
 other argument that is not an object.
@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeAlias
 
-from messages.absolute import LOCAL_AT_KEYS
-from messages.creation import (
+from messages._absolute import LOCAL_AT_KEYS
+from messages._creation import (
     CREATE_ARGUMENT_KEYS,
     SelectorKey,
     check_after_seconds,
@@ -44,16 +44,16 @@ from messages.creation import (
     create_every_schedule_record,
     create_selector,
 )
-from messages.errors import ErrorCode, ScheduleInputError
-from messages.json_arguments import (
+from messages._errors import ErrorCode, ScheduleInputError
+from messages._json_arguments import (
     MAX_JSON_ARGUMENTS_DEPTH,
     MAX_JSON_ARGUMENTS_LENGTH,
     JsonArgumentsError,
     decode_json_arguments,
 )
-from messages.numbers import MAX_SAFE_INTEGER, json_integer
-from messages.records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
-from messages.text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
+from messages._numbers import MAX_SAFE_INTEGER, json_integer
+from messages._records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
+from messages._text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
     "CREATE_KEYS",

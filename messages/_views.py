@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from messages.records import AfterRecord, EveryRecord, ScheduleRecord
+from messages._records import AfterRecord, EveryRecord, ScheduleRecord
 
 __all__ = ["DELIVERY_MODE", "schedule_view"]
 

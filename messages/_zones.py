@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from importlib import resources
 from zoneinfo import ZoneInfo
 
-from messages.errors import ErrorCode, ScheduleInputError
-from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._errors import ErrorCode, ScheduleInputError
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 
 __all__ = ["canonicalize_time_zone", "load_time_zone", "resolve_local_time", "time_zone_error"]
 

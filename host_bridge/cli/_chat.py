@@ -27,7 +27,10 @@ from typing import Any, TextIO
 
 import click
 
-from host_bridge.cli.common import (
+from actors.contract import wall_clock_ms
+from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge._tools import present_value
+from host_bridge.cli._common import (
     EXIT_FAILED,
     WRITE_STORE_EXIT,
     StoreUnavailable,
@@ -46,15 +49,13 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
-from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import StoreError
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.tools import present_value
-from messages import REMINDER_BATCH_HEADER, PresentedReminder, parse_reminder_framing
-from messages.instant import parse_instant
+from messages import PresentedReminder, parse_reminder_framing
+from messages._instant import parse_instant
+from messages._presentation import REMINDER_BATCH_HEADER
 
 __all__ = ["COMMANDS_HELP", "ChatShell", "chat_command"]
 

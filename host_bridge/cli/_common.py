@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 import click
 import pykka
 
+from actors.contract import Timers
+from host_bridge._plugin import SchedulePlugin
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
@@ -40,9 +42,7 @@ from host_bridge.embedded.sqlite_store import (
     check_write_lock,
 )
 from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
-from host_bridge.plugin import SchedulePlugin
-from host_bridge.protocols import Timers
-from messages.instant import format_instant
+from messages._instant import format_instant
 
 __all__ = [
     "EXIT_FAILED",

@@ -14,7 +14,7 @@ The run, on the real wall clock and the real timer thread:
 6. a new host opens the same store, resumes the first session with a new agent,
    and the overdue reminder is delivered once; the user asks for one more
    reminder and closes the chat;
-7. a ``serve`` host (:class:`host_bridge.cli.serve.Server`), which never had the
+7. a ``serve`` host (:class:`host_bridge.cli._serve.Server`), which never had the
    session open, wakes it when that reminder is due and presents it;
 8. both sessions' durable ``schedule/change`` records are printed and checked.
 
@@ -40,7 +40,11 @@ from typing import Any
 import click
 import pykka
 
-from host_bridge.cli.common import (
+from actors.clock import ThreadTimers, TimerHandle
+from actors.contract import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session, wall_clock_ms
+from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
+from host_bridge._tools import present_value
+from host_bridge.cli._common import (
     WRITE_STORE_EXIT,
     CommandFailed,
     StoreUnavailable,
@@ -60,15 +64,11 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
-from host_bridge.cli.serve import Presented, Server
-from host_bridge.clock import ThreadTimers, TimerHandle, wall_clock_ms
+from host_bridge.cli._serve import Presented, Server
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import StoreError
-from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
-from host_bridge.protocols import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session
-from host_bridge.tools import present_value
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     PresentedReminder,
@@ -78,8 +78,8 @@ from messages import (
     schedule_view,
     validate_schedule_stream,
 )
-from messages.instant import parse_instant
-from messages.zones import load_time_zone
+from messages._instant import parse_instant
+from messages._zones import load_time_zone
 
 __all__ = ["DemoTiming", "demo_command", "run_demo"]
 

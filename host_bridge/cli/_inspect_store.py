@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from host_bridge.cli.common import (
+from actors.contract import SessionEvent, wall_clock_ms
+from host_bridge.cli._common import (
     EXIT_FAILED,
     READ_STORE_EXIT,
     StoreUnavailable,
@@ -21,18 +22,16 @@ from host_bridge.cli.common import (
     show_text,
     visible,
 )
-from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
 from host_bridge.embedded.stores import StoreReader
-from host_bridge.protocols import SessionEvent
 from messages import (
-    DELIVERY_MODE,
     SCHEDULE_CHANGE_TYPE,
     ScheduleLogError,
     fold_schedule_events,
     schedule_reminder_presentation,
     schedule_view,
 )
+from messages._views import DELIVERY_MODE
 
 __all__ = ["describe_session", "inspect_command"]
 

@@ -6,7 +6,7 @@ import contextlib
 
 import click
 
-from host_bridge.cli.common import (
+from host_bridge.cli._common import (
     StoreUnavailable,
     allow_shared_store,
     allow_shared_store_option,

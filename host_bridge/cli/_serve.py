@@ -41,7 +41,9 @@ from types import FrameType
 
 import click
 
-from host_bridge.cli.common import (
+from actors.contract import Agent
+from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.cli._common import (
     WRITE_STORE_EXIT,
     allow_shared_store_option,
     close_host,
@@ -56,8 +58,6 @@ from host_bridge.cli.common import (
 )
 from host_bridge.embedded.agents import Turn, TurnInterrupted
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
-from host_bridge.protocols import Agent
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, schedule_reminder_presentation
 
 __all__ = [

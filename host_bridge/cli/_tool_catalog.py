@@ -6,8 +6,8 @@ import json
 
 import click
 
-from host_bridge.catalog import catalog_json, openai_tools
-from host_bridge.cli.common import exit_codes_help, location_options
+from host_bridge._catalog import catalog_json, openai_tools
+from host_bridge.cli._common import exit_codes_help, location_options
 
 __all__ = ["catalog_command"]
 
@@ -25,7 +25,7 @@ __all__ = ["catalog_command"]
         '          the same for strict mode ("strict": true): closed objects, every\n'
         "          property required, optional ones nullable, constraints in the\n"
         "          descriptions; pass the model's arguments through\n"
-        "          host_bridge.openai_strict.normalize_strict_arguments\n\n"
+        "          host_bridge._openai_strict.normalize_strict_arguments\n\n"
         + exit_codes_help((0, "the catalog was printed"), (2, "usage error"))
     ),
 )

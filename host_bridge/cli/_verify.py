@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import click
 
-from host_bridge.cli.common import (
+from host_bridge.cli._common import (
     EXIT_FAILED,
     READ_STORE_EXIT,
     StoreUnavailable,

@@ -1,7 +1,7 @@
 """A fake of the optional activation contract: cold sessions a test can wake and let go.
 
-:class:`FakeActivation` implements :class:`~host_bridge.protocols.SessionActivation`
-and :class:`~host_bridge.protocols.SessionPassivation` over a
+:class:`FakeActivation` implements :class:`~host_bridge.SessionActivation`
+and :class:`~host_bridge.SessionPassivation` over a
 :class:`~host_bridge.testing.FakeHost`. A test *stores* cold sessions (their
 events); their due time is the fold's earliest target, as a real host's due
 index says (or a wrong one the test gives, as a damaged index would say).
@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from host_bridge.protocols import Agent, DueSession, SessionEvent
-from host_bridge.testing.host import FakeHost
-from host_bridge.testing.sessions import FakeSession
-from messages.errors import ScheduleLogError
-from messages.fold import fold_schedule_events
+from actors.contract import Agent, DueSession, SessionEvent
+from host_bridge.testing._host import FakeHost
+from host_bridge.testing._sessions import FakeSession
+from messages._errors import ScheduleLogError
+from messages._fold import fold_schedule_events
 
 __all__ = ["FakeActivation"]
 

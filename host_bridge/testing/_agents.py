@@ -8,8 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
-from host_bridge.protocols import Agent, AgentStatus, Session, UserMessage
-from host_bridge.testing.journal import Journal
+from actors.contract import Agent, AgentStatus, Session, UserMessage
+from host_bridge.testing._journal import Journal
 
 __all__ = ["FakeAgent", "StatusSink"]
 

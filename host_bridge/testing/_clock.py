@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from host_bridge.testing.journal import Journal
+from host_bridge.testing._journal import Journal
 
 __all__ = ["DEFAULT_START_MS", "FakeClock", "FakeTimerHandle", "FakeTimers"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from host_bridge.protocols import Session, UserMessage
-from messages.fold import EventLike
-from messages.presentation import parse_reminder_framing, schedule_reminder_presentation
-from messages.records import SCHEDULE_CHANGE_TYPE, DispatchChange, decode_schedule_change
+from actors.contract import Session, UserMessage
+from messages._fold import EventLike
+from messages._presentation import parse_reminder_framing, schedule_reminder_presentation
+from messages._records import SCHEDULE_CHANGE_TYPE, DispatchChange, decode_schedule_change
 
 __all__ = ["Dispatch", "assert_delivered_once", "dispatches", "reminder_mentions"]
 
@@ -61,8 +61,8 @@ def dispatches(log: Session | Sequence[EventLike]) -> list[Dispatch]:
     ``log`` is a ``Session`` (its ``events``; a fork's inherited prefix before
     ``header.seed_length`` is skipped: those dispatches were delivered to the
     parent) or a sequence of events whose ``seq`` equals its index. Built on
-    :func:`~messages.records.decode_schedule_change` and
-    :func:`~messages.presentation.schedule_reminder_presentation`; a malformed
+    :func:`~messages._records.decode_schedule_change` and
+    :func:`~messages._presentation.schedule_reminder_presentation`; a malformed
     ``schedule/change`` raises ``ScheduleLogError``.
     """
     events, seed = _events(log)
@@ -93,7 +93,7 @@ def reminder_mentions(message: UserMessage | str) -> tuple[tuple[str, str], ...]
 
     One pair for a one-shot framing, one per member for a batch of ``every``
     reminders, none for any other text (or a framing that does not parse; see
-    :func:`~messages.presentation.parse_reminder_framing`).
+    :func:`~messages._presentation.parse_reminder_framing`).
     """
     return tuple(
         (reminder.schedule_id, reminder.occurrence_at)

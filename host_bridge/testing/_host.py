@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from actors.contract import HostContext, SessionEvent
 from host_bridge.embedded.tools import ScopedToolRegistry
-from host_bridge.protocols import HostContext, SessionEvent
-from host_bridge.testing.agents import FakeAgent
-from host_bridge.testing.clock import DEFAULT_START_MS, FakeClock, FakeTimers
-from host_bridge.testing.journal import Journal
-from host_bridge.testing.registry import FakeAgentRegistry
-from host_bridge.testing.sessions import FakeSession, FakeSessionStore
-from host_bridge.testing.settle import settle
+from host_bridge.testing._agents import FakeAgent
+from host_bridge.testing._clock import DEFAULT_START_MS, FakeClock, FakeTimers
+from host_bridge.testing._journal import Journal
+from host_bridge.testing._registry import FakeAgentRegistry
+from host_bridge.testing._sessions import FakeSession, FakeSessionStore
+from host_bridge.testing._settle import settle
 
 if TYPE_CHECKING:
-    from host_bridge.plugin import SchedulePlugin
+    from host_bridge._plugin import SchedulePlugin
 
 __all__ = ["FakeHost", "FakePersistence"]
 
@@ -99,7 +99,7 @@ class FakeHost:
         owner's start-up settled; :func:`~host_bridge.testing.settle_host` and
         :meth:`dispose_plugins` find the plugin here.
         """
-        from host_bridge.plugin import install_schedule
+        from host_bridge._plugin import install_schedule
 
         plugin = install_schedule(self.context(), **options)
         self.plugins.append(plugin)

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from host_bridge._plugin import SchedulePlugin
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.plugin import SchedulePlugin
-    from host_bridge.testing.clock import FakeClock
-    from host_bridge.testing.host import FakeHost
+    from host_bridge.testing._clock import FakeClock
+    from host_bridge.testing._host import FakeHost
 
 __all__ = ["embedded_host", "embedded_plugin", "fake_clock", "fake_host"]
 
@@ -41,7 +41,7 @@ TEARDOWN_TIMEOUT = 10.0
 @pytest.fixture
 def fake_clock() -> FakeClock:
     """A fake wall clock that moves only when the test moves it."""
-    from host_bridge.testing.clock import FakeClock
+    from host_bridge.testing._clock import FakeClock
 
     return FakeClock()
 
@@ -49,7 +49,7 @@ def fake_clock() -> FakeClock:
 @pytest.fixture
 def fake_host(fake_clock: FakeClock) -> Iterator[FakeHost]:
     """A FakeHost on ``fake_clock`` with Schedule installed (``fake_host.plugin``)."""
-    from host_bridge.testing.host import FakeHost
+    from host_bridge.testing._host import FakeHost
 
     host = FakeHost(clock=fake_clock)
     host.install_schedule()
@@ -61,7 +61,7 @@ def fake_host(fake_clock: FakeClock) -> Iterator[FakeHost]:
 def embedded_host(tmp_path: Path, fake_clock: FakeClock) -> Iterator[EmbeddedHost]:
     """An EmbeddedHost on SQLite in ``tmp_path``, on fake time (``embedded_host.timers``)."""
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.testing.clock import FakeTimers
+    from host_bridge.testing._clock import FakeTimers
 
     host = EmbeddedHost(tmp_path / "dsh-schedule", clock=fake_clock, timers=FakeTimers(fake_clock))
     yield host
@@ -71,7 +71,7 @@ def embedded_host(tmp_path: Path, fake_clock: FakeClock) -> Iterator[EmbeddedHos
 @pytest.fixture
 def embedded_plugin(embedded_host: EmbeddedHost) -> Iterator[SchedulePlugin]:
     """Schedule installed on ``embedded_host`` (on its runtime); disposed before the host closes."""
-    from host_bridge.plugin import install_schedule
+    from host_bridge._plugin import install_schedule
 
     plugin = install_schedule(embedded_host.context(), runtime=embedded_host.runtime)
     yield plugin

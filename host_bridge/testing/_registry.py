@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
-from host_bridge.protocols import Agent, AgentStatus, Session
-from host_bridge.testing.agents import FakeAgent
-from host_bridge.testing.journal import Journal
+from actors.contract import Agent, AgentStatus, Session
+from host_bridge.testing._agents import FakeAgent
+from host_bridge.testing._journal import Journal
 
 __all__ = ["FakeAgentRegistry"]
 

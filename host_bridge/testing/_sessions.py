@@ -10,16 +10,16 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias
 
-from host_bridge.clock import wall_clock_ms
-from host_bridge.eventlog import EventLog, LogBackedSession
-from host_bridge.protocols import (
+from actors.contract import (
     AppendGuard,
     Session,
     SessionDetachedError,
     SessionEvent,
     SessionHeader,
+    wall_clock_ms,
 )
-from host_bridge.testing.journal import Journal
+from host_bridge._eventlog import EventLog, LogBackedSession
+from host_bridge.testing._journal import Journal
 
 __all__ = [
     "PENDING",
@@ -97,7 +97,7 @@ def _seed(events: Iterable[SessionEvent | tuple[str, Any]]) -> list[SessionEvent
 
 
 class FakeSession(LogBackedSession):
-    """An in-memory ``Session`` backed by an :class:`~host_bridge.eventlog.EventLog`.
+    """An in-memory ``Session`` backed by an :class:`~host_bridge._eventlog.EventLog`.
 
     ``seed_events`` pre-fill the log (``SessionEvent`` values or ``(type, data)``
     pairs; ``seq`` is renumbered to the index). ``seed_length`` and

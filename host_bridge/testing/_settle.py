@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from actors.contract import Agent, AgentRegistry
 from actors.runtime import wait_for
-from host_bridge.protocols import Agent, AgentRegistry
-from host_bridge.testing.agents import FakeAgent
-from host_bridge.testing.sessions import FakeSessionStore
-from messages.mailbox import Ping
+from host_bridge.testing._agents import FakeAgent
+from host_bridge.testing._sessions import FakeSessionStore
+from messages._mailbox import Ping
 
 if TYPE_CHECKING:
-    from host_bridge.plugin import SchedulePlugin
+    from host_bridge._plugin import SchedulePlugin
 
 __all__ = ["settle", "settle_all", "settle_host"]
 
@@ -47,7 +47,7 @@ def settle(
 ) -> None:
     """Return once ``actor_ref`` has no queued or in-progress work.
 
-    Repeatedly asks :class:`~messages.mailbox.Ping` (every
+    Repeatedly asks :class:`~messages._mailbox.Ping` (every
     :class:`actors.base.MailboxActor` answers it) until, right after a reply,
     the inbox is empty and nothing but that ping was put in it since the round
     began; so messages the actor posts to itself are drained too. A dead actor
