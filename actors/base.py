@@ -7,7 +7,7 @@ from typing import Any
 
 import pykka
 
-from messages.mailbox import Ping
+from messages._mailbox import Ping
 
 __all__ = ["MailboxActor"]
 

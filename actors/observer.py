@@ -22,8 +22,8 @@ import logging
 from collections.abc import Mapping
 from typing import Literal, Protocol
 
-from messages.delivery import DeliverBatch, DeliverNow
-from messages.tool_values import Operation, ToolError
+from messages._delivery import DeliverBatch, DeliverNow
+from messages._tool_values import Operation, ToolError
 
 __all__ = [
     "NO_OBSERVER",

@@ -98,10 +98,15 @@ from actors.observer import (
 )
 from actors.status_box import OwnerStatusBox
 from actors.teardown import TeardownGate
-from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
-from messages.errors import ScheduleInputError, ScheduleLogError
-from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
-from messages.mailbox import (
+from messages._delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
+from messages._errors import ScheduleInputError, ScheduleLogError
+from messages._fold import (
+    FoldedSchedules,
+    allocate_schedule_id,
+    continue_fold,
+    fold_schedule_events,
+)
+from messages._mailbox import (
     AgentIdle,
     BarrierSettled,
     ClockJumped,
@@ -118,20 +123,20 @@ from messages.mailbox import (
     TimerFired,
     ToolRequest,
 )
-from messages.presentation import (
+from messages._presentation import (
     REMINDER_SOURCE,
     render_reminder_batch_framing,
     render_reminder_framing,
 )
-from messages.records import (
+from messages._records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DeleteChange,
     DispatchChange,
     ScheduleRecord,
 )
-from messages.status import OwnerState, OwnerStatus
-from messages.tool_values import (
+from messages._status import OwnerState, OwnerStatus
+from messages._tool_values import (
     MAX_ACTIVE_SCHEDULES,
     Operation,
     ToolError,
@@ -144,7 +149,7 @@ from messages.tool_values import (
     not_found_value,
     persistence_uncertain,
 )
-from messages.views import schedule_view
+from messages._views import schedule_view
 
 __all__ = ["OwnerStatusBox", "OwnerSupervisor", "ScheduleOwner"]
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 
 from actors.base import MailboxActor
 from actors.contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
-from messages.mailbox import AppendEvent, DetachSession, FlushSession
+from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
     "AppendGuard",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from actors.waiting import Wake, make_wake
-from messages.status import OwnerStatus
+from messages._status import OwnerStatus
 
 __all__ = ["OwnerStatusBox", "StatusBox"]
 

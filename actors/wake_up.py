@@ -53,8 +53,8 @@ from actors.wake_policy import (
     WakeUpBoard,
     WakeUpStatus,
 )
-from messages.fold import fold_schedule_events
-from messages.mailbox import (
+from messages._fold import fold_schedule_events
+from messages._mailbox import (
     ActivationSettled,
     AgentActivity,
     AgentGone,

@@ -1,6 +1,6 @@
 """A ``serve`` host that stops dead at a chosen point, so a test can SIGKILL it there.
 
-``python -m bench._serve_child DATA_DIR MODE`` runs :class:`host_bridge.cli.serve.Server`
+``python -m bench._serve_child DATA_DIR MODE`` runs :class:`host_bridge.cli._serve.Server`
 on ``DATA_DIR`` and prints ``PAUSED <mode>`` when it reaches:
 
 * ``commit``: the store's writer, just before the ``COMMIT`` of the round that
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from host_bridge.cli.serve import Presented, Server
-from host_bridge.plugin import WakePolicy
-from messages.records import SCHEDULE_CHANGE_TYPE
+from host_bridge._plugin import WakePolicy
+from host_bridge.cli._serve import Presented, Server
+from messages._records import SCHEDULE_CHANGE_TYPE
 
 _NEVER = threading.Event()
 

@@ -56,13 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import RuntimeName, get_runtime
-from host_bridge.clock import wall_clock_ms
+from host_bridge import ToolResult, UserMessage, wall_clock_ms
+from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import ToolResult, UserMessage
-from messages.instant import format_instant
-from messages.mailbox import RequestDrive
+from messages._instant import format_instant
+from messages._mailbox import RequestDrive
 
 AFTER_SECONDS = 3600
 """``after_seconds`` of every reminder (the clock is shifted before the burst)."""

@@ -52,6 +52,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from bench._common import (
     TOOL_TIMEOUT_S,
     BenchError,
@@ -68,11 +69,10 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge.clock import wall_clock_ms
+from host_bridge import UserMessage, wall_clock_ms
+from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import install_schedule
-from host_bridge.protocols import DEFAULT_CLOCK_STEP_CONFIRM_MS, UserMessage
 from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 
 NAME = "clock_faults"
@@ -121,7 +121,7 @@ class ShiftableClock:
 def _caller_module() -> str | None:
     """Who reads the clock, directly or through the plugin's steady clock."""
     frame: FrameType | None = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__") == "host_bridge.steady_clock":
+    while frame is not None and frame.f_globals.get("__name__") == "host_bridge._steady_clock":
         frame = frame.f_back
     return None if frame is None else frame.f_globals.get("__name__")
 

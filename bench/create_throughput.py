@@ -58,7 +58,7 @@ from bench._common import (
 )
 from bench._counts import CallCounter, Counters
 from bench.store_commit_rate import raw_fsync_rate, sqlite_commit_rate
-from messages.tool_values import MAX_ACTIVE_SCHEDULES
+from messages._tool_values import MAX_ACTIVE_SCHEDULES
 
 NAME = "create_throughput"
 

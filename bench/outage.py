@@ -42,6 +42,7 @@ from bench._common import (
     print_machine,
     write_results,
 )
+from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
@@ -52,7 +53,6 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
-from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 

@@ -1,6 +1,6 @@
 """``serve``'s memory over a soak: waves of cold reminders, resident memory after each wave.
 
-One :class:`host_bridge.cli.serve.Server` (the class ``dsh-schedule serve``
+One :class:`host_bridge.cli._serve.Server` (the class ``dsh-schedule serve``
 runs) serves a real SQLite store. Each wave stores ``--per-wave`` new closed
 sessions through the store API, each with one ``at`` reminder already due
 (with a prompt of ``--prompt-bytes``), waits until the server presented all
@@ -52,13 +52,12 @@ from bench._common import (
     write_results,
 )
 from bench.soak import rss_bytes
-from host_bridge.cli.serve import Presented, Server
-from host_bridge.clock import wall_clock_ms
+from host_bridge import SessionEvent, SessionHeader, wall_clock_ms
+from host_bridge._plugin import WakePolicy
+from host_bridge.cli._serve import Presented, Server
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.plugin import WakePolicy
-from host_bridge.protocols import SessionEvent, SessionHeader
 
 GROWTH_TARGET_BYTES = 64
 """Resident growth per reminder after the first wave that still counts as flat."""

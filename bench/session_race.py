@@ -119,11 +119,11 @@ def _child_main(argv: Sequence[str]) -> None:
     watchdog.daemon = True
     watchdog.start()
 
-    from host_bridge.cli.common import settle
+    from host_bridge._plugin import install_schedule
+    from host_bridge.cli._common import settle
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sessions import SessionError
     from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
-    from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
     timers: FakeTimers | None = None
@@ -358,8 +358,8 @@ class _Child:
 
 def _seed(store: str, data: Path, session: str, clock_ms: int) -> None:
     """Make ``session`` with one reminder due one hour after ``clock_ms``."""
+    from host_bridge._plugin import install_schedule
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
     clock = FakeClock(clock_ms)

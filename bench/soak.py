@@ -50,11 +50,11 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import pykka
 
 from bench._common import data_root
+from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers
 from messages import (
     SCHEDULE_CHANGE_TYPE,

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 
-from host_bridge.schemas import TOOL_SPECS
+from host_bridge._schemas import TOOL_SPECS
 
 _BY_OPERATION = {"create": "schedule_create", "list": "schedule_list", "delete": "schedule_delete"}
 

@@ -2,7 +2,7 @@
 
 The host has its own objects: a pykka actor per session that owns the log and a
 JSON-lines file, a pykka actor per agent that runs its turns, and a plain tool
-table. Thin adapters give Schedule the shapes of ``host_bridge.protocols``:
+table. Thin adapters give Schedule the shapes of the host contract (``host_bridge``):
 
 =====================  ================================================
 protocol               adapter here
@@ -12,7 +12,7 @@ protocol               adapter here
 ``Agent``              :class:`PykkaAgent` (turns run on a :class:`TurnActor`)
 ``AgentRegistry``      :class:`PykkaAgentRegistry`
 ``ToolRegistry``       :class:`PykkaToolRegistry`
-``Timers``             ``host_bridge.clock.ThreadTimers``
+``Timers``             ``host_bridge.ThreadTimers``
 =====================  ================================================
 
 Run it::
@@ -45,21 +45,23 @@ import pykka
 
 from host_bridge import (
     Agent,
+    AgentStatus,
     HostContext,
     Session,
     SessionEvent,
     SessionHeader,
     TextBlock,
+    ThreadTimers,
     ToolCall,
     ToolDefinition,
     ToolResult,
     TurnAdmission,
     UserMessage,
+    failed,
+    from_pykka,
     install_schedule,
+    wall_clock_ms,
 )
-from host_bridge.clock import ThreadTimers, wall_clock_ms
-from host_bridge.futures import failed, from_pykka
-from host_bridge.protocols import AgentStatus
 
 # --- sessions ----------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from host_bridge.cli.chat import chat_command
-from host_bridge.cli.common import (
+from host_bridge.cli._chat import chat_command
+from host_bridge.cli._common import (
     EXIT_USAGE,
     InternalError,
     StoreUnavailable,
@@ -21,12 +21,12 @@ from host_bridge.cli.common import (
     location_options,
     shared_store_refused,
 )
-from host_bridge.cli.demo import demo_command
-from host_bridge.cli.inspect_store import inspect_command
-from host_bridge.cli.reindex import reindex_command
-from host_bridge.cli.serve import serve_command
-from host_bridge.cli.tool_catalog import catalog_command
-from host_bridge.cli.verify import verify_command
+from host_bridge.cli._demo import demo_command
+from host_bridge.cli._inspect_store import inspect_command
+from host_bridge.cli._reindex import reindex_command
+from host_bridge.cli._serve import serve_command
+from host_bridge.cli._tool_catalog import catalog_command
+from host_bridge.cli._verify import verify_command
 from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.sqlite_store import SharedStoreError, StoreError
 

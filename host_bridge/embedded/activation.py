@@ -40,15 +40,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
+from actors.contract import Agent, DueSession
 from actors.runtime import run_blocking
+from host_bridge._futures import chain
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.due_index import index_problem, project_session
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore, SessionError
 from host_bridge.embedded.store_errors import StoreError
 from host_bridge.embedded.store_rows import show_id
-from host_bridge.futures import chain
-from host_bridge.protocols import Agent, DueSession
 
 __all__ = ["FILTER_WINDOW", "INDEX_AUDIT_MS", "ActivatedHost", "EmbeddedActivation"]
 

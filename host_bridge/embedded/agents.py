@@ -39,9 +39,18 @@ from typing import Any, overload
 import pykka
 
 from actors.base import MailboxActor
-from actors.contract import SessionDetachedError
+from actors.contract import (
+    Agent,
+    AgentStatus,
+    Cancellable,
+    SessionDetachedError,
+    TextBlock,
+    Timers,
+    ToolResult,
+    UserMessage,
+)
 from actors.runtime import RuntimeSpec, get_runtime
-from host_bridge.admission import TurnAdmission
+from host_bridge._admission import TurnAdmission
 from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -52,16 +61,7 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.embedded.tools import ScopedToolRegistry
-from host_bridge.protocols import (
-    Agent,
-    AgentStatus,
-    Cancellable,
-    TextBlock,
-    Timers,
-    ToolResult,
-    UserMessage,
-)
-from messages.mailbox import RunTurn
+from messages._mailbox import RunTurn
 
 __all__ = [
     "AgentDisposedError",

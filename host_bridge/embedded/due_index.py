@@ -47,11 +47,11 @@ from host_bridge.embedded.inbox import (
     completed_entry,
     message_of,
 )
-from messages.errors import ScheduleLogError
-from messages.fold import FoldedSchedules, check_schedule_candidate
-from messages.instant import format_instant
-from messages.presentation import REMINDER_SOURCE
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._errors import ScheduleLogError
+from messages._fold import FoldedSchedules, check_schedule_candidate
+from messages._instant import format_instant
+from messages._presentation import REMINDER_SOURCE
+from messages._records import SCHEDULE_CHANGE_TYPE
 
 __all__ = [
     "DEFAULT_CACHE_SESSIONS",

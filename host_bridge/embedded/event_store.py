@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
+from actors.contract import SessionEvent, SessionHeader
 from host_bridge.embedded.due_index import DueEntry, DueProjector, IndexPlan
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,
@@ -80,7 +81,6 @@ from host_bridge.embedded.store_rows import (
     settle_all,
     show_id,
 )
-from host_bridge.protocols import SessionEvent, SessionHeader
 
 __all__ = [
     "AUTO_WRITE_BYTES",

@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from actors.clock import ThreadTimers
+from actors.contract import HostContext, Timers, wall_clock_ms
 from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
-from host_bridge.clock import ThreadTimers, wall_clock_ms
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.event_store import EventStore
@@ -19,7 +20,6 @@ from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
 from host_bridge.embedded.stores import open_store
 from host_bridge.embedded.tools import ScopedToolRegistry
-from host_bridge.protocols import HostContext, Timers
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "EmbeddedHost"]
 

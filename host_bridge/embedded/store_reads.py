@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+from actors.contract import SessionHeader
 from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_rows import (
     StoredSession,
@@ -27,7 +28,6 @@ from host_bridge.embedded.store_rows import (
     decode_session,
     is_storable_id,
 )
-from host_bridge.protocols import SessionHeader
 
 __all__ = ["ReadQueries", "SessionReads", "StoreReadsBase"]
 

@@ -15,6 +15,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from actors.contract import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
 from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_errors import (
@@ -23,7 +24,6 @@ from host_bridge.embedded.store_errors import (
     StoreError,
     StoreWriteError,
 )
-from host_bridge.protocols import SessionEvent, SessionHeader
 
 __all__ = [
     "INT64_MAX",

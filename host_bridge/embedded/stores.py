@@ -12,8 +12,8 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
 if TYPE_CHECKING:
+    from actors.contract import SessionHeader
     from host_bridge.embedded.store_rows import StoredSession
-    from host_bridge.protocols import SessionHeader
 
 __all__ = ["StoreReader", "is_postgres_url", "open_store"]
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from actors.contract import Agent, ToolCall, ToolDefinition, ToolResult
 from actors.runtime import wait_for
-from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 
 __all__ = ["ScopedToolRegistry", "ToolConflictError"]
 

@@ -50,6 +50,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from host_bridge import SessionEvent, SessionHeader
 from host_bridge.cli import cli
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
@@ -58,7 +59,6 @@ from host_bridge.embedded.sqlite_store import (
     SCHEMA_VERSION,
     StoreCorruptError,
 )
-from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import (
     REPO,
     Run,
@@ -864,7 +864,7 @@ def test_catalog_uses_no_store_so_no_bad_store_stops_it(built: dict[str, Path], 
 _STUCK_DISK = textwrap.dedent(
     """
     import dataclasses, sys, threading
-    import host_bridge.cli.common as common
+    import host_bridge.cli._common as common
     from host_bridge.cli import main
     from host_bridge.embedded.host import EmbeddedHost
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from host_bridge.catalog import catalog_value, openai_tools
+from host_bridge._catalog import catalog_value, openai_tools
 from tests.cli.helpers import REPO, run_cli
 
 NAMES = ["schedule_create", "schedule_list", "schedule_delete"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from host_bridge.clock import wall_clock_ms
+from host_bridge import wall_clock_ms
 from host_bridge.embedded.paths import store_path
 from messages import format_instant
 from tests.changes import reopened_changes

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from messages.text import canonical_json
+from messages._text import canonical_json
 from tests.cli.helpers import REPO
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from host_bridge.clock import wall_clock_ms
+from host_bridge import wall_clock_ms
 from host_bridge.embedded.paths import store_path
 from messages import (
     CreateChange,

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from host_bridge.cli.common import STORE_ENV
+from host_bridge.cli._common import STORE_ENV
 from tests.cli.helpers import REPO, STORE_COMMANDS, Proc, Run, run_cli
 
 SECRET = "Hunter2-" + uuid.uuid4().hex[:8]

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from pytest_mock import MockerFixture
 
-from host_bridge.cli.serve import Server, WarningsOnStderr
-from host_bridge.clock import wall_clock_ms
+from host_bridge import wall_clock_ms
+from host_bridge.cli._serve import Server, WarningsOnStderr
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from host_bridge.embedded.inbox import INBOX_EVENT
 from host_bridge.embedded.paths import store_path
-from messages.instant import format_instant
-from messages.presentation import REMINDER_SOURCE
+from messages._instant import format_instant
+from messages._presentation import REMINDER_SOURCE
 from tests.cli.helpers import create, delete, dispatch, message, run_cli, write_session
 
 NOW = 1_800_000_000_000

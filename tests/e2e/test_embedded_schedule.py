@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import Runtime
-from host_bridge.clock import wall_clock_ms
+from host_bridge import wall_clock_ms
+from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
-from messages.instant import format_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._instant import format_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.changes import change_of, reopened
 from tests.e2e.helpers import ScriptedModel
 from tests.schema_check import checked
@@ -76,7 +76,7 @@ _WRITER = textwrap.dedent(
     """
     import json, os, sys
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.plugin import install_schedule
+    from host_bridge._plugin import install_schedule
 
     host = EmbeddedHost(sys.argv[1], runtime=sys.argv[2])
     plugin = install_schedule(host.context(), runtime=sys.argv[2])

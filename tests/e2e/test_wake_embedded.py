@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from actors.runtime import Runtime
+from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from tests.changes import reopened_changes
 

@@ -17,9 +17,9 @@ import pytest
 
 from actors.base import MailboxActor
 from host_bridge import AdmissionClosedError, TurnAdmission
-from host_bridge.admission import AgentStatus
+from host_bridge._admission import AgentStatus
 from host_bridge.testing import settle
-from messages.mailbox import RunTurn
+from messages._mailbox import RunTurn
 
 TIMEOUT = 5.0
 
@@ -253,7 +253,7 @@ def test_a_ready_check_that_raises_counts_as_not_ready(caplog: pytest.LogCapture
         raise ValueError("broken gate")
 
     rig = Rig(ready=ready)
-    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge.admission"):
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge._admission"):
         rig.admission.followup("m")
     assert rig.started == []
     assert "ready check" in caplog.text
@@ -326,7 +326,7 @@ def test_a_failing_status_listener_is_logged_and_turns_go_on(
         raise RuntimeError("listener bug")
 
     admission: TurnAdmission[str] = TurnAdmission(started.append, listener)
-    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge.admission"):
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge._admission"):
         admission.followup("m")
         admission.turn_finished()
     assert started == ["m"]
@@ -345,7 +345,7 @@ def test_a_start_turn_that_raises_drops_the_message_and_the_agent_goes_on(
 
     rig.on_start = on_start
     idle = rig.admission.when_idle()
-    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge.admission"):
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge._admission"):
         rig.admission.followup("broken")
     assert "could not be started" in caplog.text
     assert not rig.admission.running and rig.admission.queued == ()

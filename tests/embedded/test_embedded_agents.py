@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from host_bridge import Agent, TextBlock, ToolCall, ToolDefinition, ToolResult, UserMessage
+from host_bridge._futures import resolved
 from host_bridge.embedded.agents import (
     AgentDisposedError,
     EmbeddedAgent,
@@ -23,15 +25,6 @@ from host_bridge.embedded.agents import (
     TurnRecord,
 )
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.futures import resolved
-from host_bridge.protocols import (
-    Agent,
-    TextBlock,
-    ToolCall,
-    ToolDefinition,
-    ToolResult,
-    UserMessage,
-)
 from host_bridge.testing import FakeClock, settle
 
 TIMEOUT = 5.0

@@ -13,9 +13,9 @@ from typing import Any
 import pykka
 import pytest
 
-from host_bridge.clock import ThreadTimers, default_timers, wall_clock_ms
-from host_bridge.futures import chain, failed, from_pykka, resolved
-from host_bridge.protocols import Cancellable, Timers
+from actors.clock import default_timers
+from host_bridge import Cancellable, ThreadTimers, Timers, wall_clock_ms
+from host_bridge._futures import chain, failed, from_pykka, resolved
 
 TIMEOUT = 5.0
 

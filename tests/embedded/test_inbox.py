@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from host_bridge import SessionEvent, TextBlock, UserMessage
+from host_bridge._futures import resolved
+from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import (
     RETRY_FIRST_MS,
     RETRY_MAX_MS,
@@ -30,9 +33,6 @@ from host_bridge.embedded.inbox import (
     queued_data,
 )
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.futures import resolved
-from host_bridge.plugin import install_schedule
-from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE
 

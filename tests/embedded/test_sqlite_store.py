@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded import event_store, sqlite_store, store_rows
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
@@ -29,7 +30,6 @@ from host_bridge.embedded.sqlite_store import (
     StoreVersionError,
     StoreWriteError,
 )
-from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
 
@@ -517,7 +517,7 @@ def test_data_survives_a_process_that_exits_without_closing(db: Path) -> None:
         import os, sys
         from host_bridge.embedded.codec import encode_payload
         from host_bridge.embedded.sqlite_store import SqliteEventStore
-        from host_bridge.protocols import SessionEvent, SessionHeader
+        from host_bridge import SessionEvent, SessionHeader
 
         store = SqliteEventStore(sys.argv[1])
         store.create_session(SessionHeader("proc", seed_length=None, parent_session=None))

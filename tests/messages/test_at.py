@@ -12,8 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
-    MAX_INSTANT_MS,
-    MIN_INSTANT_MS,
     AtRecord,
     ErrorCode,
     ScheduleInputError,
@@ -21,9 +19,10 @@ from messages import (
     create_at_schedule_record,
     format_instant,
     parse_instant,
-    resolve_at,
 )
-from messages.zones import load_time_zone, resolve_local_time
+from messages._absolute import resolve_at
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._zones import load_time_zone, resolve_local_time
 from tests.messages.helpers import AT_EXAMPLES, REFUSED_ZONE_NAMES, local
 
 NOW = "2026-08-05T12:00:00.000Z"

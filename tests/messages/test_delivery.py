@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from messages import (
-    MAX_INSTANT_MS,
     AfterRecord,
     AtRecord,
     EveryRecord,
@@ -15,7 +14,7 @@ from messages import (
     parse_instant,
     render_reminder_batch_framing,
 )
-from messages.delivery import (
+from messages._delivery import (
     MAX_TIMER_DELAY_MS,
     BatchMember,
     DeliverBatch,
@@ -24,6 +23,7 @@ from messages.delivery import (
     WaitFor,
     plan_delivery,
 )
+from messages._instant import MAX_INSTANT_MS
 from tests.messages.helpers import create, create_at, create_every, dispatch_every, log
 
 

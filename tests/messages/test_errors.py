@@ -14,7 +14,7 @@ from messages import (
     ScheduleInputError,
     ScheduleLogError,
 )
-from messages.tool_values import ErrorSituation, ToolError
+from messages._tool_values import ErrorSituation, ToolError
 
 
 def test_error_codes_are_the_closed_set_in_order() -> None:
@@ -75,7 +75,7 @@ def test_errors_survive_pickling(error: ScheduleError) -> None:
 
 
 def test_every_error_situation_has_a_fixed_message_and_every_message_a_situation() -> None:
-    from messages import tool_values
+    from messages import _tool_values as tool_values
 
     situations = set(get_args(ErrorSituation))
     assert situations == set(tool_values._MESSAGES)

@@ -13,28 +13,24 @@ import random
 import pytest
 
 from messages import (
-    MAX_EVERY_SECONDS,
-    MAX_INSTANT_MS,
-    MAX_SAFE_INTEGER,
-    MIN_EVERY_SECONDS,
-    MIN_INSTANT_MS,
     CreateChange,
     DispatchChange,
     ErrorCode,
     EveryRecord,
     ScheduleInputError,
     ScheduleLogError,
-    check_after_seconds,
-    check_every_seconds,
     create_every_schedule_record,
-    create_selector,
     fold_schedule_events,
     format_instant,
     parse_instant,
     resolve_every_occurrence,
     schedule_reminder_presentation,
 )
-from messages.delivery import DeliverBatch, WaitFor, plan_delivery
+from messages._creation import check_after_seconds, check_every_seconds, create_selector
+from messages._delivery import DeliverBatch, WaitFor, plan_delivery
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._numbers import MAX_SAFE_INTEGER
+from messages._records import MAX_EVERY_SECONDS, MIN_EVERY_SECONDS
 from tests.messages.helpers import Event, log
 
 T0 = parse_instant("2026-08-05T12:00:00.000Z")

@@ -19,13 +19,11 @@ from messages import (
     ScheduleLogError,
     ScheduleRecord,
     allocate_schedule_id,
-    apply_schedule_change,
-    check_schedule_candidate,
-    continue_fold,
     decode_schedule_change,
     fold_schedule_events,
     validate_schedule_stream,
 )
+from messages._fold import apply_schedule_change, check_schedule_candidate, continue_fold
 from tests.messages.helpers import (
     AT,
     CountingLog,

@@ -13,11 +13,10 @@ from messages import (
     AfterRecord,
     FoldedSchedules,
     ScheduleRecord,
-    apply_schedule_change,
-    continue_fold,
     decode_schedule_change,
     fold_schedule_events,
 )
+from messages._fold import apply_schedule_change, continue_fold
 from tests.messages.helpers import Event, create, delete, dispatch, log, other
 
 # Few distinct instants, so ties (broken by create order) are common.

@@ -7,8 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
-    REMINDER_BATCH_HEADER,
-    REMINDER_HEADER,
     AfterRecord,
     AtRecord,
     EveryRecord,
@@ -17,6 +15,7 @@ from messages import (
     render_reminder_batch_framing,
     render_reminder_framing,
 )
+from messages._presentation import REMINDER_BATCH_HEADER, REMINDER_HEADER
 from tests.messages.helpers import AT, instants
 
 T1 = "2026-08-05T12:15:00.000Z"

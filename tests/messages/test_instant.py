@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messages import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant, parse_instant
+from messages import format_instant, parse_instant
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 
 DAY = 86_400_000
 

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messages.errors import ErrorCode
-from messages.json_arguments import (
+from messages._errors import ErrorCode
+from messages._json_arguments import (
     MAX_INTEGER_DIGITS,
     MAX_JSON_ARGUMENTS_DEPTH,
     MAX_JSON_ARGUMENTS_LENGTH,
     JsonArgumentsError,
     decode_json_arguments,
 )
-from messages.tool_values import (
+from messages._tool_values import (
     AfterSelector,
     CreateInput,
     DeleteInput,

@@ -11,9 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
-    MAX_EVERY_SECONDS,
-    MAX_INSTANT_MS,
-    MIN_INSTANT_MS,
     AfterRecord,
     AtRecord,
     CreateChange,
@@ -25,14 +22,15 @@ from messages import (
     ScheduleLogError,
     ScheduleRecord,
     allocate_schedule_id,
-    check_schedule_candidate,
-    continue_fold,
     decode_schedule_change,
     fold_schedule_events,
     format_instant,
     parse_instant,
     validate_schedule_stream,
 )
+from messages._fold import check_schedule_candidate, continue_fold
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._records import MAX_EVERY_SECONDS
 from tests.messages.helpers import (
     AT,
     AT_MS,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from messages import MAX_SAFE_INTEGER, json_integer
+from messages._numbers import MAX_SAFE_INTEGER, json_integer
 
 
 def test_max_safe_integer_is_javascripts() -> None:

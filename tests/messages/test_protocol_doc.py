@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 
 from messages import (
-    ECMASCRIPT_WHITESPACE,
     ERROR_CODES,
     REMINDER_SOURCE,
-    SELECTOR_KEYS,
     AtRecord,
     CreateChange,
     DispatchChange,
@@ -32,7 +30,6 @@ from messages import (
     ScheduleLogError,
     ScheduleRecord,
     allocate_schedule_id,
-    canonical_json,
     canonicalize_time_zone,
     create_at_schedule_record,
     decode_schedule_change,
@@ -45,8 +42,10 @@ from messages import (
     schedule_reminder_presentation,
     schedule_view,
 )
-from messages.delivery import DeliverBatch, DeliverNow, plan_delivery
-from messages.tool_values import (
+from messages._creation import SELECTOR_KEYS
+from messages._delivery import DeliverBatch, DeliverNow, plan_delivery
+from messages._text import ECMASCRIPT_WHITESPACE, canonical_json
+from messages._tool_values import (
     CreateInput,
     ToolError,
     active_limit_error,

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 import messages
-from messages.zones import load_time_zone
+from messages._zones import load_time_zone
 
 _PACKAGE = Path(messages.__file__).parent
 

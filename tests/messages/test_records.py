@@ -13,9 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from messages import (
-    ECMASCRIPT_WHITESPACE,
-    MAX_INSTANT_MS,
-    MIN_INSTANT_MS,
     PROTOCOL_VERSION,
     SCHEDULE_CHANGE_TYPE,
     AfterRecord,
@@ -32,6 +29,8 @@ from messages import (
     encode_schedule_change,
     format_instant,
 )
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._text import ECMASCRIPT_WHITESPACE
 from tests.messages.helpers import AT, AT_MS, create, delete, dispatch
 
 WHITESPACE = sorted(ECMASCRIPT_WHITESPACE)

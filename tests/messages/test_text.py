@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messages import (
+from messages import ErrorCode
+from messages._text import (
     ECMASCRIPT_WHITESPACE,
-    ErrorCode,
     canonical_json,
     ecma_trim,
     has_lone_surrogate,

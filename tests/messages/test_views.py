@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from messages import (
-    DELIVERY_MODE,
-    AfterRecord,
-    AtRecord,
-    EveryRecord,
-    canonical_json,
-    schedule_view,
-)
+from messages import AfterRecord, AtRecord, EveryRecord, schedule_view
+from messages._text import canonical_json
+from messages._views import DELIVERY_MODE
 from tests.messages.helpers import AT, AT_MS
 
 RECORD = AfterRecord("schedule-1", "call mom", 60, AT)

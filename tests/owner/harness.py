@@ -11,9 +11,9 @@ import pykka
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from host_bridge.protocols import HostContext, SessionEvent
+from host_bridge import HostContext, SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
-from messages.mailbox import (
+from messages._mailbox import (
     CreateSchedule,
     DeleteSchedule,
     DisposeOwner,
@@ -21,8 +21,8 @@ from messages.mailbox import (
     RequestDrive,
     StartOwner,
 )
-from messages.status import OwnerStatus
-from messages.tool_values import AfterSelector, AtSelector, CreateSelector, EverySelector
+from messages._status import OwnerStatus
+from messages._tool_values import AfterSelector, AtSelector, CreateSelector, EverySelector
 from tests.changes import schedule_changes
 from tests.schema_check import checked
 

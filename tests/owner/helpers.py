@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from host_bridge.plugin import SchedulePlugin
+from host_bridge._plugin import SchedulePlugin
 from host_bridge.testing import FakeAgent, FakeHost, call_tool, settle
-from messages.text import canonical_json
+from messages._text import canonical_json
 from tests.schema_check import checked
 
 

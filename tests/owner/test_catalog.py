@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from host_bridge.catalog import catalog_json, catalog_markdown, main, openai_tools
-from host_bridge.schemas import TOOL_SPECS, ToolSpec
+from host_bridge._catalog import catalog_json, catalog_markdown, main, openai_tools
+from host_bridge._schemas import TOOL_SPECS, ToolSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

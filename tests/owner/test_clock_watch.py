@@ -15,17 +15,18 @@ from typing import Any
 
 import pytest
 
+from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
+from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from actors.runtime import Runtime
-from host_bridge.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
-from host_bridge.plugin import CompositionError, SchedulePlugin, install_schedule
-from host_bridge.protocols import DEFAULT_CLOCK_STEP_CONFIRM_MS, HostContext
-from host_bridge.steady_clock import SteadyClock
+from host_bridge import HostContext
+from host_bridge._plugin import CompositionError, SchedulePlugin, install_schedule
+from host_bridge._steady_clock import SteadyClock
+from host_bridge._watchdog import ClockWatchdog
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
-from host_bridge.watchdog import ClockWatchdog
-from messages.instant import format_instant, parse_instant
-from messages.mailbox import CreateSchedule, ListSchedules, RequestDrive
-from messages.records import SCHEDULE_CHANGE_TYPE
-from messages.tool_values import AfterSelector, EverySelector
+from messages._instant import format_instant, parse_instant
+from messages._mailbox import CreateSchedule, ListSchedules, RequestDrive
+from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._tool_values import AfterSelector, EverySelector
 from tests.schema_check import checked
 
 SECOND = 1000

@@ -10,10 +10,10 @@ from typing import Any, ClassVar, cast
 
 import pytest
 
-from host_bridge.checked_sessions import CheckedSessionStore
-from host_bridge.composition import CompositionError, compose, composition_problems
-from host_bridge.plugin import install_schedule
-from host_bridge.protocols import HostContext
+from host_bridge import HostContext
+from host_bridge._checked_sessions import CheckedSessionStore
+from host_bridge._composition import CompositionError, compose, composition_problems
+from host_bridge._plugin import install_schedule
 from host_bridge.testing import FakeHost
 
 
@@ -133,7 +133,7 @@ def test_missing_parts_timers_and_monotonic() -> None:
         "object that makes appends durable); Schedule never runs on a host without one",
         "HostContext.timers (Timers): missing call_later",
         "HostContext.monotonic must return whole milliseconds (an int) of the clock the timers "
-        "measure delays on, e.g. host_bridge.clock.monotonic_ms; it returned a float",
+        "measure delays on, e.g. host_bridge.monotonic_ms; it returned a float",
         "HostContext.clock_watch_ms must be a positive int of milliseconds (the clock "
         "watchdog's tick) or None; it is 0",
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from host_bridge.testing import PENDING, FakeSessionStore
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.harness import Harness
 
 MINUTE = 60_000

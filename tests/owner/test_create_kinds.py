@@ -16,9 +16,9 @@ import pytest
 
 from actors.runtime import Runtime
 from host_bridge.testing import PENDING, FakeClock, FakeHost
-from messages.instant import parse_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
-from messages.tool_values import AtSelector, EverySelector
+from messages._instant import parse_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._tool_values import AtSelector, EverySelector
 from tests.messages.helpers import AT_EXAMPLES, REFUSED_ZONE_NAMES, local
 from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
@@ -375,7 +375,7 @@ def test_in_queue_errors_read_the_clock_once_and_append_nothing(
 
 
 def _instant(ms: int) -> str:
-    from messages.instant import format_instant
+    from messages._instant import format_instant
 
     return format_instant(ms)
 

@@ -13,10 +13,10 @@ from pytest_mock import MockerFixture
 from actors.runtime import Runtime
 from actors.schedule_owner import BAD_CLOCK_RETRY_MS
 from host_bridge.testing import PENDING, FakeHost
-from messages.delivery import MAX_TIMER_DELAY_MS
-from messages.instant import format_instant
-from messages.presentation import REMINDER_SOURCE
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._delivery import MAX_TIMER_DELAY_MS
+from messages._instant import format_instant
+from messages._presentation import REMINDER_SOURCE
+from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.harness import DELIVERY_STEPS, Harness
 from tests.owner.helpers import one_shot
 

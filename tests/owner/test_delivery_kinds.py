@@ -14,10 +14,10 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge.plugin import install_schedule
+from host_bridge._plugin import install_schedule
 from host_bridge.testing import FakeHost, FakeSession, settle
-from messages.instant import MAX_INSTANT_MS, format_instant, parse_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._instant import MAX_INSTANT_MS, format_instant, parse_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.harness import DELIVERY_STEPS, Harness
 from tests.owner.helpers import Tools, batch, one_shot
 

@@ -1,7 +1,7 @@
 """A host's flush is adapted at run time; flushes that keep resolving False are reported.
 
 Schedule's owners use the host's ``SessionStore`` through the
-:class:`~host_bridge.composition.CheckedSessionStore` that ``install_schedule``
+:class:`~host_bridge._composition.CheckedSessionStore` that ``install_schedule``
 puts around it: a pykka future is adapted (on the test kit and on the embedded
 host, on both actor runtimes), anything else fails that flush with one logged
 error instead of faulting the owner, and a session whose flushes keep resolving
@@ -22,11 +22,11 @@ import pytest
 
 from actors.gevent import GeventFuture, GeventRuntime
 from actors.runtime import Runtime, get_runtime
-from host_bridge.checked_sessions import FlushMonitor
+from host_bridge import Session
+from host_bridge._checked_sessions import FlushMonitor
+from host_bridge._futures import resolved
+from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.futures import resolved
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import Session
 from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, settle_host
 from tests.e2e.helpers import ScriptedModel
 from tests.owner.helpers import Tools, error
@@ -190,7 +190,7 @@ def test_a_flush_that_returns_no_future_fails_with_one_logged_error(
         "HostContext.sessions (SessionStore): flush returned a "
         f"{type(returned).__name__}, not a concurrent.futures.Future[bool]"
     )
-    assert "host_bridge.futures.from_pykka" in record.getMessage()
+    assert "host_bridge._futures.from_pykka" in record.getMessage()
     (status,) = plugin.status().owners
     assert status.state == "running" and status.contained_failures == 0
 

@@ -16,10 +16,10 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import ToolCall, ToolResult
+from host_bridge import ToolCall, ToolResult
+from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import PENDING, FakeAgent, FakeHost
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.helpers import Tools
 
 CREATE = {"version": 1, "operation": "create"}
@@ -117,7 +117,7 @@ def test_a_failing_status_listener_is_contained(
 ) -> None:
     tools = installed(host, runtime)
     tools.call("schedule_create", {"prompt": "x", "after_seconds": 60})
-    mocker.patch("host_bridge.plugin._tell", side_effect=RuntimeError("mailbox gone"))
+    mocker.patch("host_bridge._plugin._tell", side_effect=RuntimeError("mailbox gone"))
     host.agents.notify_status(tools.agent, "idle")  # does not raise
     host.agents.notify_status(tools.agent, "running")
 

@@ -7,7 +7,7 @@ from pytest_mock import MockerFixture
 import actors.schedule_owner as owner_module
 from actors.runtime import Runtime
 from host_bridge.testing import FakeHost
-from messages.fold import fold_schedule_events
+from messages._fold import fold_schedule_events
 from tests.owner.harness import Harness
 
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from host_bridge.clock import wall_clock_ms
-from host_bridge.plugin import CompositionError, install_schedule
+from host_bridge import wall_clock_ms
+from host_bridge._plugin import CompositionError, install_schedule
 from host_bridge.testing import FakeHost, settle
-from messages.instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 
 
 def _broken() -> int:

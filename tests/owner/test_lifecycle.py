@@ -10,7 +10,7 @@ import pytest
 from pytest_mock import MockerFixture
 
 from host_bridge.testing import PENDING
-from messages.mailbox import ListSchedules, RequestDrive
+from messages._mailbox import ListSchedules, RequestDrive
 from tests.owner.harness import Harness
 
 

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 
 from actors.runtime import Runtime
-from host_bridge.catalog import catalog_value, openai_tools
-from host_bridge.openai_strict import normalize_strict_arguments, strict_parameters
-from host_bridge.plugin import install_schedule
-from host_bridge.schemas import TOOL_SPECS
+from host_bridge._catalog import catalog_value, openai_tools
+from host_bridge._openai_strict import normalize_strict_arguments, strict_parameters
+from host_bridge._plugin import install_schedule
+from host_bridge._schemas import TOOL_SPECS
 from host_bridge.testing import FakeHost
 from tests.owner.helpers import Tools, error
 

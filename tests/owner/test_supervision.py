@@ -15,14 +15,14 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import SessionEvent
-from host_bridge.supervision import RestartPolicy
+from host_bridge import SessionEvent
+from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge._supervision import RestartPolicy
 from host_bridge.testing import PENDING, FakeAgent, FakeClock, FakeHost, FakeSession, settle
-from messages.mailbox import CreateSchedule, ListSchedules, RequestDrive, RestartOwner
-from messages.records import SCHEDULE_CHANGE_TYPE
-from messages.status import OwnerStatus
-from messages.tool_values import AfterSelector
+from messages._mailbox import CreateSchedule, ListSchedules, RequestDrive, RestartOwner
+from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._status import OwnerStatus
+from messages._tool_values import AfterSelector
 from tests.schema_check import checked
 
 SECOND = 1000

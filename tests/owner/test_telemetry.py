@@ -30,12 +30,12 @@ from pytest_mock import MockerFixture
 import actors
 from actors.observer import OwnerObserver
 from actors.runtime import Runtime
-from host_bridge import telemetry as telemetry_module
-from host_bridge.plugin import install_schedule
-from host_bridge.telemetry import ScheduleTelemetry, sdk_configured
+from host_bridge import _telemetry as telemetry_module
+from host_bridge._plugin import install_schedule
+from host_bridge._telemetry import ScheduleTelemetry, sdk_configured
 from host_bridge.testing import PENDING, FakeClock, FakeHost
-from messages.mailbox import CreateSchedule
-from messages.tool_values import AfterSelector, AtSelector
+from messages._mailbox import CreateSchedule
+from messages._tool_values import AfterSelector, AtSelector
 from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 

@@ -10,11 +10,11 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge.plugin import install_schedule
-from host_bridge.protocols import ToolResult
+from host_bridge import ToolResult
+from host_bridge._plugin import install_schedule
+from host_bridge._tools import _ToolReply
 from host_bridge.testing import PENDING, FakeHost
-from host_bridge.tools import _ToolReply
-from messages.instant import MAX_INSTANT_MS
+from messages._instant import MAX_INSTANT_MS
 from tests.owner.helpers import Tools, error
 from tests.schema_check import checked
 
@@ -262,7 +262,7 @@ def test_tool_of_another_agent_is_refused_without_side_effects(tools: Tools) -> 
     other = tools.host.spawn_root("agent-2")
     tool = tools.host.tools.get("schedule_create", agent=tools.agent)
     assert tool is not None
-    from host_bridge.protocols import ToolCall
+    from host_bridge import ToolCall
 
     flushes = tools.host.sessions.flush_count
     result = tool.execute({"prompt": "x", "after_seconds": 5}, ToolCall("c1", other)).result(5)
@@ -288,7 +288,7 @@ def test_a_failed_reply_answers_the_fixed_internal_error_and_logs_the_exception(
     secret = "postgresql://u:S3cr3t@db/app?password=S3cr3t"
     failure = RuntimeError(f"connection to {secret} failed")
     reply = _ToolReply()
-    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge.tools"):
+    with caplog.at_level(logging.ERROR, logger="dsh_schedule.host_bridge._tools"):
         reply.set_exception(failure)
     message = "An internal error stopped the schedule operation."
     assert reply.result(timeout=0) == ToolResult(
@@ -297,7 +297,7 @@ def test_a_failed_reply_answers_the_fixed_internal_error_and_logs_the_exception(
         content=f'{{"code":"internal_error","message":"{message}"}}',
     )
     assert "S3cr3t" not in repr(reply.result(timeout=0))
-    (record,) = [r for r in caplog.records if r.name == "dsh_schedule.host_bridge.tools"]
+    (record,) = [r for r in caplog.records if r.name == "dsh_schedule.host_bridge._tools"]
     assert record.exc_info is not None and record.exc_info[1] is failure
 
 
@@ -339,6 +339,6 @@ def test_unreadable_log_is_internal_error(tools: Tools, mocker: MockerFixture) -
 
 
 def _instant(ms: int) -> str:
-    from messages.instant import format_instant
+    from messages._instant import format_instant
 
     return format_instant(ms)

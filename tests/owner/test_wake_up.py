@@ -17,12 +17,15 @@ from typing import Any
 import pykka
 import pytest
 
+from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from actors.runtime import Runtime
-from host_bridge.plugin import RestartPolicy, SchedulePlugin, WakePolicy, install_schedule
-from host_bridge.protocols import DEFAULT_CLOCK_STEP_CONFIRM_MS, Agent, HostContext
-from host_bridge.testing import DEFAULT_START_MS, FakeActivation, FakeAgent, FakeHost, settle_all
-from messages.instant import format_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
+from host_bridge import Agent, HostContext
+from host_bridge._plugin import RestartPolicy, SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.testing import FakeActivation, FakeAgent, FakeHost
+from host_bridge.testing._clock import DEFAULT_START_MS
+from host_bridge.testing._settle import settle_all
+from messages._instant import format_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
 
 START = DEFAULT_START_MS
 

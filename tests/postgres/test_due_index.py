@@ -20,7 +20,8 @@ from unittest import mock
 import pykka
 import pytest
 
-from host_bridge.cli.verify import REINDEX_HINT, verify_session
+from host_bridge import DueSession, SessionEvent, SessionHeader
+from host_bridge.cli._verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.due_index import DueEntry, IndexRow, project_session
 from host_bridge.embedded.event_store import EventStore
@@ -28,10 +29,9 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError, StoreWriteError
 from host_bridge.embedded.stores import open_store
-from host_bridge.protocols import DueSession, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, FakeTimers
-from messages.instant import format_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
+from messages._instant import format_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
 
 TIMEOUT = 20.0
 T0 = 1_800_000_000_000

@@ -16,7 +16,8 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from host_bridge.clock import wall_clock_ms  # noqa: E402
+from host_bridge import SessionHeader, wall_clock_ms  # noqa: E402
+from host_bridge._plugin import install_schedule  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
@@ -31,8 +32,6 @@ from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreVersionError,
     StoreWriteError,
 )
-from host_bridge.plugin import install_schedule  # noqa: E402
-from host_bridge.protocols import SessionHeader  # noqa: E402
 from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
 from tests.postgres.helpers import append, open_pg  # noqa: E402
 
@@ -213,7 +212,7 @@ _OWNER = textwrap.dedent(
     """
     import json, sys
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.plugin import install_schedule
+    from host_bridge._plugin import install_schedule
 
     host = EmbeddedHost(sys.argv[1], store=sys.argv[2])
     plugin = install_schedule(host.context())

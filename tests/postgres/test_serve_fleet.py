@@ -8,11 +8,10 @@ import signal
 import threading
 from pathlib import Path
 
-from host_bridge.clock import wall_clock_ms
+from host_bridge import SessionEvent, SessionHeader, wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.postgres_store import PostgresEventStore
-from host_bridge.protocols import SessionEvent, SessionHeader
-from messages.instant import format_instant
+from messages._instant import format_instant
 from tests.cli.helpers import EOF_LINE, TIMEOUT, Proc
 
 SOURCE = "tool-schedule"

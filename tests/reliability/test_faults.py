@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 
+from actors.contract import DEFAULT_FLUSH_TIMEOUT_MS
+from host_bridge import ToolResult
+from host_bridge._futures import resolved
 from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import StoreWriteError
-from host_bridge.futures import resolved
-from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
 from messages import SCHEDULE_CHANGE_TYPE
 from tests.changes import reopened, reopened_changes
@@ -170,7 +171,7 @@ _TINY_FS = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sqlite_store import SqliteEventStore
-    from host_bridge.plugin import install_schedule
+    from host_bridge._plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
     clock = FakeClock()
@@ -357,7 +358,7 @@ _TINY_FS_OUTAGE = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sqlite_store import StoreWriteError
-    from host_bridge.plugin import install_schedule
+    from host_bridge._plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers, settle
 
     out = {}
@@ -639,7 +640,7 @@ def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
 _SERVE_THROUGH_A_FULL_DISK = textwrap.dedent(
     """
     import queue, signal, threading, time
-    from host_bridge.clock import wall_clock_ms
+    from host_bridge import wall_clock_ms
     from tests.cli.helpers import create, write_session
 
     data = mount / "data"

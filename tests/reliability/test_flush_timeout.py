@@ -11,12 +11,12 @@ import dataclasses
 from concurrent.futures import Future
 from typing import Any
 
+from actors.contract import DEFAULT_FLUSH_TIMEOUT_MS
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS
 from host_bridge.testing import PENDING, FakeHost, settle
-from messages.mailbox import CreateSchedule, DisposeOwner, ListSchedules, StartOwner
-from messages.records import SCHEDULE_CHANGE_TYPE
-from messages.tool_values import AfterSelector
+from messages._mailbox import CreateSchedule, DisposeOwner, ListSchedules, StartOwner
+from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._tool_values import AfterSelector
 from tests.schema_check import checked
 
 HOUR_S = 3600

@@ -29,18 +29,17 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from host_bridge.cli.verify import verify_command, verify_session
+from host_bridge import SessionEvent, ToolResult
+from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge.cli._verify import verify_command, verify_session
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.due_index import project_session
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError
-from host_bridge.plugin import SchedulePlugin, install_schedule
-from host_bridge.protocols import SessionEvent, ToolResult
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from messages import (
-    MAX_SAFE_INTEGER,
     SCHEDULE_CHANGE_TYPE,
     ScheduleLogError,
     create_after_schedule_record,
@@ -49,10 +48,11 @@ from messages import (
     schedule_reminder_presentation,
     validate_schedule_stream,
 )
-from messages.json_arguments import JsonArgumentsError, decode_json_arguments
-from messages.records import CreateChange, DeleteChange, DispatchChange
-from messages.text import canonical_json
-from messages.tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
+from messages._json_arguments import JsonArgumentsError, decode_json_arguments
+from messages._numbers import MAX_SAFE_INTEGER
+from messages._records import CreateChange, DeleteChange, DispatchChange
+from messages._text import canonical_json
+from messages._tool_values import MAX_ACTIVE_SCHEDULES, MAX_PROMPT_LENGTH, MAX_SCHEDULE_ID_LENGTH
 from tests.changes import reopened_changes
 from tests.reliability.rig import Rig
 from tests.schema_check import checked

@@ -18,7 +18,8 @@ from actors.gevent.inbox import StopFlag
 from actors.runtime import get_runtime, run_blocking, wait_for
 from host_bridge.embedded.sessions import EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.testing import settle, settle_all
+from host_bridge.testing import settle
+from host_bridge.testing._settle import settle_all
 
 
 @pytest.fixture

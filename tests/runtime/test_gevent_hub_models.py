@@ -18,8 +18,8 @@ import pytest
 from actors.base import MailboxActor
 from actors.gevent import GeventFuture, GeventRuntime, GeventRuntimeError
 from actors.runtime import wait_for
+from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import install_schedule
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def test_the_threading_path_never_imports_gevent(tmp_path: Path) -> None:
         import sys
         import actors, actors.runtime, host_bridge, host_bridge.testing
         from host_bridge.embedded.host import EmbeddedHost
-        from host_bridge.plugin import install_schedule
+        from host_bridge._plugin import install_schedule
 
         host = EmbeddedHost({str(tmp_path)!r})
         plugin = install_schedule(host.context())
@@ -114,7 +114,7 @@ def test_the_gevent_runtime_never_monkey_patches(tmp_path: Path) -> None:
         import socket, sys, threading, time
         import _thread
         from host_bridge.embedded.host import EmbeddedHost
-        from host_bridge.plugin import install_schedule
+        from host_bridge._plugin import install_schedule
 
         host = EmbeddedHost({str(tmp_path)!r}, runtime="gevent")
         plugin = install_schedule(host.context(), runtime="gevent")

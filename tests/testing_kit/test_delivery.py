@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
+from host_bridge import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import (
     Dispatch,
     FakeHost,
@@ -14,14 +14,14 @@ from host_bridge.testing import (
     assert_delivered_once,
     call_tool,
     dispatches,
-    reminder_mentions,
     settle_host,
 )
-from messages.creation import create_after_schedule_record, create_every_schedule_record
-from messages.errors import ScheduleLogError
-from messages.instant import format_instant
-from messages.presentation import render_reminder_batch_framing, render_reminder_framing
-from messages.records import SCHEDULE_CHANGE_TYPE, CreateChange, DispatchChange
+from host_bridge.testing._delivery import reminder_mentions
+from messages._creation import create_after_schedule_record, create_every_schedule_record
+from messages._errors import ScheduleLogError
+from messages._instant import format_instant
+from messages._presentation import render_reminder_batch_framing, render_reminder_framing
+from messages._records import SCHEDULE_CHANGE_TYPE, CreateChange, DispatchChange
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z
 FIVE_MINUTES = 300_000

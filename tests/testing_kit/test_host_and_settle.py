@@ -11,8 +11,9 @@ import pytest
 
 from actors.base import MailboxActor
 from actors.runtime import Runtime
-from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
-from host_bridge.testing import PENDING, FakeHost, settle, settle_all
+from host_bridge import Agent, HostContext, TextBlock, UserMessage
+from host_bridge.testing import PENDING, FakeHost, settle
+from host_bridge.testing._settle import settle_all
 
 # -- FakeHost -------------------------------------------------------------------------
 

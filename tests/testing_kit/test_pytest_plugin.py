@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 def test_the_plugin_is_registered_as_an_entry_point() -> None:
     (entry,) = [e for e in entry_points(group="pytest11") if e.name == "dsh_schedule"]
-    assert entry.value == "host_bridge.testing.pytest_plugin"
+    assert entry.value == "host_bridge.testing._pytest_plugin"
 
 
 def test_the_kit_itself_does_not_import_pytest() -> None:

@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
-from host_bridge.eventlog import LogSnapshot
-from host_bridge.protocols import Session, SessionEvent, SessionStore
-from host_bridge.testing import (
-    PENDING,
-    FakeClock,
-    FakeSession,
-    FakeSessionStore,
-    Journal,
-    SessionDetachedError,
-)
+from actors.contract import SessionDetachedError
+from host_bridge import Session, SessionEvent, SessionStore
+from host_bridge._eventlog import LogSnapshot
+from host_bridge.testing import PENDING, FakeClock, FakeSession, FakeSessionStore, Journal
 
 
 def make(**kwargs: Any) -> tuple[FakeSession, FakeSessionStore, Journal]:

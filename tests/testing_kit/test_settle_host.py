@@ -9,12 +9,11 @@ from concurrent.futures import Future
 import pytest
 
 from actors.runtime import Runtime
+from host_bridge import Session
+from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
-from host_bridge.protocols import Session
 from host_bridge.testing import (
-    DEFAULT_START_MS,
     PENDING,
     FakeActivation,
     FakeHost,
@@ -22,11 +21,12 @@ from host_bridge.testing import (
     assert_delivered_once,
     call_tool,
     call_tool_json,
-    settle_all,
     settle_host,
 )
-from messages.instant import format_instant
-from messages.records import SCHEDULE_CHANGE_TYPE
+from host_bridge.testing._clock import DEFAULT_START_MS
+from host_bridge.testing._settle import settle_all
+from messages._instant import format_instant
+from messages._records import SCHEDULE_CHANGE_TYPE
 
 AT_START = format_instant(DEFAULT_START_MS)
 

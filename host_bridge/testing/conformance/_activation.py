@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from host_bridge.protocols import Agent, Session, SessionActivation
+from actors.contract import Agent, Session, SessionActivation
 from host_bridge.testing.conformance._base import ConformanceBase, expect, fail
 from messages import SCHEDULE_CHANGE_TYPE, AfterRecord, CreateChange
-from messages.instant import format_instant
+from messages._instant import format_instant
 
 __all__ = ["ActivationChecks"]
 

@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from host_bridge.futures import resolved
-from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
+from actors.contract import ToolCall, ToolDefinition, ToolResult
+from host_bridge._futures import resolved
 from host_bridge.testing.conformance._base import ConformanceBase, expect, fail
 
 __all__ = ["ServiceChecks"]

@@ -1,0 +1,173 @@
+"""The generated tool catalog: ``docs/tool-catalog.md`` and ``docs/tool-catalog.json``.
+
+Regenerate with ``python -m host_bridge._catalog --write``; ``--check`` exits 1
+when the committed files differ from what :mod:`host_bridge._schemas` generates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from host_bridge._openai_strict import strict_description, strict_parameters
+from host_bridge._schemas import TOOL_SPECS
+from messages._json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
+
+__all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
+
+_DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def catalog_value() -> dict[str, Any]:
+    """The catalog as one JSON value: every tool with its parameter and output schema."""
+    return {
+        "catalog": "dsh-tool-schedule",
+        "protocolVersion": 1,
+        "tools": [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+                "outputSchema": spec.output_schema,
+            }
+            for spec in TOOL_SPECS
+        ],
+    }
+
+
+def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools in the function-calling layout of OpenAI-compatible chat APIs.
+
+    The default keeps the parameter roots open, as in the catalog.
+    ``strict=True`` gives the layout for strict mode (``"strict": true``; see
+    :mod:`host_bridge._openai_strict`): pass the model's arguments through
+    :func:`host_bridge.normalize_strict_arguments` before
+    executing them.
+    """
+    tools = []
+    for spec in TOOL_SPECS:
+        function: dict[str, Any]
+        if strict:
+            function = {
+                "name": spec.name,
+                "description": strict_description(spec),
+                "parameters": strict_parameters(spec.parameters),
+                "strict": True,
+            }
+        else:
+            function = {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+            }
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+def catalog_json() -> str:
+    """The JSON catalog file's text (stable: sorted nothing, two-space indent, final newline)."""
+    return json.dumps(catalog_value(), indent=2, ensure_ascii=False) + "\n"
+
+
+def catalog_markdown() -> str:
+    """The Markdown catalog file's text."""
+    lines = [
+        "# Tool catalog",
+        "",
+        "Generated from `host_bridge/_schemas.py` by `python -m host_bridge._catalog --write`;",
+        "do not edit by hand (a test fails when this file drifts).",
+        "",
+        "`schedule_create` takes `prompt` plus exactly one of `after_seconds`, `at` and",
+        "`every_seconds`; inputs are snake_case, values canonical camelCase (`afterSeconds`,",
+        "`everySeconds`, `scheduledAt`, `deliveryMode`). A reminder view has one of three",
+        "shapes, told apart by `kind` (`after`, `at`, `every`). Every error value is",
+        '`{"code", "message"}`, plus `operation` and `id` for `persistence_uncertain`. Tool',
+        "content is the compact JSON of the value. The order in which inputs are checked,",
+        "when each error code is answered and the records these tools write are in",
+        "[the protocol](protocol.md#6-tool-inputs).",
+        "",
+        "Arguments are an object or its JSON text: hosts may pass the `arguments` string of an",
+        "OpenAI-format tool call as is. A text is decoded once, as strict JSON (no `NaN` or",
+        f"`Infinity`, no repeated key, at most {MAX_JSON_ARGUMENTS_LENGTH:,} characters and "
+        f"{MAX_JSON_ARGUMENTS_DEPTH} levels deep; otherwise",
+        "`invalid_selector`), and then judged exactly like the object it holds",
+        "([details](protocol.md#68-arguments-given-as-json-text)).",
+        "",
+    ]
+    for spec in TOOL_SPECS:
+        lines += [
+            f"## `{spec.name}`",
+            "",
+            spec.description,
+            "",
+            "### Parameters",
+            "",
+            "```json",
+            json.dumps(spec.parameters, indent=2, ensure_ascii=False),
+            "```",
+            "",
+            "### Output",
+            "",
+            "```json",
+            json.dumps(spec.output_schema, indent=2, ensure_ascii=False),
+            "```",
+            "",
+        ]
+    create = TOOL_SPECS[0]
+    lines += [
+        "## OpenAI strict mode",
+        "",
+        "`dsh-schedule catalog --format openai-strict` (or",
+        "`host_bridge.openai_tools(strict=True)`) gives the tools for OpenAI's strict",
+        'mode (`"strict": true`): every object closed and every property required, optional',
+        "ones nullable, value constraints moved into the descriptions. A model then sends",
+        "`null` for the selectors it does not use; pass its arguments through",
+        "`host_bridge.normalize_strict_arguments(name, arguments)` before",
+        "executing them (see [LLM APIs](llm-apis.md#3-openai-strict-mode)). The strict",
+        f"parameters of `{create.name}`:",
+        "",
+        "```json",
+        json.dumps(strict_parameters(create.parameters), indent=2, ensure_ascii=False),
+        "```",
+        "",
+        '`schedule_list` becomes `{"type": "object", "properties": {}, "required": [],',
+        '"additionalProperties": false}` and `schedule_delete` requires its `id` as before.',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _files() -> dict[Path, str]:
+    return {
+        _DOCS / "tool-catalog.md": catalog_markdown(),
+        _DOCS / "tool-catalog.json": catalog_json(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--write`` regenerates the committed catalog; ``--check`` reports drift."""
+    parser = argparse.ArgumentParser(prog="python -m host_bridge._catalog")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="regenerate docs/tool-catalog.*")
+    mode.add_argument(
+        "--check", action="store_true", help="exit 1 if the committed catalog drifted"
+    )
+    args = parser.parse_args(argv)
+    drifted = []
+    for path, text in _files().items():
+        if args.write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        elif not path.exists() or path.read_text(encoding="utf-8") != text:
+            drifted.append(path.name)
+    if drifted:
+        sys.stderr.write(f"catalog drifted: {', '.join(drifted)}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,460 @@
+"""``dsh-schedule chat``: an interactive shell where the person plays the model.
+
+One persistent session on the embedded store; each command is a real tool call
+made by the session's root agent: ``/create`` (``after_seconds``), ``/at`` and
+``/every``. Due reminders arrive as ``[SCHEDULE REMINDER]`` follow-up turns of
+that agent (``[SCHEDULE REMINDER BATCH]`` for repeating ones) and are printed
+while the shell waits for input.
+
+Input is read by a background thread that feeds a queue, so the main thread
+can show reminders while no line is typed; with piped input the lines are
+processed in order and the shell shuts down cleanly at ``/quit`` or end of input.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import re
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from actors.contract import wall_clock_ms
+from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge._tools import present_value
+from host_bridge.cli._common import (
+    EXIT_FAILED,
+    WRITE_STORE_EXIT,
+    StoreUnavailable,
+    allow_shared_store_option,
+    close_host,
+    describe_store,
+    exit_codes_help,
+    format_ms,
+    location_args,
+    location_options,
+    open_host,
+    resolve_data_dir,
+    safe_json,
+    settle,
+    shell_words,
+    show_text,
+    visible,
+)
+from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sessions import SessionError
+from host_bridge.embedded.sqlite_store import StoreError
+from messages import PresentedReminder, parse_reminder_framing
+from messages._instant import parse_instant
+from messages._presentation import REMINDER_BATCH_HEADER
+
+__all__ = ["COMMANDS_HELP", "ChatShell", "chat_command"]
+
+DEFAULT_SESSION = "chat"
+"""The session ``chat`` uses when no ``--session`` is given."""
+
+MAX_WAIT_SECONDS = 86_400
+TOOL_TIMEOUT_SECONDS = 30.0
+
+COMMANDS_HELP = """\
+  /create SECONDS TEXT  call schedule_create with after_seconds (TEXT in SECONDS seconds)
+  /at WHEN TEXT         call schedule_create with at; WHEN is an instant with an offset
+                        (2026-08-06T09:00:00+08:00, or ...Z for UTC) or DATE TIME ZONE
+                        (2026-08-06 09:00:00 Asia/Shanghai)
+  /every SECONDS TEXT   call schedule_create with every_seconds (repeats; at least 300)
+  /list                 call schedule_list
+  /delete ID            call schedule_delete
+  /wait SECONDS         wait up to SECONDS for due reminders (returns once one arrives)
+  /help                 show this list
+  /quit                 leave (end of input does the same); come back to resume"""
+"""The shell's commands, as shown by ``/help``."""
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+
+
+@dataclass(frozen=True)
+class _Eof:
+    pass
+
+
+@dataclass(frozen=True)
+class _Reminder:
+    text: str
+    received_ms: int
+    reminders: tuple[PresentedReminder, ...]
+
+    @property
+    def occurrences(self) -> list[str]:
+        """The ``occurrence_at`` of each reminder the message carries."""
+        return [reminder.occurrence_at for reminder in self.reminders]
+
+
+_Item = _Line | _Eof | _Reminder
+
+
+class ChatShell:
+    """The shell's state: the host, the agent played by the person, and the input queue."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        session_id: str,
+        *,
+        interactive: bool,
+        location: list[str] | None = None,
+    ) -> None:
+        self._data_dir = data_dir
+        self._location = list(location or [])
+        self._session_id = session_id
+        self._interactive = interactive
+        self._inbox: queue.Queue[_Item] = queue.Queue()
+        self._deferred: deque[_Line | _Eof] = deque()
+        self._prompt_shown = False
+        self._shown = 0
+        self._host: EmbeddedHost | None = None
+        self._plugin: SchedulePlugin | None = None
+        self._agent: EmbeddedAgent | None = None
+
+    # --- the model the person plays ------------------------------------------------------
+
+    def _model(self, turn: Turn) -> str | None:
+        """The agent's model: queue every reminder turn for the shell to print."""
+        text = turn.message.text
+        reminders = parse_reminder_framing(text)
+        if reminders:
+            self._inbox.put(_Reminder(text, wall_clock_ms(), reminders))
+        return None
+
+    # --- running -----------------------------------------------------------------------------
+
+    def run(self, stream: TextIO) -> None:
+        """Open the session, process ``stream`` until ``/quit`` or its end, shut down cleanly.
+
+        Ends with :class:`StoreUnavailable` (exit 2) when the session cannot be
+        opened (unreadable rows, a gap in its seq numbers, live in another
+        process) or when the store could not write every event by the end.
+        """
+        host = self._host = open_host(self._data_dir)
+        try:
+            self._plugin = install_schedule(host.context())
+            try:
+                session = host.sessions.open(self._session_id)
+            except (SessionError, StoreError) as error:
+                raise StoreUnavailable(str(error)) from None
+            count = len(session.events)
+            shown_id = visible(self._session_id)
+            if count:
+                click.echo(f"session {shown_id}: resumed ({count} events)")
+            else:
+                click.echo(f"session {shown_id}: new")
+            click.echo(f"store: {visible(describe_store(self._data_dir))}")
+            self._agent = host.spawn_root(session=session, model=self._model, agent_id="person")
+            self._settle_and_show()  # reminders that came due while nobody was here
+            if self._interactive:
+                click.echo("You play the model. Commands:")
+                click.echo(COMMANDS_HELP)
+            threading.Thread(
+                target=self._read, args=(stream,), name="dsh-chat-input", daemon=True
+            ).start()
+            try:
+                self._loop()
+            except KeyboardInterrupt:
+                click.echo("")
+            self._settle_and_show()
+            self._goodbye()
+        except BaseException as error:
+            close_host(host, self._plugin, failing=error)
+            raise
+        close_host(host, self._plugin)
+
+    def _read(self, stream: Iterable[str]) -> None:
+        try:
+            for line in stream:
+                self._inbox.put(_Line(line.rstrip("\r\n")))
+        except (OSError, ValueError) as error:  # unreadable input (e.g. not UTF-8) ends it
+            click.echo(f"input stopped: {visible(str(error))}", err=True)
+        finally:
+            self._inbox.put(_Eof())
+
+    def _next(self) -> _Item:
+        if self._deferred:
+            return self._deferred.popleft()
+        if self._interactive and not self._prompt_shown:
+            click.echo("schedule> ", nl=False)
+            self._prompt_shown = True
+        return self._inbox.get()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._next()
+            if isinstance(item, _Reminder):
+                self._show_reminder(item)
+                continue
+            if isinstance(item, _Eof):
+                if self._prompt_shown:
+                    click.echo("")  # end the prompt line (Ctrl-D at the prompt)
+                self._prompt_shown = False
+                return
+            self._prompt_shown = False
+            if not self._interactive:
+                click.echo(f"> {visible(item.text)}")
+            if not self._command(item.text.strip()):
+                return
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def _command(self, line: str) -> bool:
+        """Run one input line; ``False`` means leave."""
+        if not line:
+            return True
+        if not line.startswith("/"):
+            click.echo("You play the model: act with a command (try /help).")
+            return True
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/help":
+            click.echo(COMMANDS_HELP)
+        elif name == "/create":
+            self._create(rest)
+        elif name == "/at":
+            self._at(rest)
+        elif name == "/every":
+            self._every(rest)
+        elif name == "/list":
+            self._list()
+        elif name == "/delete":
+            if not rest:
+                click.echo("usage: /delete ID")
+            else:
+                self._call("schedule_delete", {"id": rest})
+        elif name == "/wait":
+            self._wait(rest)
+        else:
+            click.echo(f"unknown command {visible(name)}; try /help")
+        return True
+
+    def _create(self, rest: str) -> None:
+        seconds, _, text = rest.partition(" ")
+        if not seconds or not text.strip():
+            click.echo("usage: /create SECONDS TEXT")
+            return
+        # The person plays the model: a non-integer goes to the tool, which answers invalid_rule.
+        after: Any = int(seconds) if _INTEGER.fullmatch(seconds) else seconds
+        self._call("schedule_create", {"prompt": text.strip(), "after_seconds": after})
+
+    def _at(self, rest: str) -> None:
+        words = rest.split(None, 3)
+        at: Any
+        if words and _DATE.fullmatch(words[0]):  # DATE TIME ZONE TEXT
+            if len(words) < 4:
+                click.echo("usage: /at DATE TIME ZONE TEXT  or  /at INSTANT TEXT (try /help)")
+                return
+            at = {"date": words[0], "time": words[1], "time_zone": words[2]}
+            text = words[3]
+        else:  # INSTANT TEXT; the tool judges the instant, as it would a model's
+            words = rest.split(None, 1)
+            if len(words) < 2:
+                click.echo("usage: /at INSTANT TEXT  or  /at DATE TIME ZONE TEXT (try /help)")
+                return
+            at, text = words
+        self._call("schedule_create", {"prompt": text.strip(), "at": at})
+
+    def _every(self, rest: str) -> None:
+        seconds, _, text = rest.partition(" ")
+        if not seconds or not text.strip():
+            click.echo("usage: /every SECONDS TEXT")
+            return
+        every: Any = int(seconds) if _INTEGER.fullmatch(seconds) else seconds
+        self._call("schedule_create", {"prompt": text.strip(), "every_seconds": every})
+
+    def _list(self) -> None:
+        value = self._call("schedule_list", {}, echo=False)
+        items = value.get("schedules") if isinstance(value, dict) else None
+        if not isinstance(items, list):
+            click.echo(visible(present_value(value)))
+            return
+        if not items:
+            click.echo("no active reminders")
+            return
+        rows = [["ID", "KIND", "STATE", "NEXT (UTC)", "PROMPT"]]
+        rows += [
+            [
+                visible(v["id"]),
+                _kind(v),
+                v["state"],
+                visible(v["scheduledAt"]),
+                show_text(v["prompt"]),
+            ]
+            for v in items
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+    def _call(self, tool: str, arguments: dict[str, Any], *, echo: bool = True) -> Any:
+        assert self._host is not None and self._agent is not None
+        result = self._host.tools.execute(
+            tool, arguments, agent=self._agent, timeout=TOOL_TIMEOUT_SECONDS
+        )
+        if echo:
+            click.echo(visible(present_value(result.value)))
+        return result.value
+
+    def _wait(self, rest: str) -> None:
+        try:
+            seconds = float(rest)
+        except ValueError:
+            seconds = -1.0
+        if not 0 <= seconds <= MAX_WAIT_SECONDS:
+            click.echo(f"usage: /wait SECONDS (a number from 0 to {MAX_WAIT_SECONDS})")
+            return
+        click.echo(f"waiting up to {seconds:g} s for reminders ...")
+        started = time.monotonic()
+        deadline = started + seconds
+        arrived = False
+        while not arrived and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                item = self._inbox.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if isinstance(item, _Reminder):
+                self._show_reminder(item)
+                arrived = True
+            else:
+                self._deferred.append(item)  # input typed meanwhile runs after the wait
+        if arrived:
+            self._settle_and_show()  # others due at the same time follow at once
+        click.echo(
+            f"waited {time.monotonic() - started:.1f} s"
+            + ("" if arrived else "; no reminder arrived")
+        )
+
+    # --- output ---------------------------------------------------------------------------------
+
+    def _settle_and_show(self) -> None:
+        assert self._plugin is not None and self._agent is not None
+        try:
+            settle(self._plugin, self._agent)
+        except TimeoutError:
+            click.echo("warning: the host is still busy after 30 s; continuing", err=True)
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Reminder):
+                self._show_reminder(item)
+            else:
+                self._deferred.append(item)
+
+    def _show_reminder(self, reminder: _Reminder) -> None:
+        if self._prompt_shown:
+            click.echo("")
+            self._prompt_shown = False
+        occurrences = reminder.occurrences
+        self._shown += len(occurrences)
+        received = format_ms(reminder.received_ms)
+        if reminder.text.startswith(REMINDER_BATCH_HEADER):
+            header = f"reminder batch ({len(occurrences)} due) received at {received}"
+        else:
+            header = f"reminder received at {received}"
+        try:
+            late = (reminder.received_ms - max(map(parse_instant, occurrences))) / 1000
+            header += f" ({late:.3f} s after its due time)"
+        except ValueError:
+            pass  # a framing Schedule wrote always holds canonical instants
+        click.echo(header + ":")
+        for row in reminder.text.splitlines():
+            click.echo(f"  {safe_json(row)}")  # the framing's values are JSON strings
+
+    def _goodbye(self) -> None:
+        value = self._call("schedule_list", {}, echo=False)
+        items = value.get("schedules") if isinstance(value, dict) else None
+        if not isinstance(items, list):
+            pending = f"pending reminders unknown ({visible(present_value(value))})"
+        elif items:
+            pending = f"{len(items)} reminder(s) still pending"
+        else:
+            pending = "no reminders pending"
+        click.echo(
+            f"bye: {self._shown} reminder(s) shown this time, {pending}; "
+            f"resume with: {self.resume_command()}"
+        )
+
+    def resume_command(self) -> str:
+        """The command line that comes back to this session on the same store."""
+        return shell_words(["dsh-schedule", "chat", "--session", self._session_id, *self._location])
+
+
+def _kind(view: dict[str, Any]) -> str:
+    """A view's kind with its seconds: ``after 60s``, ``at``, ``every 300s``."""
+    kind = str(view.get("kind"))
+    seconds = view.get("afterSeconds", view.get("everySeconds"))
+    return visible(kind if seconds is None else f"{kind} {seconds}s")
+
+
+@click.command(
+    "chat",
+    short_help="Play the model yourself on one persistent session.",
+    epilog=(
+        "\b\nCommands inside the shell:\n"
+        + COMMANDS_HELP
+        + "\n\n"
+        + exit_codes_help(
+            (0, "the shell ended (/quit, /exit or end of input) and every event was written"),
+            (EXIT_FAILED, "an internal error"),
+            (2, WRITE_STORE_EXIT),
+        )
+    ),
+)
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    default=DEFAULT_SESSION,
+    show_default=True,
+    help="The session to create or resume.",
+)
+@location_options
+@allow_shared_store_option
+def chat_command(session_id: str) -> None:
+    """Play the model on one persistent session: create, list and delete reminders.
+
+    Reminders are one-shot after a delay (/create), one-shot at a wall-clock
+    time with an offset or a time zone (/at), or repeating (/every, at least
+    every 300 seconds; missed repeats are skipped, only the latest is delivered).
+
+    Due reminders are printed while the shell waits for input. Leaving and
+    coming back resumes the session and delivers what came due meanwhile.
+    Reads commands from a terminal or from piped input (one per line).
+    Run one chat per session at a time.
+    """
+    if not session_id.strip() or session_id != session_id.strip():
+        raise click.BadParameter(
+            "must be non-empty, without leading or trailing spaces", param_hint="--session"
+        )
+    stream: TextIO = sys.stdin if sys.stdin is not None else io.StringIO()
+    shell = ChatShell(
+        resolve_data_dir(),
+        session_id,
+        interactive=stream.isatty(),
+        location=location_args(),
+    )
+    shell.run(stream)

@@ -1,0 +1,609 @@
+"""``dsh-schedule serve``: a long-lived host that delivers reminders of sessions nobody has open.
+
+It opens the store (``--data`` or ``--store``), lets Schedule activate cold
+sessions whose reminders came due (:class:`~host_bridge.embedded.activation.EmbeddedActivation`)
+and runs their turns with a *notifier* model: each reminder the turn presents
+is printed (one line, escaped like every other CLI output) and, with
+``--notify-command``, handed to that command as JSON on stdin. The turn records
+the reminder as presented; the notification is a side effect of the turn, so
+a command that fails is reported and serving goes on, and the reminder counts
+as delivered once its turn completed (no lost or repeated dispatch because of
+the command). The command runs in its own process group, stopped whole when it
+overruns ``--notify-timeout``.
+
+SIGTERM or SIGINT stops it (:meth:`Server.stop`): no session is woken any
+more, turns in flight (their notify commands included) may finish within
+``--stop-timeout`` and their completions are written; a turn still running
+then is *cut* (its notify command's process group is stopped) and recorded as
+unfinished, so its reminders are presented again at the next start. Each such
+reminder is named on stderr, and the exit status is 3.
+
+The JSON a notify command reads (one object per reminder, then EOF)::
+
+    {"session_id": "chat", "schedule_id": "schedule-1", "prompt": "stretch",
+     "occurrence_at": "2026-08-05T12:00:00.000Z", "presented_at": "2026-08-05T12:00:00.212Z"}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from actors.contract import Agent
+from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.cli._common import (
+    WRITE_STORE_EXIT,
+    allow_shared_store_option,
+    close_host,
+    describe_store,
+    exit_codes_help,
+    format_ms,
+    location_options,
+    open_host,
+    resolve_data_dir,
+    show_text,
+    visible,
+)
+from host_bridge.embedded.agents import Turn, TurnInterrupted
+from host_bridge.embedded.host import EmbeddedHost
+from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, schedule_reminder_presentation
+
+__all__ = [
+    "EXIT_CUT",
+    "CutTurn",
+    "NotifierModel",
+    "Presented",
+    "Server",
+    "WarningsOnStderr",
+    "serve_command",
+]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+NOTIFY_TIMEOUT_SECONDS = 30.0
+"""How long a notify command may run before it is stopped (and reported as failed)."""
+
+KILL_GRACE_SECONDS = 1.0
+"""How long a stopped notify command's process group has between SIGTERM and SIGKILL."""
+
+CUT_GRACE_SECONDS = 5.0
+"""How long a stop waits, after cutting, for the cut turns to end (they end at once)."""
+
+EXIT_CUT = 3
+"""``serve``'s exit status when its stop cut turns whose reminders will be presented again."""
+
+
+@dataclass(frozen=True)
+class Presented:
+    """One reminder a notifier turn presented."""
+
+    session_id: str
+    schedule_id: str
+    prompt: str
+    occurrence_at: str
+    presented_at: str
+
+    def to_json(self) -> dict[str, str]:
+        """The object a notify command reads."""
+        return {
+            "session_id": self.session_id,
+            "schedule_id": self.schedule_id,
+            "prompt": self.prompt,
+            "occurrence_at": self.occurrence_at,
+            "presented_at": self.presented_at,
+        }
+
+
+def reminders_of(turn: Turn) -> list[dict[str, str]]:
+    """The receipts of the reminders a turn's message delivered, read from the session log.
+
+    A reminder's inbox entry is followed in the log by its ``dispatch`` records
+    (one per member of a batch), written in the same commit; each receipt comes
+    from :func:`messages.schedule_reminder_presentation`. Empty for other messages.
+    """
+    if turn.message.source.get("plugin") != "tool-schedule" or turn.inbox_seq is None:
+        return []
+    session = turn.agent.session
+    events = session.events
+    seed = session.header.seed_length or 0
+    receipts: list[dict[str, str]] = []
+    for event in events[turn.inbox_seq + 1 :]:
+        if event.type != SCHEDULE_CHANGE_TYPE or not isinstance(event.data, dict):
+            break
+        if event.data.get("operation") != "dispatch":
+            break
+        try:
+            receipt = schedule_reminder_presentation(events, event.seq, seed)
+        except ScheduleLogError:
+            break
+        if receipt is None:
+            break
+        receipts.append(receipt)
+    return receipts
+
+
+@dataclass(frozen=True)
+class CutTurn:
+    """A reminder turn a stop cut short: its reminders are presented again at the next start.
+
+    ``started`` tells whether the turn had begun presenting (a notify command
+    was running or done) or was cut before it presented anything.
+    """
+
+    session_id: str
+    schedule_ids: tuple[str, ...]
+    started: bool
+
+
+class NotifierModel:
+    """The model of activated sessions: presents each reminder to ``present`` and records it.
+
+    Returns the assistant reply the turn records (``Reminder presented: …``);
+    other messages (a person's prompt re-queued from a crash) are not answered.
+    Once ``stopping`` is set, a turn that starts, or whose ``present`` raises
+    :class:`TurnInterrupted`, is cut: it raises :class:`TurnInterrupted` (so its
+    completion is not recorded) and is listed in :attr:`cut`.
+    """
+
+    def __init__(
+        self,
+        present: Callable[[Presented], None],
+        clock: Callable[[], int],
+        *,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self._present = present
+        self._clock = clock
+        self._stopping = stopping if stopping is not None else threading.Event()
+        self._lock = threading.Lock()
+        self._cut: list[CutTurn] = []
+
+    @property
+    def cut(self) -> tuple[CutTurn, ...]:
+        """The turns cut since the stop began, in the order they ended."""
+        with self._lock:
+            return tuple(self._cut)
+
+    def __call__(self, turn: Turn) -> str | None:
+        """Run one turn."""
+        receipts = reminders_of(turn)
+        if not receipts:
+            _log.info("a message that is not a reminder reached the notifier; not answered")
+            return None
+        session_id = turn.agent.session.id
+        started = False
+        try:
+            if self._stopping.is_set():
+                raise TurnInterrupted("the host is stopping")
+            now = format_ms(self._clock())
+            for receipt in receipts:
+                started = True
+                self._present(
+                    Presented(
+                        session_id,
+                        receipt["scheduleId"],
+                        receipt["prompt"],
+                        receipt["occurrenceAt"],
+                        now,
+                    )
+                )
+        except TurnInterrupted:
+            ids = tuple(receipt["scheduleId"] for receipt in receipts)
+            with self._lock:
+                self._cut.append(CutTurn(session_id, ids, started))
+            raise
+        prompts = "; ".join(receipt["prompt"] for receipt in receipts)
+        return f"Reminder presented: {prompts}"
+
+
+class Server:
+    """A running ``serve``: an activating host, the plugin, the printer and the notifier.
+
+    :meth:`start` opens everything; :meth:`stop` stops waking sessions, lets
+    turns in flight finish, cuts the rest and closes the host (it raises
+    :class:`StoreUnavailable` when events could not be written). Usable from
+    other code (the demo runs one in-process, for its own session only:
+    ``accept``). It keeps no per-reminder state: what was presented is in the
+    store, ``on_presented`` hears of each reminder and :attr:`presented_count`
+    counts them.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        notify_command: str | None = None,
+        notify_timeout: float = NOTIFY_TIMEOUT_SECONDS,
+        policy: WakePolicy | None = None,
+        on_presented: Callable[[Presented], None] | None = None,
+        echo: Callable[[str], None] = click.echo,
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._data_dir = data_dir
+        self._notify_command = notify_command
+        self._notify_timeout = notify_timeout
+        self._policy = policy
+        self._on_presented = on_presented
+        self._echo = echo
+        self._accept = accept
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._notifying: dict[subprocess.Popen[bytes], bool] = {}  # running -> killed by a stop
+        self._model: NotifierModel | None = None
+        self.presented_count = 0
+        self.notify_failures = 0
+        self.host: EmbeddedHost | None = None
+        self.plugin: SchedulePlugin | None = None
+
+    def start(self) -> None:
+        """Open the host on the store, enable activation, install Schedule."""
+        host = open_host(self._data_dir)
+        try:
+            self._model = NotifierModel(self._present, host.clock, stopping=self._stopping)
+            host.enable_activation(model=self._model, accept=self._accept)
+            self.plugin = install_schedule(host.context(), wake_policy=self._policy)
+        except BaseException as error:
+            close_host(host, failing=error)
+            raise
+        self.host = host
+
+    def stop(self, timeout: float = 10.0) -> tuple[CutTurn, ...]:
+        """Stop serving within about ``timeout`` seconds; the turns that had to be cut.
+
+        1. Dispose the plugin: no session is woken and no reminder delivered any more.
+        2. Wait until ``timeout`` for the agents to be idle: turns in flight,
+           their notify commands included, finish and record their completion.
+        3. Cut what still runs: new turns end at once, running notify commands
+           are stopped (their whole process group); those turns record no
+           completion, so their reminders are presented again at the next start.
+        4. Close the host: every queued event, completions included, is written.
+        """
+        host, self.host = self.host, None
+        if host is None:
+            return ()
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        try:
+            if self.plugin is not None:
+                try:
+                    self.plugin.dispose().result(timeout=left())
+                except TimeoutError:
+                    _log.warning("the Schedule plugin did not finish disposing in time")
+                except Exception:  # disposing reports, never stops the stop; the host closes
+                    _log.exception("disposing the Schedule plugin failed")
+            busy = _not_idle(host.agents.roots(), left)
+            self._cut_turns()  # always: once the wait is over, no notify command starts
+            if busy:
+                cut_deadline = time.monotonic() + CUT_GRACE_SECONDS
+                still = _not_idle(busy, lambda: max(0.0, cut_deadline - time.monotonic()))
+                if still:
+                    _log.error("%d turn(s) did not end after they were cut", len(still))
+        finally:  # the plugin's dispose was awaited and reported above
+            close_host(host, None, timeout=max(0.1, left()))
+        return () if self._model is None else self._model.cut
+
+    def _cut_turns(self) -> None:
+        """Let no notify command start, and stop the running ones (their process groups)."""
+        with self._lock:
+            self._stopping.set()
+            running = list(self._notifying)
+            for process in running:
+                self._notifying[process] = True
+        _stop_groups(running)
+
+    def _present(self, item: Presented) -> None:
+        """A notifier turn presented ``item``: print it, run the notify command."""
+        with self._lock:
+            self.presented_count += 1
+            self._echo(
+                f"{item.presented_at}  reminder {visible(item.schedule_id)} of session "
+                f"{visible(item.session_id)} (due {visible(item.occurrence_at)}): "
+                f"{show_text(item.prompt)}"
+            )
+        if self._notify_command is not None:
+            self._notify(item, self._notify_command)
+        if self._on_presented is not None:
+            self._on_presented(item)
+
+    def _notify(self, item: Presented, command: str) -> None:
+        """Run the notify command with ``item`` as JSON on stdin; a failure is reported only.
+
+        Raises :class:`TurnInterrupted` when a stop cut the command (or came
+        before it started): the turn is then not complete.
+        """
+        payload = (json.dumps(item.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            if self._stopping.is_set():
+                raise TurnInterrupted("the host is stopping")
+            try:
+                process = subprocess.Popen(
+                    command,
+                    shell=True,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group, stopped whole
+                )
+            except OSError as error:
+                reason = error.strerror or type(error).__name__
+                started: subprocess.Popen[bytes] | None = None
+            else:
+                started = process
+                self._notifying[process] = False
+        problem = None if started is not None else f"could not be started ({reason})"
+        if started is not None:
+            problem = self._wait_notified(started, payload)
+        if problem is not None:
+            with self._lock:
+                self.notify_failures += 1
+            _log.warning("the notify command %s for %s", problem, item.schedule_id)
+            click.echo(
+                f"notify: the command {problem} for {visible(item.schedule_id)} of session "
+                f"{visible(item.session_id)}; the reminder was presented, serving goes on",
+                err=True,
+            )
+
+    def _wait_notified(self, process: subprocess.Popen[bytes], payload: bytes) -> str | None:
+        """Feed ``payload`` to a started notify command and wait; what went wrong, if anything."""
+        problem: str | None = None
+        try:
+            try:
+                process.communicate(payload, timeout=self._notify_timeout)
+            except subprocess.TimeoutExpired:
+                _stop_groups([process])
+                problem = f"did not finish within {self._notify_timeout:g} s and was stopped"
+        finally:
+            with self._lock:
+                cut = self._notifying.pop(process, False)
+        if cut:
+            raise TurnInterrupted("the stop cut the notify command")
+        if problem is None and process.returncode != 0:
+            problem = f"exited with status {process.returncode}"
+        return problem
+
+
+def _not_idle(agents: Sequence[Agent], left: Callable[[], float]) -> list[Agent]:
+    """The ``agents`` not idle by the time ``left()`` runs out (disposed ones count as idle)."""
+    busy: list[Agent] = []
+    for agent in agents:
+        try:
+            agent.when_idle().result(timeout=left())
+        except TimeoutError:
+            busy.append(agent)
+        except Exception:  # the agent was disposed meanwhile: it runs nothing more
+            continue
+    return busy
+
+
+def _stop_groups(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop each process and everything it started: SIGTERM to every group, one shared
+    grace of :data:`KILL_GRACE_SECONDS`, then SIGKILL to every group (what a command
+    started may outlive it), so stopping many takes as long as stopping one."""
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, end - time.monotonic()))
+    for process in processes:
+        _signal_group(process, signal.SIGKILL)
+    end = time.monotonic() + KILL_GRACE_SECONDS
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, end - time.monotonic()))
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass  # the group is gone: nothing of it runs any more
+    except OSError:
+        _log.warning("could not signal the process group of a notify command")
+
+
+SIGNAL_POLL_S = 0.25
+"""How often ``serve``'s main thread wakes up so a pending SIGTERM/SIGINT handler can run."""
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` while inside (the previous handlers come back after)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class WarningsOnStderr(logging.Handler):
+    """Shows the library's warnings and errors on stderr, one line each, while ``serve`` runs.
+
+    Without ``-v`` nothing else is logged, yet an operator must see a full disk
+    or a database that went away. Tracebacks are left out (``-v`` logs them);
+    the same message is shown again at most once per ``repeat_s`` seconds, with
+    how often it came meanwhile.
+    """
+
+    def __init__(
+        self, repeat_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(logging.WARNING)
+        self._repeat_s = repeat_s
+        self._clock = clock
+        self._shown: dict[str, tuple[float, int]] = {}  # message -> (shown at, repeats since)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Print ``record``'s message (escaped) unless it was shown in the last ``repeat_s``."""
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string in a log call: show the bare template
+            text = str(record.msg)
+        now = self._clock()
+        with self.lock or contextlib.nullcontext():
+            shown = self._shown.get(text)
+            if shown is not None and now - shown[0] < self._repeat_s:
+                self._shown[text] = (shown[0], shown[1] + 1)
+                return
+            repeats = 0 if shown is None else shown[1]
+            if len(self._shown) > 256:  # keep it bounded: old messages may show again
+                self._shown.clear()
+            self._shown[text] = (now, 0)
+        more = f" (and {repeats} more time(s) since it was last shown)" if repeats else ""
+        click.echo(f"serve: {record.levelname.lower()}: {visible(text)}{more}", err=True)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """Route the ``dsh_schedule`` loggers' warnings to stderr unless ``-v`` already logs them."""
+    root = logging.getLogger("dsh_schedule")
+    if logging.getLogger().isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+        yield  # -v or -vv: basicConfig prints everything already
+        return
+    handler = WarningsOnStderr()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
+    """One stderr line per reminder a stop cut: it will be presented (again) at the next start."""
+    for turn in cut:
+        why = (
+            f"its turn was still running after the stop timeout ({stop_timeout:g} s) and was cut"
+            if turn.started
+            else "its turn had not started when the stop cut the turns in flight"
+        )
+        again = "again " if turn.started else ""
+        for schedule_id in turn.schedule_ids:
+            click.echo(
+                f"cut: reminder {visible(schedule_id)} of session {visible(turn.session_id)} "
+                f"will be presented {again}at the next start: {why}",
+                err=True,
+            )
+
+
+@click.command(
+    "serve",
+    short_help="Deliver due reminders of sessions nobody has open, until stopped.",
+    epilog=exit_codes_help(
+        (0, "stopped by SIGTERM or SIGINT, every turn finished and every event written"),
+        (1, "an internal error"),
+        (2, WRITE_STORE_EXIT),
+        (
+            EXIT_CUT,
+            "stopped, but turns still running after --stop-timeout were cut: their "
+            "reminders (named on stderr) will be presented again at the next start",
+        ),
+    ),
+)
+@click.option(
+    "--notify-command",
+    metavar="CMD",
+    default=None,
+    help="Shell command run for each presented reminder, with the reminder as one JSON object "
+    "on stdin: {session_id, schedule_id, prompt, occurrence_at, presented_at}. It runs in its "
+    "own process group. A failing command is reported on stderr; serving goes on.",
+)
+@click.option(
+    "--notify-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=NOTIFY_TIMEOUT_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a notify command may run; then its whole process group is stopped and "
+    "the failure reported (the reminder counts as presented).",
+)
+@click.option(
+    "--quiet-period",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Let a woken session go once its agent was idle this long with nothing due in it "
+    "(until then `chat` cannot open it).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Sessions woken at the same time.",
+)
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a stop waits for turns in flight (notify commands included) to finish; "
+    "turns still running then are cut and their reminders presented again at the next start.",
+)
+@location_options
+@allow_shared_store_option
+def serve_command(
+    notify_command: str | None,
+    notify_timeout: float,
+    quiet_period: float,
+    concurrency: int,
+    stop_timeout: float,
+) -> None:
+    """Wake sessions whose reminders came due while nobody had them open, and deliver them.
+
+    Runs until SIGTERM or SIGINT. Each delivered reminder is printed on one line;
+    with --notify-command it is also handed to that command as JSON on stdin (to
+    wire it to a desktop notification or a chat webhook). Several serve processes
+    may share one store: a session is woken by one of them at a time. Warnings
+    (a full disk, a database that went away) are shown on stderr.
+    """
+    data_dir = resolve_data_dir()
+    policy = WakePolicy(max_concurrent=concurrency, quiet_period_ms=int(quiet_period * 1000))
+    server = Server(
+        data_dir, notify_command=notify_command, notify_timeout=notify_timeout, policy=policy
+    )
+    stop = threading.Event()
+    cut: tuple[CutTurn, ...] = ()
+    with _stop_on_signals(stop), _warnings_on_stderr():
+        server.start()
+        click.echo(
+            f"serving {visible(describe_store(data_dir))}: reminders of sessions nobody has "
+            "open are delivered here (SIGTERM or Ctrl-C stops)"
+        )
+        try:
+            # A signal the kernel hands to another thread does not interrupt a wait
+            # without a timeout, and Python runs its handler only on the main
+            # thread between bytecodes: so wake up now and then to let it run.
+            while not stop.wait(SIGNAL_POLL_S):
+                pass
+        finally:
+            click.echo(
+                f"stopping: no session is woken any more; turns in flight may finish "
+                f"within {stop_timeout:g} s, then every event is written"
+            )
+            cut = server.stop(timeout=stop_timeout)
+    _report_cut(cut, stop_timeout)
+    click.echo(f"stopped; {server.presented_count} reminder(s) presented")
+    if cut:
+        raise click.exceptions.Exit(EXIT_CUT)

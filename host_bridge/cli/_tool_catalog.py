@@ -1,0 +1,52 @@
+"""``dsh-schedule catalog``: print the three tool schemas."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from host_bridge._catalog import catalog_json, openai_tools
+from host_bridge.cli._common import exit_codes_help, location_options
+
+__all__ = ["catalog_command"]
+
+
+@click.command(
+    "catalog",
+    short_help="The three tool schemas (JSON Schema, OpenAI layouts).",
+    epilog=(
+        "\b\nFormats:\n"
+        "  json    the catalog document (same as docs/tool-catalog.json): name,\n"
+        "          description, parameter and output JSON Schemas (draft 2020-12)\n"
+        "  openai  a `tools` array in the function-calling layout accepted by\n"
+        "          OpenAI-compatible chat APIs (OpenAI, DeepSeek, ...)\n"
+        "  openai-strict\n"
+        '          the same for strict mode ("strict": true): closed objects, every\n'
+        "          property required, optional ones nullable, constraints in the\n"
+        "          descriptions; pass the model's arguments through\n"
+        "          host_bridge._openai_strict.normalize_strict_arguments\n\n"
+        + exit_codes_help((0, "the catalog was printed"), (2, "usage error"))
+    ),
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "openai", "openai-strict"], case_sensitive=False),
+    default="json",
+    show_default=True,
+    help="Output layout.",
+)
+@location_options
+def catalog_command(output_format: str) -> None:
+    """Print the schedule_create, schedule_list and schedule_delete tool schemas.
+
+    The catalog does not depend on any stored data; --data and --store are
+    accepted for uniformity with the other commands and ignored.
+    """
+    layout = output_format.lower()
+    if layout in ("openai", "openai-strict"):
+        tools = openai_tools(strict=layout == "openai-strict")
+        click.echo(json.dumps(tools, indent=2, ensure_ascii=False))
+    else:
+        click.echo(catalog_json(), nl=False)

@@ -1,0 +1,146 @@
+"""``dsh-schedule verify``: run the Schedule stream check over every stored session.
+
+It also compares every column of each session's due index row (the store's
+projection of its log, see :mod:`host_bridge.embedded.due_index`) with what the
+log says, read in the same snapshot, and reports index rows of sessions that are
+not stored. A damaged row is its session's problem, never the whole store's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from host_bridge.cli._common import (
+    EXIT_FAILED,
+    READ_STORE_EXIT,
+    StoreUnavailable,
+    exit_codes_help,
+    location_options,
+    open_store_readonly,
+    resolve_data_dir,
+    visible,
+)
+from host_bridge.embedded.due_index import index_problem, project_session
+from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
+from host_bridge.embedded.stores import StoreReader
+from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
+
+__all__ = ["REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]
+
+REINDEX_HINT = "dsh-schedule reindex rebuilds the index"
+"""What ends the line of a session whose due index row is wrong."""
+
+
+@dataclass(frozen=True)
+class SessionVerdict:
+    """The outcome of checking one stored session: ``problem`` is ``None`` when it is valid."""
+
+    session_id: str
+    events: int = 0
+    changes: int = 0
+    active: int = 0
+    problem: str | None = None
+
+
+def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
+    """Load one session, apply the fold policy to its owned suffix, check its due index row.
+
+    Rows of this session that do not read (a bad payload, a gap in its seq
+    numbers, an index row of text) are its problem; any other store error (a
+    damaged file, an I/O error) is raised: the store itself cannot be read. A
+    store written before the due index existed has no row to compare.
+    """
+    try:
+        stored, indexed = store.load_indexed(session_id)
+    except StoreCorruptError as error:
+        if error.session_id is None:
+            raise
+        return SessionVerdict(session_id, problem=f"store: {error}")
+    if stored is None:
+        return SessionVerdict(session_id, problem="store: the session disappeared while checking")
+    events = stored.events
+    changes = sum(1 for event in events if event.type == SCHEDULE_CHANGE_TYPE)
+    try:
+        folded = validate_schedule_stream(events, stored.header.seed_length)
+    except ScheduleLogError as error:
+        return SessionVerdict(session_id, len(events), changes, problem=error.message)
+    expected = project_session(
+        stored.header.seed_length, ((e.seq, e.type, e.time, e.data) for e in events)
+    ).entry()
+    problem = index_problem(indexed, expected) if store.has_due_index else None
+    return SessionVerdict(
+        session_id,
+        len(events),
+        changes,
+        len(folded.active),
+        problem=None if problem is None else f"{problem} ({REINDEX_HINT})",
+    )
+
+
+@click.command(
+    "verify",
+    short_help="Check the schedule/change stream of every session.",
+    epilog=exit_codes_help(
+        (0, "every stored session is valid (or none is stored)"),
+        (
+            1,
+            "at least one session is invalid: its stream breaks a rule, its rows are unreadable, "
+            "or its due index row is missing, unreadable or disagrees with its log (a row of a "
+            "session that is not stored counts too)",
+        ),
+        (2, READ_STORE_EXIT),
+    ),
+)
+@location_options
+def verify_command() -> None:
+    """Check the schedule/change stream of every stored session.
+
+    Each session's owned suffix (after a fork's seed_length) is folded with the
+    same policy the plugin and the invariant companion use, and its due index
+    row (when the session is due, kept by the store for `serve`) is compared
+    with what the log says, column by column: due_ms, schedule_ms and inbox_ms
+    must be integers equal to the log's (due_ms the earlier of the other two),
+    a session with nothing due must have no row and a due one must have one
+    (`dsh-schedule reindex` rebuilds the index). The store is
+    opened strictly read-only (nothing is created, migrated, locked or
+    written), so it works while another process writes to it. Prints one line per
+    session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
+    session is invalid. Session ids and problems are printed with control,
+    format and separator characters escaped, so each session is one line.
+    """
+    directory = resolve_data_dir()
+    with open_store_readonly(directory, verb="verify") as store:
+        click.echo(f"store: {visible(store.label)}")
+        try:
+            session_ids = store.session_ids()
+            verdicts = [verify_session(store, session_id) for session_id in session_ids]
+            stored_ids = set(session_ids)
+            orphans = sorted(s for s in store.index_rows() if s not in stored_ids)
+        except StoreError as error:
+            raise StoreUnavailable(str(error)) from None
+    verdicts += [
+        SessionVerdict(
+            s,
+            problem="the due index has a row for this session, which is not stored "
+            f"({REINDEX_HINT})",
+        )
+        for s in orphans
+    ]
+    invalid = [v for v in verdicts if v.problem is not None]
+    for verdict in verdicts:
+        if verdict.problem is None:
+            click.echo(
+                f"ok       {visible(verdict.session_id)} ({verdict.events} events, "
+                f"{verdict.changes} schedule changes, {verdict.active} active)"
+            )
+        else:
+            click.echo(f"INVALID  {visible(verdict.session_id)}: {visible(verdict.problem)}")
+    if not verdicts:
+        click.echo("no stored sessions")
+    elif not invalid:
+        click.echo(f"all {len(verdicts)} session(s) valid")
+    else:
+        click.echo(f"{len(invalid)} of {len(verdicts)} session(s) invalid", err=True)
+        click.get_current_context().exit(EXIT_FAILED)

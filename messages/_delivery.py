@@ -1,0 +1,119 @@
+"""The pure delivery decision: what is due at one clock sample, and what to do about it.
+
+From a fold and one decision time ``now``:
+
+1. a due one-shot (``after``/``at``) comes first: the earliest target, ties in
+   create order, one per transaction (:class:`DeliverNow`);
+2. else every due ``every`` record joins **one** batch, ordered by stored target
+   then create order, accepted at ``now`` (:class:`DeliverBatch`);
+3. else wait for the earliest future target of any kind (:class:`WaitFor`);
+4. else nothing is active (``None``).
+
+A decision that cannot be made (a clock outside years 0001–9999 on the
+``every`` path) is the value :class:`Undecidable`, for the caller to log and
+treat as no decision; the function itself never raises for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from messages._errors import ScheduleLogError
+from messages._fold import FoldedSchedules
+from messages._instant import format_instant
+from messages._occurrence import resolve_every_occurrence
+from messages._records import EveryRecord, OneShotRecord, ScheduleRecord
+
+__all__ = [
+    "MAX_TIMER_DELAY_MS",
+    "BatchMember",
+    "DeliverBatch",
+    "DeliverNow",
+    "DeliveryPlan",
+    "Undecidable",
+    "WaitFor",
+    "plan_delivery",
+]
+
+MAX_TIMER_DELAY_MS = 2**31 - 1
+"""The longest single timer an owner arms; longer waits re-arm after re-reading the clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverNow:
+    """One-shot ``record`` is due (its target is at or before the decision time)."""
+
+    record: OneShotRecord
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMember:
+    """One ``every`` record of a batch: the occurrence delivered and its next target."""
+
+    record: EveryRecord
+    occurrence_at: str
+    next_scheduled_at: str | None
+    """``None``: the record is exhausted after this delivery."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverBatch:
+    """Every due ``every`` record, in batch order, accepted at ``accepted_at``.
+
+    One reminder message covers the batch; each member then gets its own dispatch
+    carrying ``accepted_at``, in this order.
+    """
+
+    accepted_at: str
+    members: tuple[BatchMember, ...]
+
+    def framing_items(self) -> tuple[tuple[EveryRecord, str], ...]:
+        """The ``(record, occurrence_at)`` pairs the batch framing takes."""
+        return tuple((member.record, member.occurrence_at) for member in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """Nothing is due yet: wake after ``delay_ms`` and decide again."""
+
+    record: ScheduleRecord
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Undecidable:
+    """No decision could be made at this clock sample; ``reason`` says why (for a log)."""
+
+    reason: str
+
+
+DeliveryPlan: TypeAlias = DeliverNow | DeliverBatch | WaitFor | Undecidable | None
+"""What to do next; ``None`` when nothing is active."""
+
+
+def _batch(folded: FoldedSchedules, now_ms: int) -> DeliverBatch | Undecidable:
+    due = [r for r in folded.active if isinstance(r, EveryRecord) and r.target_ms <= now_ms]
+    due.sort(key=lambda record: record.target_ms)  # stable: equal targets keep create order
+    try:
+        accepted_at = format_instant(now_ms)
+        members = []
+        for record in due:
+            occurrence_at, next_at = resolve_every_occurrence(record, now_ms)
+            members.append(BatchMember(record, occurrence_at, next_at))
+    except (ScheduleLogError, ValueError) as error:
+        return Undecidable(f"no every batch at clock {now_ms!r:.40}: {error}")
+    return DeliverBatch(accepted_at, tuple(members))
+
+
+def plan_delivery(folded: FoldedSchedules, now_ms: int) -> DeliveryPlan:
+    """Decide what to deliver at ``now_ms`` (see the module docstring for the order)."""
+    one_shot = folded.earliest_one_shot()
+    if one_shot is not None and now_ms >= one_shot.target_ms:
+        return DeliverNow(one_shot)
+    earliest = folded.earliest()
+    if earliest is None:
+        return None
+    if now_ms < earliest.target_ms:
+        return WaitFor(earliest, min(earliest.target_ms - now_ms, MAX_TIMER_DELAY_MS))
+    return _batch(folded, now_ms)  # the earliest is due and is not a one-shot: an every record

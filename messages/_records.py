@@ -1,0 +1,364 @@
+"""The version 1 ``schedule/change`` protocol: records, changes, strict decoding.
+
+A record is one of three kinds, each a frozen value holding exactly its wire fields:
+
+* :class:`AfterRecord` (``after``): one-shot, "in N seconds";
+* :class:`AtRecord` (``at``): one-shot at an absolute instant (only the resolved UTC
+  instant is stored, never the submitted text, offset or zone);
+* :class:`EveryRecord` (``every``): fixed-rate, its ``scheduled_at`` the earliest
+  creation-anchored occurrence not yet dispatched (it moves as dispatches fold).
+
+:data:`ScheduleRecord` is their union; ``record.kind`` names the kind and
+``record.target_ms`` is the current target in epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, TypeAlias
+
+from messages._errors import ScheduleLogError
+from messages._instant import parse_instant
+from messages._numbers import MAX_SAFE_INTEGER, json_integer
+from messages._text import has_lone_surrogate, is_ecma_trimmed
+
+__all__ = [
+    "MAX_EVERY_SECONDS",
+    "MIN_EVERY_SECONDS",
+    "PROTOCOL_VERSION",
+    "SCHEDULE_CHANGE_TYPE",
+    "AfterRecord",
+    "AtRecord",
+    "CreateChange",
+    "DeleteChange",
+    "DispatchChange",
+    "EveryRecord",
+    "OneShotRecord",
+    "ScheduleChange",
+    "ScheduleKind",
+    "ScheduleRecord",
+    "decode_schedule_change",
+    "encode_schedule_change",
+]
+
+SCHEDULE_CHANGE_TYPE = "schedule/change"
+"""The session event type Schedule owns."""
+
+PROTOCOL_VERSION = 1
+"""The only ``version`` this protocol reads and writes."""
+
+MIN_EVERY_SECONDS = 300
+"""The shortest interval of an ``every`` record, in seconds."""
+
+MAX_EVERY_SECONDS = MAX_SAFE_INTEGER // 1000
+"""The longest interval of an ``every`` record: ``everySeconds * 1000`` stays a safe integer."""
+
+ScheduleKind = Literal["after", "at", "every"]
+"""The record kinds of protocol version 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class AfterRecord:
+    """A one-shot ``after`` reminder: "remind me ``after_seconds`` from now".
+
+    ``target_ms`` is derived from ``scheduled_at`` once, at construction; building a
+    record with a non-canonical ``scheduled_at`` raises ``ValueError``.
+    """
+
+    id: str
+    prompt: str
+    after_seconds: int
+    scheduled_at: str
+    target_ms: int = field(init=False, compare=False, repr=False)
+    kind: ClassVar[Literal["after"]] = "after"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
+
+    def to_json(self) -> dict[str, object]:
+        """The record's wire object: ``id, kind, prompt, afterSeconds, scheduledAt``."""
+        return {
+            "id": self.id,
+            "kind": "after",
+            "prompt": self.prompt,
+            "afterSeconds": self.after_seconds,
+            "scheduledAt": self.scheduled_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AtRecord:
+    """A one-shot ``at`` reminder due at the absolute instant ``scheduled_at``.
+
+    ``target_ms`` is derived as for :class:`AfterRecord`.
+    """
+
+    id: str
+    prompt: str
+    scheduled_at: str
+    target_ms: int = field(init=False, compare=False, repr=False)
+    kind: ClassVar[Literal["at"]] = "at"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
+
+    def to_json(self) -> dict[str, object]:
+        """The record's wire object: ``id, kind, prompt, scheduledAt``."""
+        return {
+            "id": self.id,
+            "kind": "at",
+            "prompt": self.prompt,
+            "scheduledAt": self.scheduled_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EveryRecord:
+    """A fixed-rate ``every`` reminder on the grid ``created + k * every_seconds`` (k ≥ 1).
+
+    ``scheduled_at`` is the earliest occurrence not yet dispatched. Construction
+    checks ``every_seconds`` (an ``int`` in ``MIN_EVERY_SECONDS..MAX_EVERY_SECONDS``)
+    and derives ``target_ms``; a violation raises ``ValueError``.
+    """
+
+    id: str
+    prompt: str
+    every_seconds: int
+    scheduled_at: str
+    target_ms: int = field(init=False, compare=False, repr=False)
+    kind: ClassVar[Literal["every"]] = "every"
+
+    def __post_init__(self) -> None:
+        seconds = self.every_seconds
+        if type(seconds) is not int or not MIN_EVERY_SECONDS <= seconds <= MAX_EVERY_SECONDS:
+            raise ValueError(
+                f"every_seconds must be an int in {MIN_EVERY_SECONDS}..{MAX_EVERY_SECONDS}"
+            )
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
+
+    @property
+    def interval_ms(self) -> int:
+        """The interval in milliseconds (``every_seconds * 1000``)."""
+        return self.every_seconds * 1000
+
+    def to_json(self) -> dict[str, object]:
+        """The record's wire object: ``id, kind, prompt, everySeconds, scheduledAt``."""
+        return {
+            "id": self.id,
+            "kind": "every",
+            "prompt": self.prompt,
+            "everySeconds": self.every_seconds,
+            "scheduledAt": self.scheduled_at,
+        }
+
+
+ScheduleRecord: TypeAlias = AfterRecord | AtRecord | EveryRecord
+"""Any active record."""
+
+OneShotRecord: TypeAlias = AfterRecord | AtRecord
+"""A record that one dispatch retires."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateChange:
+    """A ``create`` change: the record becomes active."""
+
+    schedule: ScheduleRecord
+    operation: ClassVar[Literal["create"]] = "create"
+
+    @property
+    def id(self) -> str:
+        """The id of the created record."""
+        return self.schedule.id
+
+    def to_json(self) -> dict[str, object]:
+        """The change's wire payload: ``version, operation, schedule``."""
+        schedule = self.schedule.to_json()
+        return {"version": PROTOCOL_VERSION, "operation": "create", "schedule": schedule}
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteChange:
+    """A ``delete`` change: the active record ``id`` (any kind) is removed without delivery."""
+
+    id: str
+    operation: ClassVar[Literal["delete"]] = "delete"
+
+    def to_json(self) -> dict[str, object]:
+        """The change's wire payload: ``version, operation, id``."""
+        return {"version": PROTOCOL_VERSION, "operation": "delete", "id": self.id}
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchChange:
+    """A ``dispatch`` change: the active record ``id`` was delivered once.
+
+    A one-shot dispatch has no ``accepted_at``; an ``every`` dispatch carries the
+    canonical instant of the decision time, from which the fold derives the
+    occurrence delivered and the record's next target. ``accepted_ms`` is derived
+    from ``accepted_at`` (``None`` without it); a non-canonical ``accepted_at``
+    raises ``ValueError``.
+    """
+
+    id: str
+    accepted_at: str | None = None
+    accepted_ms: int | None = field(init=False, compare=False, repr=False)
+    operation: ClassVar[Literal["dispatch"]] = "dispatch"
+
+    def __post_init__(self) -> None:
+        accepted = None if self.accepted_at is None else parse_instant(self.accepted_at)
+        object.__setattr__(self, "accepted_ms", accepted)
+
+    def to_json(self) -> dict[str, object]:
+        """The wire payload: ``version, operation, id`` (then ``acceptedAt`` for ``every``)."""
+        payload: dict[str, object] = {
+            "version": PROTOCOL_VERSION,
+            "operation": "dispatch",
+            "id": self.id,
+        }
+        if self.accepted_at is not None:
+            payload["acceptedAt"] = self.accepted_at
+        return payload
+
+
+ScheduleChange: TypeAlias = CreateChange | DeleteChange | DispatchChange
+"""Any decoded ``schedule/change``."""
+
+# ---- decoding ------------------------------------------------------------------------------
+
+_CHANGE_KEYS: dict[str, tuple[str, ...]] = {
+    "create": ("version", "operation", "schedule"),
+    "delete": ("version", "operation", "id"),
+    "dispatch": ("version", "operation", "id"),
+}
+_EVERY_DISPATCH_KEYS = ("version", "operation", "id", "acceptedAt")
+_RECORD_KEYS: dict[str, tuple[str, ...]] = {
+    "after": ("id", "kind", "prompt", "afterSeconds", "scheduledAt"),
+    "at": ("id", "kind", "prompt", "scheduledAt"),
+    "every": ("id", "kind", "prompt", "everySeconds", "scheduledAt"),
+}
+
+
+def _fail(rule: str) -> ScheduleLogError:
+    return ScheduleLogError(f"schedule/change: {rule}")
+
+
+def _show(value: str) -> str:
+    """A short, printable rendering of a key or id for a diagnostic."""
+    text = repr(value)
+    return text if len(text) <= 64 else text[:60] + "...'"
+
+
+def _mapping(value: object, where: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise _fail(f"{where} must be an object")
+    for key in value:
+        if not isinstance(key, str):
+            raise _fail(f"{where} has a non-string key")
+    return value
+
+
+def _exact_keys(value: Mapping[str, object], where: str, keys: tuple[str, ...]) -> None:
+    for key in value:
+        if key not in keys:
+            raise _fail(f"unknown key {_show(key)} in {where}")
+    for key in keys:
+        if key not in value:
+            raise _fail(f"missing key {key!r} in {where}")
+
+
+def _id(value: object) -> str:
+    if not isinstance(value, str) or not value or not is_ecma_trimmed(value):
+        raise _fail("id must be a non-empty string equal to its own trim")
+    return str(value)
+
+
+def _string(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(f"{name} must be a string")
+    return str(value)
+
+
+def _non_canonical(name: str, error: ValueError) -> ScheduleLogError:
+    return _fail(f"{name} must be a canonical UTC instant: {error}")
+
+
+def _record(value: object) -> ScheduleRecord:
+    schedule = _mapping(value, "schedule")
+    if "kind" not in schedule:
+        raise _fail("missing key 'kind' in schedule")
+    kind = schedule["kind"]
+    if not isinstance(kind, str) or kind not in _RECORD_KEYS:
+        raise _fail('kind must be one of "after", "at", "every"')
+    _exact_keys(schedule, "schedule", _RECORD_KEYS[kind])
+    record_id = _id(schedule["id"])
+    prompt = schedule["prompt"]
+    if not isinstance(prompt, str) or not prompt or not is_ecma_trimmed(prompt):
+        raise _fail("prompt must be a non-empty string equal to its own trim")
+    if has_lone_surrogate(prompt):
+        raise _fail("prompt must be valid Unicode (no lone surrogates)")
+    prompt = str(prompt)
+    count: int | None = None  # afterSeconds or everySeconds
+    if kind == "after":
+        count = json_integer(schedule["afterSeconds"])
+        if count is None or not 1 <= count <= MAX_SAFE_INTEGER:
+            raise _fail("afterSeconds must be an integer in 1..2**53-1")
+    elif kind == "every":
+        count = json_integer(schedule["everySeconds"])
+        if count is None or not MIN_EVERY_SECONDS <= count <= MAX_EVERY_SECONDS:
+            raise _fail("everySeconds must be an integer in 300..(2**53-1)//1000")
+    scheduled_at = _string(schedule["scheduledAt"], "scheduledAt")
+    try:
+        if count is None:
+            return AtRecord(record_id, prompt, scheduled_at)
+        if kind == "after":
+            return AfterRecord(record_id, prompt, count, scheduled_at)
+        return EveryRecord(record_id, prompt, count, scheduled_at)
+    except ValueError as error:
+        raise _non_canonical("scheduledAt", error) from None
+
+
+def _dispatch(payload: Mapping[str, object]) -> DispatchChange:
+    if "acceptedAt" not in payload:
+        _exact_keys(payload, "payload", _CHANGE_KEYS["dispatch"])
+        return DispatchChange(_id(payload["id"]))
+    _exact_keys(payload, "payload", _EVERY_DISPATCH_KEYS)
+    record_id = _id(payload["id"])
+    accepted_at = _string(payload["acceptedAt"], "acceptedAt")
+    try:
+        return DispatchChange(record_id, accepted_at)
+    except ValueError as error:
+        raise _non_canonical("acceptedAt", error) from None
+
+
+def decode_schedule_change(value: object) -> ScheduleChange:
+    """Strictly decode a ``schedule/change`` payload into an immutable change.
+
+    Any violation of the protocol raises ``ScheduleLogError`` naming the rule.
+    Objects may be any ``Mapping`` with string keys; numbers follow JSON semantics.
+    Only the payload's own shape is checked here; rules that depend on earlier
+    changes (such as which dispatch shape a record takes) belong to the fold.
+    """
+    if not isinstance(value, Mapping):
+        raise _fail("payload must be an object")
+    if "version" not in value:
+        raise _fail("missing key 'version'")
+    version = value["version"]
+    if json_integer(version) != PROTOCOL_VERSION:
+        raise _fail("version must be the number 1")
+    operation = value.get("operation")
+    if not isinstance(operation, str) or operation not in _CHANGE_KEYS:
+        raise _fail("operation must be one of 'create', 'delete', 'dispatch'")
+    payload = _mapping(value, "payload")
+    if operation == "dispatch":
+        return _dispatch(payload)
+    _exact_keys(payload, "payload", _CHANGE_KEYS[operation])
+    if operation == "create":
+        return CreateChange(_record(payload["schedule"]))
+    return DeleteChange(_id(payload["id"]))
+
+
+def encode_schedule_change(change: ScheduleChange) -> dict[str, object]:
+    """Encode a change as its wire payload (``change.to_json()``)."""
+    return change.to_json()
