@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from host_bridge import SessionEvent, ToolResult
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Model
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import SessionEvent, ToolResult
 from messages._instant import format_instant
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

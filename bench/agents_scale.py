@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import RuntimeName, get_runtime
-from host_bridge import ToolResult, UserMessage, wall_clock_ms
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import ToolResult, UserMessage, wall_clock_ms
 from messages._instant import format_instant
 from messages._mailbox import RequestDrive
 

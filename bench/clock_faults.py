@@ -69,10 +69,10 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge import UserMessage, wall_clock_ms
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import UserMessage, wall_clock_ms
 from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 
 NAME = "clock_faults"

@@ -70,7 +70,6 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import data_root
-from host_bridge import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.event_store import EventStore
@@ -84,6 +83,7 @@ from host_bridge.embedded.inbox import (
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.protocols import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
 from messages import (
     SCHEDULE_CHANGE_TYPE,

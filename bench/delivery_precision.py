@@ -59,8 +59,8 @@ from bench._common import (
     write_results,
 )
 from bench._counts import Counters
-from host_bridge import UserMessage
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.protocols import UserMessage
 from messages import parse_instant, parse_reminder_framing
 
 NAME = "delivery_precision"

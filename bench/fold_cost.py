@@ -43,10 +43,10 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,

@@ -124,7 +124,7 @@ def floor(directory: Path, writes: int) -> dict[str, float]:
 
 def _creates(host: Host, agents: int, creates: int) -> dict[str, float]:
     spawned = [host.spawn() for _ in range(agents)]
-    each = creates // agents
+    each = max(1, creates // agents)
     errors: list[BaseException] = []
 
     def run(agent: Any, count: int) -> None:

@@ -51,9 +51,9 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge import SessionHeader, wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionHeader, wall_clock_ms
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = ("commit", "turn", "random")

@@ -65,9 +65,9 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge import SessionHeader, wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.protocols import SessionHeader, wall_clock_ms
 from messages._instant import parse_instant
 
 REPO = Path(__file__).resolve().parent.parent

@@ -56,7 +56,6 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge import Agent, SessionEvent, SessionHeader, wall_clock_ms
 from host_bridge._plugin import WakePolicy, install_schedule
 from host_bridge.cli._serve import reminders_of
 from host_bridge.embedded.activation import EmbeddedActivation
@@ -64,6 +63,7 @@ from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import Agent, SessionEvent, SessionHeader, wall_clock_ms
 from messages._instant import parse_instant
 
 P99_TARGET_MS = 1_000.0

@@ -28,15 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from host_bridge import (
-    Agent,
-    ToolRegistry,
-    install_schedule,
-    normalize_strict_arguments,
-    openai_tools,
-    wall_clock_ms,
-)
+from host_bridge import install_schedule, normalize_strict_arguments, openai_tools
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import Agent, ToolRegistry, wall_clock_ms
 from host_bridge.testing import FakeClock
 from messages import parse_instant
 

@@ -43,7 +43,8 @@ from typing import Any, TextIO
 
 import pykka
 
-from host_bridge import (
+from host_bridge import ThreadTimers, TurnAdmission, failed, from_pykka, install_schedule
+from host_bridge.protocols import (
     Agent,
     AgentStatus,
     HostContext,
@@ -51,15 +52,10 @@ from host_bridge import (
     SessionEvent,
     SessionHeader,
     TextBlock,
-    ThreadTimers,
     ToolCall,
     ToolDefinition,
     ToolResult,
-    TurnAdmission,
     UserMessage,
-    failed,
-    from_pykka,
-    install_schedule,
     wall_clock_ms,
 )
 

@@ -445,9 +445,7 @@ class WarningsOnStderr(logging.Handler):
     how often it came meanwhile.
     """
 
-    def __init__(
-        self, repeat_s: float = 60.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, repeat_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(logging.WARNING)
         self._repeat_s = repeat_s
         self._clock = clock

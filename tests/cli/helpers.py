@@ -19,10 +19,10 @@ from typing import IO
 
 import pytest
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionEvent, SessionHeader
 from messages import (
     CreateChange,
     DeleteChange,

@@ -50,7 +50,6 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.cli import cli
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
@@ -59,6 +58,7 @@ from host_bridge.embedded.sqlite_store import (
     SCHEMA_VERSION,
     StoreCorruptError,
 )
+from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import (
     REPO,
     Run,

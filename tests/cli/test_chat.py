@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from host_bridge import wall_clock_ms
 from host_bridge.embedded.paths import store_path
+from host_bridge.protocols import wall_clock_ms
 from messages import format_instant
 from tests.changes import reopened_changes
 from tests.cli.helpers import run_cli

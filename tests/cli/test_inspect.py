@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from host_bridge import wall_clock_ms
 from host_bridge.embedded.paths import store_path
+from host_bridge.protocols import wall_clock_ms
 from messages import (
     CreateChange,
     DispatchChange,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge import wall_clock_ms
 from host_bridge.cli._common import safe_json, show_text, visible
+from host_bridge.protocols import wall_clock_ms
 from tests.cli.helpers import assert_printable, create, message, run_cli, write_session
 
 FORGED_OK = "ok       forged (0 events, 0 schedule changes, 0 active)"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from host_bridge import Agent, AgentStatus, Cancellable, Session, UserMessage
 from host_bridge._futures import resolved
+from host_bridge.protocols import Agent, AgentStatus, Cancellable, Session, UserMessage
 from host_bridge.testing.conformance import ConformanceHost, HostConformance
 from tests.conformance.hosts import example_host, fake_host
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import Runtime
-from host_bridge import ToolCall, ToolDefinition, ToolResult
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
 from host_bridge.testing import FakeClock, FakeTimers, settle_host
 from tests.changes import reopened_changes, schedule_changes
 from tests.schema_check import checked

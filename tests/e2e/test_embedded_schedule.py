@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import Runtime
-from host_bridge import wall_clock_ms
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import wall_clock_ms
 from host_bridge.testing import FakeClock, FakeTimers, assert_delivered_once, settle_host
 from messages._instant import format_instant
 from messages._records import SCHEDULE_CHANGE_TYPE

@@ -15,9 +15,9 @@ import pykka
 
 from actors.contract import AppendGuard
 from actors.session_actor import SessionActor, SessionCore
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock
 from messages._mailbox import AppendEvent, FlushSession
 

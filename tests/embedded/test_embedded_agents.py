@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from host_bridge import Agent, TextBlock, ToolCall, ToolDefinition, ToolResult, UserMessage
 from host_bridge._futures import resolved
 from host_bridge.embedded.agents import (
     AgentDisposedError,
@@ -25,6 +24,14 @@ from host_bridge.embedded.agents import (
     TurnRecord,
 )
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import (
+    Agent,
+    TextBlock,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    UserMessage,
+)
 from host_bridge.testing import FakeClock, settle
 
 TIMEOUT = 5.0

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from actors.contract import SessionDetachedError
-from host_bridge import Session, SessionEvent, SessionHeader
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore, SessionError
+from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock
 
 TIMEOUT = 10.0

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from host_bridge import SessionEvent
 from host_bridge._eventlog import EventLog, LogSnapshot
+from host_bridge.protocols import SessionEvent
 
 
 def _filled(count: int) -> EventLog:

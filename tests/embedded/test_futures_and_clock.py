@@ -14,8 +14,9 @@ import pykka
 import pytest
 
 from actors.clock import default_timers
-from host_bridge import Cancellable, ThreadTimers, Timers, wall_clock_ms
+from host_bridge import ThreadTimers
 from host_bridge._futures import chain, failed, from_pykka, resolved
+from host_bridge.protocols import Cancellable, Timers, wall_clock_ms
 
 TIMEOUT = 5.0
 

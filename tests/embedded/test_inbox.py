@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionEvent, TextBlock, UserMessage
 from host_bridge._futures import resolved
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import (
@@ -33,6 +32,7 @@ from host_bridge.embedded.inbox import (
     queued_data,
 )
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionHeader
-from host_bridge._invariant import (
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
+from host_bridge.invariant import (
     ScheduleInvariant,
     ScheduleInvariantError,
     install_schedule_invariant,
 )
-from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
+from host_bridge.protocols import SessionHeader
 from host_bridge.testing import FakeHost
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError
 

@@ -12,10 +12,10 @@ import pykka
 import pytest
 
 from actors.contract import AppendGuard, SessionDetachedError
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle
 from host_bridge.testing._settle import settle_all
 from messages._mailbox import DetachSession

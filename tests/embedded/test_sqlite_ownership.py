@@ -15,7 +15,6 @@ from pathlib import Path
 import pykka
 import pytest
 
-from host_bridge import SessionEvent
 from host_bridge.embedded import session_locks
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.session_locks import SessionLockFile
@@ -26,6 +25,7 @@ from host_bridge.embedded.sessions import (
 )
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+from host_bridge.protocols import SessionEvent
 from tests.embedded.helpers import python_child
 
 TIMEOUT = 20.0
@@ -205,7 +205,7 @@ def test_a_direct_write_takes_the_session_or_is_refused(
     one.acquire_session("s")
     with pytest.raises(SessionLeaseError):
         two.acquire_session("s")
-    from host_bridge import SessionHeader
+    from host_bridge.protocols import SessionHeader
 
     two.create_session(SessionHeader("t"))  # takes "t" on the way
     assert two.holds_lease("t")

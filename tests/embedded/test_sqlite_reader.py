@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.sqlite_reader import SqliteStoreReader
 from host_bridge.embedded.sqlite_store import (
@@ -34,6 +33,7 @@ from host_bridge.embedded.sqlite_store import (
     StoreVersionError,
 )
 from host_bridge.embedded.stores import StoreReader, open_store
+from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import read_only_prefix, write_locked
 
 TIMEOUT = 20.0

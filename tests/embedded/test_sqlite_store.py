@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded import event_store, sqlite_store, store_rows
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
@@ -30,6 +29,7 @@ from host_bridge.embedded.sqlite_store import (
     StoreVersionError,
     StoreWriteError,
 )
+from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
 

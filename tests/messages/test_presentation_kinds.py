@@ -50,8 +50,7 @@ def test_contract_batch_example_is_byte_exact() -> None:
         (EveryRecord("schedule-two", "check metrics", 900, t("12:10:00")), t("12:10:00")),
     ]
     expected = (
-        BATCH_HEADER
-        + 'reminders_json: [{"schedule_id":"schedule-one",'
+        BATCH_HEADER + 'reminders_json: [{"schedule_id":"schedule-one",'
         '"occurrence_at":"2026-08-05T12:15:00.000Z",'
         '"reminder_prompt":"line\\n\\"quoted\\""},{"schedule_id":"schedule-two",'
         '"occurrence_at":"2026-08-05T12:10:00.000Z","reminder_prompt":"check metrics"}]'

@@ -11,7 +11,7 @@ import pykka
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, get_runtime
 from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from host_bridge import HostContext, SessionEvent
+from host_bridge.protocols import HostContext, SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
 from messages._mailbox import (
     CreateSchedule,

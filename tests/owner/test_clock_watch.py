@@ -18,10 +18,10 @@ import pytest
 from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
 from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from actors.runtime import Runtime
-from host_bridge import HostContext
 from host_bridge._plugin import CompositionError, SchedulePlugin, install_schedule
 from host_bridge._steady_clock import SteadyClock
 from host_bridge._watchdog import ClockWatchdog
+from host_bridge.protocols import HostContext
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from messages._instant import format_instant, parse_instant
 from messages._mailbox import CreateSchedule, ListSchedules, RequestDrive

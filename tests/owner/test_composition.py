@@ -10,10 +10,10 @@ from typing import Any, ClassVar, cast
 
 import pytest
 
-from host_bridge import HostContext
 from host_bridge._checked_sessions import CheckedSessionStore
 from host_bridge._composition import CompositionError, compose, composition_problems
 from host_bridge._plugin import install_schedule
+from host_bridge.protocols import HostContext
 from host_bridge.testing import FakeHost
 
 

@@ -33,9 +33,9 @@ import pytest
 
 from actors.runtime import Runtime
 from actors.teardown import TeardownCause, TeardownGate
-from host_bridge import Session, ToolCall, ToolDefinition, ToolResult
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._tools import schedule_tools
+from host_bridge.protocols import Session, ToolCall, ToolDefinition, ToolResult
 from host_bridge.testing import PENDING, FakeAgent, FakeHost, FakeSession, settle
 from messages._tool_values import Operation, persistence_uncertain
 from tests.changes import schedule_changes

@@ -22,11 +22,11 @@ import pytest
 
 from actors.gevent import GeventFuture, GeventRuntime
 from actors.runtime import Runtime, get_runtime
-from host_bridge import Session
 from host_bridge._checked_sessions import FlushMonitor
 from host_bridge._futures import resolved
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import Session
 from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, settle_host
 from tests.e2e.helpers import ScriptedModel
 from tests.owner.helpers import Tools, error

@@ -16,8 +16,8 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge import ToolCall, ToolResult
 from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge.protocols import ToolCall, ToolResult
 from host_bridge.testing import PENDING, FakeAgent, FakeHost
 from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.helpers import Tools

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from host_bridge import wall_clock_ms
 from host_bridge._plugin import CompositionError, install_schedule
+from host_bridge.protocols import wall_clock_ms
 from host_bridge.testing import FakeHost, settle
 from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 

@@ -10,9 +10,9 @@ import pykka
 import pytest
 
 from actors.runtime import Runtime
-from host_bridge import HostContext, ToolDefinition, ToolResult
 from host_bridge._plugin import CompositionError, install_schedule
 from host_bridge.embedded.tools import ToolConflictError
+from host_bridge.protocols import HostContext, ToolDefinition, ToolResult
 from host_bridge.testing import PENDING, FakeHost, settle
 
 TOOL_NAMES = ["schedule_create", "schedule_delete", "schedule_list"]

@@ -15,9 +15,9 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge import SessionEvent
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._supervision import RestartPolicy
+from host_bridge.protocols import SessionEvent
 from host_bridge.testing import PENDING, FakeAgent, FakeClock, FakeHost, FakeSession, settle
 from messages._mailbox import CreateSchedule, ListSchedules, RequestDrive, RestartOwner
 from messages._records import SCHEDULE_CHANGE_TYPE

@@ -10,9 +10,9 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors.runtime import Runtime
-from host_bridge import ToolResult
 from host_bridge._plugin import install_schedule
 from host_bridge._tools import _ToolReply
+from host_bridge.protocols import ToolResult
 from host_bridge.testing import PENDING, FakeHost
 from messages._instant import MAX_INSTANT_MS
 from tests.owner.helpers import Tools, error
@@ -262,7 +262,7 @@ def test_tool_of_another_agent_is_refused_without_side_effects(tools: Tools) -> 
     other = tools.host.spawn_root("agent-2")
     tool = tools.host.tools.get("schedule_create", agent=tools.agent)
     assert tool is not None
-    from host_bridge import ToolCall
+    from host_bridge.protocols import ToolCall
 
     flushes = tools.host.sessions.flush_count
     result = tool.execute({"prompt": "x", "after_seconds": 5}, ToolCall("c1", other)).result(5)

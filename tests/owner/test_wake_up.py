@@ -19,8 +19,8 @@ import pytest
 
 from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from actors.runtime import Runtime
-from host_bridge import Agent, HostContext
 from host_bridge._plugin import RestartPolicy, SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.protocols import Agent, HostContext
 from host_bridge.testing import FakeActivation, FakeAgent, FakeHost
 from host_bridge.testing._clock import DEFAULT_START_MS
 from host_bridge.testing._settle import settle_all

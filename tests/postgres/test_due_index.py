@@ -20,7 +20,6 @@ from unittest import mock
 import pykka
 import pytest
 
-from host_bridge import DueSession, SessionEvent, SessionHeader
 from host_bridge.cli._verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.due_index import DueEntry, IndexRow, project_session
@@ -29,6 +28,7 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError, StoreWriteError
 from host_bridge.embedded.stores import open_store
+from host_bridge.protocols import DueSession, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, FakeTimers
 from messages._instant import format_instant
 from messages._records import SCHEDULE_CHANGE_TYPE

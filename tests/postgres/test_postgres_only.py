@@ -16,7 +16,6 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from host_bridge import SessionHeader, wall_clock_ms  # noqa: E402
 from host_bridge._plugin import install_schedule  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
@@ -32,6 +31,7 @@ from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreVersionError,
     StoreWriteError,
 )
+from host_bridge.protocols import SessionHeader, wall_clock_ms  # noqa: E402
 from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
 from tests.postgres.helpers import append, open_pg  # noqa: E402
 

@@ -8,7 +8,6 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from host_bridge import SessionEvent, SessionHeader  # noqa: E402
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.postgres_store import (  # noqa: E402
     PostgresEventStore,
@@ -22,6 +21,7 @@ from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreVersionError,
 )
 from host_bridge.embedded.stores import open_store  # noqa: E402
+from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
 
 TIMEOUT = 20.0
 

@@ -13,13 +13,13 @@ from typing import Any
 import pykka
 import pytest
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionLeaseRefusedError
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError, StoreWriteError
 from host_bridge.embedded.store_errors import SessionLeaseError
 from host_bridge.embedded.stores import open_store
+from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionEvent, SessionHeader
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.stores import open_store
+from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, FakeTimers
 from messages._instant import format_instant
 from messages._records import SCHEDULE_CHANGE_TYPE

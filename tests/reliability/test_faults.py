@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from actors.contract import DEFAULT_FLUSH_TIMEOUT_MS
-from host_bridge import ToolResult
 from host_bridge._futures import resolved
 from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.sqlite_store import StoreWriteError
+from host_bridge.protocols import ToolResult
 from host_bridge.testing import settle
 from messages import SCHEDULE_CHANGE_TYPE
 from tests.changes import reopened, reopened_changes

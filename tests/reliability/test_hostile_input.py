@@ -29,7 +29,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from host_bridge import SessionEvent, ToolResult
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.cli._verify import verify_command, verify_session
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
@@ -38,6 +37,7 @@ from host_bridge.embedded.due_index import project_session
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError
+from host_bridge.protocols import SessionEvent, ToolResult
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from messages import (
     SCHEDULE_CHANGE_TYPE,

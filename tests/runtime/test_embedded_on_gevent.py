@@ -9,10 +9,10 @@ import pytest
 
 from actors.contract import SessionDetachedError
 from actors.runtime import wait_for
-from host_bridge import UserMessage
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, RootAgents, Turn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
 
 

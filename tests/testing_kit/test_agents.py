@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from host_bridge import Agent, AgentRegistry, TextBlock, UserMessage
+from host_bridge.protocols import Agent, AgentRegistry, TextBlock, UserMessage
 from host_bridge.testing import FakeAgent, FakeSession, Journal
 from host_bridge.testing._registry import FakeAgentRegistry
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge import ToolCall, ToolDefinition, ToolResult
+from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
 from host_bridge.testing import FakeAgent, FakeHost, call_tool, call_tool_json
 
 

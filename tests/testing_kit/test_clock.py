@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from host_bridge import Timers
+from host_bridge.protocols import Timers
 from host_bridge.testing import FakeClock, FakeTimers, Journal
 from host_bridge.testing._clock import DEFAULT_START_MS
 

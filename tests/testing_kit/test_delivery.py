@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge import SessionEvent, TextBlock, UserMessage
+from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import (
     Dispatch,
     FakeHost,

@@ -11,7 +11,7 @@ import pytest
 
 from actors.base import MailboxActor
 from actors.runtime import Runtime
-from host_bridge import Agent, HostContext, TextBlock, UserMessage
+from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
 from host_bridge.testing import PENDING, FakeHost, settle
 from host_bridge.testing._settle import settle_all
 

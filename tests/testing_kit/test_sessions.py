@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from actors.contract import SessionDetachedError
-from host_bridge import Session, SessionEvent, SessionStore
 from host_bridge._eventlog import LogSnapshot
+from host_bridge.protocols import Session, SessionEvent, SessionStore
 from host_bridge.testing import PENDING, FakeClock, FakeSession, FakeSessionStore, Journal
 
 

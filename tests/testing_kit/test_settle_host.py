@@ -9,10 +9,10 @@ from concurrent.futures import Future
 import pytest
 
 from actors.runtime import Runtime
-from host_bridge import Session
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import Session
 from host_bridge.testing import (
     PENDING,
     FakeActivation,

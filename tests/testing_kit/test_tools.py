@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from host_bridge import ToolCall, ToolDefinition, ToolRegistry, ToolResult
 from host_bridge.embedded.tools import ScopedToolRegistry, ToolConflictError
+from host_bridge.protocols import ToolCall, ToolDefinition, ToolRegistry, ToolResult
 from host_bridge.testing import FakeAgent, FakeSession
 
 SECRET = "s3cret backend detail"
