@@ -80,7 +80,7 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -88,6 +88,7 @@ import pykka
 
 from actors.base import MailboxActor
 from actors.contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
+from actors.futures import settle
 from actors.observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -1184,7 +1185,5 @@ def _cancel_deadline(txn: _Txn) -> None:
 
 
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
-    if reply.done():
-        return
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled it meanwhile
-        reply.set_result(value.to_json() if isinstance(value, ToolError) else value)
+    if not reply.done():  # else answered before, or cancelled by its caller
+        settle(reply, value.to_json() if isinstance(value, ToolError) else value)

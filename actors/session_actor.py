@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import CancelledError, Future, InvalidStateError
+from concurrent.futures import CancelledError, Future
 from types import TracebackType
 from typing import Any, Protocol, cast
 
 from actors.base import MailboxActor
 from actors.contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
+from actors.futures import failed, resolved, settle, settle_exception
 from messages.mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
@@ -222,16 +222,16 @@ class SessionCore:
         section) so durable-progress listeners hear of it.
         """
         if self.detached:
-            return _failed(self.detached_error()), 0
+            return failed(self.detached_error()), 0
         if self._listener is None:
-            return _resolved(False), 0
+            return resolved(False), 0
         try:
             self.commit_staged()
             covered = len(self._log)
             future = self._listener.flush(self.header.id)
         except Exception as error:
             _log.warning("persistence listener refused a flush of session %r", self.header.id)
-            return _failed(error), 0
+            return failed(error), 0
         return future, covered
 
     def track_progress(self, future: Future[bool], covered: int) -> None:
@@ -317,9 +317,9 @@ class SessionActor(MailboxActor):
             with core.section:
                 event = core.append(message.type, message.data, staged=message.staged)
         except BaseException as error:
-            _fail(message.reply, error)
+            settle_exception(message.reply, error)
         else:
-            _succeed(message.reply, event)
+            settle(message.reply, event)
 
     def handle_FlushSession(self, message: FlushSession) -> None:
         """Start a flush barrier covering every append handled so far."""
@@ -333,7 +333,7 @@ class SessionActor(MailboxActor):
         """Detach: every later append or flush is rejected."""
         with self._core.section:
             self._core.detached = True
-        _succeed(message.reply, None)
+        settle(message.reply, None)
 
     def on_stop(self) -> None:
         """Fail the replies of messages still queued: pykka drops unanswered ``tell``s."""
@@ -356,44 +356,22 @@ class SessionActor(MailboxActor):
             envelope = self.actor_inbox.get()
             message = envelope.message
             if isinstance(message, AppendEvent | FlushSession | DetachSession):
-                _fail(message.reply, self._core.detached_error())
+                settle_exception(message.reply, self._core.detached_error())
             else:
                 kept.append(envelope)  # asks: pykka answers them with ActorDeadError
         for envelope in kept:
             self.actor_inbox.put(envelope)
 
 
-def _succeed(reply: Future[Any], value: Any) -> None:
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
-        reply.set_result(value)
-
-
-def _fail(reply: Future[Any], error: BaseException) -> None:
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
-        reply.set_exception(error)
-
-
-def _resolved(value: bool) -> Future[bool]:
-    future: Future[bool] = Future()
-    future.set_result(value)
-    return future
-
-
-def _failed(error: BaseException) -> Future[bool]:
-    future: Future[bool] = Future()
-    future.set_exception(error)
-    return future
-
-
 def _forward(source: Future[bool], target: Future[bool]) -> None:
     def _copy(done: Future[bool]) -> None:
         if done.cancelled():
-            _fail(target, CancelledError())
+            settle_exception(target, CancelledError())
             return
         error = done.exception()
         if error is not None:
-            _fail(target, error)
+            settle_exception(target, error)
         else:
-            _succeed(target, done.result() is True)
+            settle(target, done.result() is True)
 
     source.add_done_callback(_copy)

@@ -46,13 +46,8 @@ from actors.contract import (
     SessionPassivation,
 )
 from actors.schedule_owner import OwnerSupervisor
-from actors.wake_policy import (
-    MAX_TIMER_DELAY_MS,
-    WakePolicy,
-    WakeState,
-    WakeUpBoard,
-    WakeUpStatus,
-)
+from actors.wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
+from messages.delivery import MAX_TIMER_DELAY_MS
 from messages.fold import fold_schedule_events
 from messages.mailbox import (
     ActivationSettled,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pykka
 
+from actors.futures import resolved
 from actors.teardown import TeardownGate
-from host_bridge.futures import resolved
 from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 from host_bridge.schemas import TOOL_SPECS
 from messages.mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
