@@ -82,11 +82,8 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import pykka
-
-from actors.base import MailboxActor
 from actors.contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from actors.futures import settle
 from actors.observer import (
@@ -98,6 +95,7 @@ from actors.observer import (
     guarded,
 )
 from actors.status_box import OwnerStatusBox
+from actors.supervised import OwnerSupervisor, SupervisedActor
 from actors.teardown import TeardownGate
 from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
@@ -147,7 +145,7 @@ from messages.tool_values import (
 )
 from messages.views import schedule_view
 
-__all__ = ["OwnerStatusBox", "OwnerSupervisor", "ScheduleOwner"]
+__all__ = ["OwnerStatusBox", "ScheduleOwner"]
 
 
 @dataclass
@@ -175,19 +173,6 @@ class UnreadableLogError(RuntimeError):
     """The host could not produce the session's events."""
 
 
-class OwnerSupervisor(Protocol):
-    """Who restarts an owner after a contained failure (the plugin, for its owners)."""
-
-    def owner_failed(self) -> int | None:
-        """An unexpected error stopped the owner's delivery; decide whether it restarts.
-
-        Called on the owner's thread (or greenlet), so it must not block. Returns
-        the back-off in milliseconds after which a :class:`RestartOwner` will
-        arrive, or ``None`` when the owner will not be restarted.
-        """
-        ...
-
-
 class _Drive:
     """The single coalesced drive request in the owner's queue."""
 
@@ -211,7 +196,7 @@ BAD_CLOCK_RETRY_MS = 1_000
 _Plan = DeliverNow | DeliverBatch | WaitFor | _NoDecision | None
 
 
-class ScheduleOwner(MailboxActor):
+class ScheduleOwner(SupervisedActor):
     """The Schedule state machine of one root agent. See the module docstring."""
 
     def __init__(
@@ -248,7 +233,6 @@ class ScheduleOwner(MailboxActor):
         self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
-        self._timer_generation = 0  # generations only grow, so a stale wake never matches
         self._idle_generation = 0
         self._disposing = False
         self._dispose_replies: list[Future[None]] = []
@@ -264,8 +248,6 @@ class ScheduleOwner(MailboxActor):
         running owner (their generations must move on).
         """
         self._fold: FoldedSchedules | None = None
-        self._timer: Cancellable | None = None
-        self._timer_delay: int | None = None
         self._timer_target: int | None = None  # the target the armed timer waits for
         self._decided: FoldedSchedules | None = None  # the fold the armed timer was decided from
         self._decision_ms = 0  # the clock sample of the latest delivery decision
@@ -293,13 +275,6 @@ class ScheduleOwner(MailboxActor):
             return result
         finally:
             self._publish()
-
-    def _handle_contained(self, message: Any) -> Any:
-        try:
-            return super().on_receive(message)
-        except Exception as error:
-            self._contain(message, error)
-            return None
 
     def on_stop(self) -> None:
         """Cancel the timer, answer what is still queued, resolve every dispose request.
@@ -359,10 +334,8 @@ class ScheduleOwner(MailboxActor):
 
     def handle_TimerFired(self, message: TimerFired) -> None:
         """The armed timer woke: re-read the clock through a fresh drive."""
-        if message.generation != self._timer_generation or self._timer is None:
+        if not self._timer_fired(message.generation):
             return
-        self._timer = None
-        self._timer_delay = None
         self._timer_target = None
         self._decided = None
         self._request_drive()
@@ -1023,24 +996,15 @@ class ScheduleOwner(MailboxActor):
 
     def _arm(self, plan: WaitFor) -> None:
         """Arm the one timer for ``plan``, decided from the current fold."""
-        self._cancel_timer()
-        self._timer_generation += 1
-        generation = self._timer_generation
-        post = self._post
-        delay_ms = plan.delay_ms
-        self._timer = self._timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
-        self._timer_delay = delay_ms
+        self._arm_timer(plan.delay_ms, TimerFired)
         self._timer_target = plan.record.target_ms
         self._decided = self._fold
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            self._timer_delay = None
-            self._timer_target = None
-            self._decided = None
-            self._timer_generation += 1
+        """Cancel the armed timer and forget what it was decided from."""
+        super()._cancel_timer()
+        self._timer_target = None
+        self._decided = None
 
     def _await_idle(self) -> None:
         if self._waiting_for_idle:
@@ -1115,18 +1079,6 @@ class ScheduleOwner(MailboxActor):
             self._finish()
         elif self._disposing:
             self.stop()
-
-    def _ask_supervisor(self) -> int | None:
-        assert self._supervisor is not None
-        try:
-            return self._supervisor.owner_failed()
-        except Exception:
-            self._log.exception("the supervisor of agent %r failed", self._agent.id)
-            return None
-
-    def _post(self, message: Any) -> None:
-        with contextlib.suppress(pykka.ActorDeadError):  # a late callback after the owner finished
-            self.actor_ref.tell(message)
 
     def _publish(self, state: OwnerState | None = None) -> None:
         if state is None:

@@ -11,6 +11,7 @@ from actors.status_box import StatusBox
 
 __all__ = ["WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 
+
 @dataclass(frozen=True, slots=True)
 class WakePolicy:
     """How the wake-up actor works.
