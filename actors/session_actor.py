@@ -87,6 +87,10 @@ class SessionCore:
     together, committing the stage when the reservation is released. A stage
     still open when the session detaches is never handed over.
 
+    **Encoding.** An append keeps in the live log exactly what a resume would
+    read: ``decode(encode(data))``, or ``encode_copy(data)``'s copy when given
+    (the bytes and that value from one walk, without decoding).
+
     **Durable progress.** Every flush that resolves ``True`` covers the first
     :attr:`durable_length` events; :meth:`on_durable` listeners hear of each
     advance (on the thread that settled the flush: keep them short).
@@ -103,12 +107,14 @@ class SessionCore:
         clock: Callable[[], int],
         guards: Callable[[], Sequence[AppendGuard]] = tuple,
         durable_length: int = 0,
+        encode_copy: Callable[[object], tuple[bytes, object]] | None = None,
     ) -> None:
         self.header = header
         self._log = log
         self._listener = listener
         self._encode = encode
         self._decode = decode
+        self._encode_copy = encode_copy
         self._clock = clock
         self._guards = guards
         self.detached = False
@@ -177,8 +183,12 @@ class SessionCore:
             raise ValueError("event type must be a non-empty string")
         for guard in self._guards():
             guard(self.header, self._log.snapshot(), type_, data)
-        payload = self._encode(data)
-        stored = self._decode(payload)  # the live log holds exactly what a resume would read
+        encode_copy = self._encode_copy
+        if encode_copy is not None:  # one walk gives both
+            payload, stored = encode_copy(data)
+        else:
+            payload = self._encode(data)
+            stored = self._decode(payload)  # the live log holds exactly what a resume reads
         time_ms = self._clock()
         seq = len(self._log)
         listener = self._listener

@@ -23,7 +23,7 @@ from actors.contract import AppendGuard, SessionDetachedError
 from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors.session_actor import SessionActor, SessionCore
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
@@ -451,6 +451,7 @@ class EmbeddedSessionStore:
                 listener=self._persistence,
                 encode=encode_payload,
                 decode=decode_payload,
+                encode_copy=encode_payload_copy,
                 clock=self._clock,
                 guards=self._current_guards,
                 durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable
