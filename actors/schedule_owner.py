@@ -99,7 +99,13 @@ from actors.supervised import OwnerSupervisor, SupervisedActor
 from actors.teardown import TeardownGate
 from messages.delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages.errors import ScheduleInputError, ScheduleLogError
-from messages.fold import FoldedSchedules, allocate_schedule_id, continue_fold, fold_schedule_events
+from messages.fold import (
+    FoldedSchedules,
+    allocate_schedule_id,
+    apply_schedule_change,
+    continue_fold,
+    fold_schedule_events,
+)
 from messages.mailbox import (
     AgentIdle,
     BarrierSettled,
@@ -502,7 +508,8 @@ class ScheduleOwner(SupervisedActor):
         except ScheduleInputError as error:
             self._answer(txn, input_error(error.code, when.key))
             return self._finish()
-        if not self._append_or_answer(txn, CreateChange(record).to_json()):
+        change = CreateChange(record)
+        if not self._append_or_answer(txn, change, folded):
             return self._finish()
         txn.record = record
         txn.schedule_id = schedule_id
@@ -536,7 +543,7 @@ class ScheduleOwner(SupervisedActor):
         if folded.get(request.id) is None:
             self._answer(txn, not_found_value(request.id))
             return self._finish()
-        if not self._append_or_answer(txn, DeleteChange(request.id).to_json()):
+        if not self._append_or_answer(txn, DeleteChange(request.id), folded):
             return self._finish()
         self._barrier(txn)
 
@@ -608,11 +615,15 @@ class ScheduleOwner(SupervisedActor):
             self._answer(txn, internal_error())
         return None
 
-    def _append_or_answer(self, txn: _Txn, payload: dict[str, object]) -> bool:
+    def _append_or_answer(
+        self, txn: _Txn, change: CreateChange | DeleteChange, folded: FoldedSchedules
+    ) -> bool:
         """Append a management change; ``False`` (answered, or cancelled) when it did not.
 
         Not once teardown began or the agent is no longer live (checked in the
         gate's passage, so a dispose beginning meanwhile waits for the append).
+        The fold ``folded`` the change was decided on takes it in at once
+        (:meth:`_fold_own`).
         """
         if txn.request is not None and txn.request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
@@ -624,12 +635,33 @@ class ScheduleOwner(SupervisedActor):
                 self._answer(txn, self._refusal())
                 return False
             try:
-                self._session.append(SCHEDULE_CHANGE_TYPE, payload)
+                event = self._session.append(SCHEDULE_CHANGE_TYPE, change.to_json())
             except Exception:
                 self._log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
                 self._answer(txn, internal_error())
                 return False
+        self._fold_own(folded, change, event)
         return True
+
+    def _fold_own(
+        self, folded: FoldedSchedules, change: CreateChange | DeleteChange, event: object
+    ) -> None:
+        """Fold the change this owner just appended as ``event`` without decoding it again.
+
+        Only when ``event`` is the very object that follows ``folded`` in the log
+        (nothing else was appended in between); otherwise the next
+        :meth:`_refold` reads it from the log as usual. Either way the result
+        equals a full fold: the change is the one the event's payload encodes.
+        """
+        if self._fold is not folded:
+            return
+        try:
+            events = self._session.events
+            if len(events) != folded.end + 1 or events[folded.end] is not event:
+                return
+            self._fold = apply_schedule_change(folded, change)
+        except Exception:  # any doubt leaves the fold to the next refold
+            self._log.debug("own change not folded directly", exc_info=True)
 
     # --- delivery ------------------------------------------------------------------------
 
