@@ -237,6 +237,7 @@ class ScheduleOwner(SupervisedActor):
         self._gate = gate if gate is not None else TeardownGate(host.flush_timeout_ms)
         self._queue: deque[_Txn | _Drive] = deque()  # admitted work survives a restart
         self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
+        self._answers: deque[tuple[Future[Any], ToolError | dict[str, object]]] = deque()
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
         self._idle_generation = 0
@@ -272,6 +273,10 @@ class ScheduleOwner(SupervisedActor):
         mailbox: its :class:`PreflightSettled` or :class:`BarrierSettled` is
         queued in :attr:`_steps` and handled right after the current handler,
         by its ``handle_`` method as if it had arrived by mail.
+
+        Tool answers are sent last, after the status is published: a caller
+        woken by its answer then finds the owner done with the message (and
+        the status showing it), not still holding the interpreter.
         """
         try:
             result = self._handle_contained(message)
@@ -280,7 +285,10 @@ class ScheduleOwner(SupervisedActor):
                 self._handle_contained(steps.popleft())
             return result
         finally:
-            self._publish()
+            try:
+                self._publish()
+            finally:
+                self._send_answers()
 
     def on_stop(self) -> None:
         """Cancel the timer, answer what is still queued, resolve every dispose request.
@@ -312,6 +320,7 @@ class ScheduleOwner(SupervisedActor):
         for envelope in others:  # pykka's teardown answers these (asks, stop requests)
             self.actor_inbox.put(envelope)
         self._publish("disposed")
+        self._send_answers()
         for reply in self._dispose_replies:
             if not reply.done():
                 reply.set_result(None)
@@ -971,7 +980,14 @@ class ScheduleOwner(SupervisedActor):
         if txn.request is not None:
             if txn.answer is None:  # the first answer is the one the caller got
                 txn.answer = value
-            _reply(txn.request.reply, value)
+            self._answers.append((txn.request.reply, value))
+
+    def _send_answers(self) -> None:
+        """Send the answers of the message just handled, in the order they were given."""
+        answers = self._answers
+        while answers:
+            reply, value = answers.popleft()
+            _reply(reply, value)
 
     def _observe_end(self, txn: _Txn) -> None:
         """Report that ``txn`` finished (once: its token is dropped)."""
