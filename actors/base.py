@@ -18,8 +18,8 @@ class MailboxActor(pykka.ThreadingActor):
     """A pykka actor that routes each message to ``handle_<MessageType>``.
 
     Subclasses define one handler per message type they accept, so every state
-    transition is a visible method. :class:`messages.mailbox.Ping` is answered by
-    every actor (see :func:`host_bridge.testing.settle`).
+    transition is a visible method. :class:`messages._mailbox.Ping` is answered by
+    every actor (see :func:`host_bridge.testing._settle`).
 
     This class runs on pykka's threading runtime; bind it to another runtime with
     :meth:`actors.runtime.Runtime.bind` (e.g. ``get_runtime("gevent").bind(cls)``),

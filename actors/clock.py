@@ -8,7 +8,7 @@ Timers run on the monotonic clock, so they do not notice when the wall clock
 jumps or the machine is suspended (Linux's monotonic clock stands still during
 a suspend while the wall clock moves on). Both show as a change of
 ``wall − monotonic``; :func:`clock_jump_ms` is that test, and
-:class:`host_bridge.watchdog.ClockWatchdog` applies it on a coarse tick.
+:class:`host_bridge._watchdog.ClockWatchdog` applies it on a coarse tick.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ re-exports it for hosts.
 
 Futures are :class:`concurrent.futures.Future` everywhere, because they are
 thread-safe, accept done-callbacks and do not tie the host to a runtime. A
-pykka future can be adapted with :func:`host_bridge.futures.from_pykka`.
+pykka future can be adapted with :func:`host_bridge._futures.from_pykka`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The owner reports each transaction it runs (a tool call from admission to its
 answer, a delivery from its preflight to its barrier), every delivery it made,
 every flush that failed and every failure it contained. This module names those
-reports and depends on no telemetry library: :mod:`host_bridge.telemetry`
+reports and depends on no telemetry library: :mod:`host_bridge._telemetry`
 implements them with OpenTelemetry. :data:`NO_OBSERVER`, whose methods do
 nothing, is the default, so an owner that nobody observes pays one method call
 per report and nothing else.
@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Literal, Protocol
 
 from messages._delivery import DeliverBatch, DeliverNow
+from messages._mailbox import FlushPhase
 from messages._tool_values import Operation, ToolError
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "DeliveryOutcome",
     "NullObserver",
     "OwnerObserver",
-    "StepPhase",
     "ToolOutcome",
     "TxnKind",
     "guarded",
@@ -38,9 +38,6 @@ __all__ = [
 
 TxnKind = Literal["create", "list", "delete", "deliver"]
 """The owner's transaction kinds: the three tools and a delivery."""
-
-StepPhase = Literal["preflight", "barrier"]
-"""The flush a step waits for: before any decision, or after an append."""
 
 DeliveryOutcome = Literal[
     "delivered",
@@ -109,7 +106,7 @@ class OwnerObserver(Protocol):
         """
         ...
 
-    def persistence_uncertain(self, token: object, operation: Operation, phase: StepPhase) -> None:
+    def persistence_uncertain(self, token: object, operation: Operation, phase: FlushPhase) -> None:
         """A flush of the transaction's ``phase`` failed, timed out or raised.
 
         ``operation`` is the tool's (``create``, ``list``, ``delete``), or
@@ -149,7 +146,7 @@ class NullObserver:
     ) -> None:
         """Nothing to record."""
 
-    def persistence_uncertain(self, token: object, operation: Operation, phase: StepPhase) -> None:
+    def persistence_uncertain(self, token: object, operation: Operation, phase: FlushPhase) -> None:
         """Nothing to record."""
 
     def contained_failure(self, token: object | None, message_type: str, error: Exception) -> None:
@@ -213,7 +210,7 @@ class _Guarded:
         except Exception:
             self._failed("delivered")
 
-    def persistence_uncertain(self, token: object, operation: Operation, phase: StepPhase) -> None:
+    def persistence_uncertain(self, token: object, operation: Operation, phase: FlushPhase) -> None:
         """Forward."""
         try:
             self._inner.persistence_uncertain(token, operation, phase)

@@ -6,7 +6,7 @@ here from preflight through its last barrier, one at a time. Steps that wait
 mailbox messages posted by future callbacks and timers, so the actor never
 blocks on a future and stays responsive to :class:`DisposeOwner`.
 
-Transaction shapes (see :mod:`messages.mailbox`)::
+Transaction shapes (see :mod:`messages._mailbox`)::
 
     create   CreateSchedule -> flush -> PreflightSettled -> append create -> flush -> BarrierSettled
     list     ListSchedules  -> flush -> PreflightSettled
@@ -30,7 +30,7 @@ exactly those the timer was decided from, and the new record is not due
 before the armed target (see ``_drive_needless``). Anything else (no timer, a
 change since the decision, an earlier record, a failed barrier) drives.
 
-A delivery decides twice from one clock sample each (:func:`messages.delivery.plan_delivery`):
+A delivery decides twice from one clock sample each (:func:`messages._delivery.plan_delivery`):
 after the preflight (is anything due?) and again inside the turn reservation,
 which is what it acts on. A due one-shot (``after``/``at``) goes first, one per
 transaction, with its own follow-up and dispatch. Otherwise every due ``every``
@@ -70,7 +70,7 @@ Observation. The owner reports what it does to an
 from its start (a tool call's admission, a delivery's preflight) to its finish,
 whatever ends it (an answer, a cancellation, a contained failure, disposal or a
 stop), each delivery with the clock sample it was decided at, each failed flush
-and each contained failure. :mod:`host_bridge.telemetry` turns the reports into
+and each contained failure. :mod:`host_bridge._telemetry` turns the reports into
 OpenTelemetry metrics and spans; this package never imports OpenTelemetry.
 """
 
@@ -80,14 +80,12 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import pykka
-
-from actors.base import MailboxActor
 from actors.contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
+from actors.futures import settle
 from actors.observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -97,12 +95,14 @@ from actors.observer import (
     guarded,
 )
 from actors.status_box import OwnerStatusBox
+from actors.supervised import OwnerSupervisor, SupervisedActor
 from actors.teardown import TeardownGate
 from messages._delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages._errors import ScheduleInputError, ScheduleLogError
 from messages._fold import (
     FoldedSchedules,
     allocate_schedule_id,
+    apply_schedule_change,
     continue_fold,
     fold_schedule_events,
 )
@@ -151,7 +151,7 @@ from messages._tool_values import (
 )
 from messages._views import schedule_view
 
-__all__ = ["OwnerStatusBox", "OwnerSupervisor", "ScheduleOwner"]
+__all__ = ["OwnerStatusBox", "ScheduleOwner"]
 
 
 @dataclass
@@ -179,19 +179,6 @@ class UnreadableLogError(RuntimeError):
     """The host could not produce the session's events."""
 
 
-class OwnerSupervisor(Protocol):
-    """Who restarts an owner after a contained failure (the plugin, for its owners)."""
-
-    def owner_failed(self) -> int | None:
-        """An unexpected error stopped the owner's delivery; decide whether it restarts.
-
-        Called on the owner's thread (or greenlet), so it must not block. Returns
-        the back-off in milliseconds after which a :class:`RestartOwner` will
-        arrive, or ``None`` when the owner will not be restarted.
-        """
-        ...
-
-
 class _Drive:
     """The single coalesced drive request in the owner's queue."""
 
@@ -215,7 +202,7 @@ BAD_CLOCK_RETRY_MS = 1_000
 _Plan = DeliverNow | DeliverBatch | WaitFor | _NoDecision | None
 
 
-class ScheduleOwner(MailboxActor):
+class ScheduleOwner(SupervisedActor):
     """The Schedule state machine of one root agent. See the module docstring."""
 
     def __init__(
@@ -250,9 +237,9 @@ class ScheduleOwner(MailboxActor):
         self._gate = gate if gate is not None else TeardownGate(host.flush_timeout_ms)
         self._queue: deque[_Txn | _Drive] = deque()  # admitted work survives a restart
         self._steps: deque[PreflightSettled | BarrierSettled] = deque()  # settled at once
+        self._answers: deque[tuple[Future[Any], ToolError | dict[str, object]]] = deque()
         self._txn: _Txn | None = None
         self._txn_ids = itertools.count(1)
-        self._timer_generation = 0  # generations only grow, so a stale wake never matches
         self._idle_generation = 0
         self._disposing = False
         self._dispose_replies: list[Future[None]] = []
@@ -268,8 +255,6 @@ class ScheduleOwner(MailboxActor):
         running owner (their generations must move on).
         """
         self._fold: FoldedSchedules | None = None
-        self._timer: Cancellable | None = None
-        self._timer_delay: int | None = None
         self._timer_target: int | None = None  # the target the armed timer waits for
         self._decided: FoldedSchedules | None = None  # the fold the armed timer was decided from
         self._decision_ms = 0  # the clock sample of the latest delivery decision
@@ -288,6 +273,10 @@ class ScheduleOwner(MailboxActor):
         mailbox: its :class:`PreflightSettled` or :class:`BarrierSettled` is
         queued in :attr:`_steps` and handled right after the current handler,
         by its ``handle_`` method as if it had arrived by mail.
+
+        Tool answers are sent last, after the status is published: a caller
+        woken by its answer then finds the owner done with the message (and
+        the status showing it), not still holding the interpreter.
         """
         try:
             result = self._handle_contained(message)
@@ -296,14 +285,10 @@ class ScheduleOwner(MailboxActor):
                 self._handle_contained(steps.popleft())
             return result
         finally:
-            self._publish()
-
-    def _handle_contained(self, message: Any) -> Any:
-        try:
-            return super().on_receive(message)
-        except Exception as error:
-            self._contain(message, error)
-            return None
+            try:
+                self._publish()
+            finally:
+                self._send_answers()
 
     def on_stop(self) -> None:
         """Cancel the timer, answer what is still queued, resolve every dispose request.
@@ -335,6 +320,7 @@ class ScheduleOwner(MailboxActor):
         for envelope in others:  # pykka's teardown answers these (asks, stop requests)
             self.actor_inbox.put(envelope)
         self._publish("disposed")
+        self._send_answers()
         for reply in self._dispose_replies:
             if not reply.done():
                 reply.set_result(None)
@@ -363,10 +349,8 @@ class ScheduleOwner(MailboxActor):
 
     def handle_TimerFired(self, message: TimerFired) -> None:
         """The armed timer woke: re-read the clock through a fresh drive."""
-        if message.generation != self._timer_generation or self._timer is None:
+        if not self._timer_fired(message.generation):
             return
-        self._timer = None
-        self._timer_delay = None
         self._timer_target = None
         self._decided = None
         self._request_drive()
@@ -533,7 +517,8 @@ class ScheduleOwner(MailboxActor):
         except ScheduleInputError as error:
             self._answer(txn, input_error(error.code, when.key))
             return self._finish()
-        if not self._append_or_answer(txn, CreateChange(record).to_json()):
+        change = CreateChange(record)
+        if not self._append_or_answer(txn, change, folded):
             return self._finish()
         txn.record = record
         txn.schedule_id = schedule_id
@@ -544,7 +529,7 @@ class ScheduleOwner(MailboxActor):
         """The clock sample a new record's target is computed from.
 
         A clock that offers ``upper()`` (the plugin's
-        :class:`~host_bridge.steady_clock.SteadyClock`) gives the higher of the
+        :class:`~host_bridge._steady_clock.SteadyClock`) gives the higher of the
         timelines a clock step left in doubt, so a target is never too early;
         decisions use the lower one. Any other clock is sampled as it is.
         """
@@ -567,7 +552,7 @@ class ScheduleOwner(MailboxActor):
         if folded.get(request.id) is None:
             self._answer(txn, not_found_value(request.id))
             return self._finish()
-        if not self._append_or_answer(txn, DeleteChange(request.id).to_json()):
+        if not self._append_or_answer(txn, DeleteChange(request.id), folded):
             return self._finish()
         self._barrier(txn)
 
@@ -639,11 +624,15 @@ class ScheduleOwner(MailboxActor):
             self._answer(txn, internal_error())
         return None
 
-    def _append_or_answer(self, txn: _Txn, payload: dict[str, object]) -> bool:
+    def _append_or_answer(
+        self, txn: _Txn, change: CreateChange | DeleteChange, folded: FoldedSchedules
+    ) -> bool:
         """Append a management change; ``False`` (answered, or cancelled) when it did not.
 
         Not once teardown began or the agent is no longer live (checked in the
         gate's passage, so a dispose beginning meanwhile waits for the append).
+        The fold ``folded`` the change was decided on takes it in at once
+        (:meth:`_fold_own`).
         """
         if txn.request is not None and txn.request.reply.cancelled():
             self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
@@ -655,12 +644,33 @@ class ScheduleOwner(MailboxActor):
                 self._answer(txn, self._refusal())
                 return False
             try:
-                self._session.append(SCHEDULE_CHANGE_TYPE, payload)
+                event = self._session.append(SCHEDULE_CHANGE_TYPE, change.to_json())
             except Exception:
                 self._log.warning("append of a %s to session %r failed", txn.kind, self._session.id)
                 self._answer(txn, internal_error())
                 return False
+        self._fold_own(folded, change, event)
         return True
+
+    def _fold_own(
+        self, folded: FoldedSchedules, change: CreateChange | DeleteChange, event: object
+    ) -> None:
+        """Fold the change this owner just appended as ``event`` without decoding it again.
+
+        Only when ``event`` is the very object that follows ``folded`` in the log
+        (nothing else was appended in between); otherwise the next
+        :meth:`_refold` reads it from the log as usual. Either way the result
+        equals a full fold: the change is the one the event's payload encodes.
+        """
+        if self._fold is not folded:
+            return
+        try:
+            events = self._session.events
+            if len(events) != folded.end + 1 or events[folded.end] is not event:
+                return
+            self._fold = apply_schedule_change(folded, change)
+        except Exception:  # any doubt leaves the fold to the next refold
+            self._log.debug("own change not folded directly", exc_info=True)
 
     # --- delivery ------------------------------------------------------------------------
 
@@ -970,7 +980,14 @@ class ScheduleOwner(MailboxActor):
         if txn.request is not None:
             if txn.answer is None:  # the first answer is the one the caller got
                 txn.answer = value
-            _reply(txn.request.reply, value)
+            self._answers.append((txn.request.reply, value))
+
+    def _send_answers(self) -> None:
+        """Send the answers of the message just handled, in the order they were given."""
+        answers = self._answers
+        while answers:
+            reply, value = answers.popleft()
+            _reply(reply, value)
 
     def _observe_end(self, txn: _Txn) -> None:
         """Report that ``txn`` finished (once: its token is dropped)."""
@@ -1027,24 +1044,15 @@ class ScheduleOwner(MailboxActor):
 
     def _arm(self, plan: WaitFor) -> None:
         """Arm the one timer for ``plan``, decided from the current fold."""
-        self._cancel_timer()
-        self._timer_generation += 1
-        generation = self._timer_generation
-        post = self._post
-        delay_ms = plan.delay_ms
-        self._timer = self._timers.call_later(delay_ms, lambda: post(TimerFired(generation)))
-        self._timer_delay = delay_ms
+        self._arm_timer(plan.delay_ms, TimerFired)
         self._timer_target = plan.record.target_ms
         self._decided = self._fold
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            self._timer_delay = None
-            self._timer_target = None
-            self._decided = None
-            self._timer_generation += 1
+        """Cancel the armed timer and forget what it was decided from."""
+        super()._cancel_timer()
+        self._timer_target = None
+        self._decided = None
 
     def _await_idle(self) -> None:
         if self._waiting_for_idle:
@@ -1120,18 +1128,6 @@ class ScheduleOwner(MailboxActor):
         elif self._disposing:
             self.stop()
 
-    def _ask_supervisor(self) -> int | None:
-        assert self._supervisor is not None
-        try:
-            return self._supervisor.owner_failed()
-        except Exception:
-            self._log.exception("the supervisor of agent %r failed", self._agent.id)
-            return None
-
-    def _post(self, message: Any) -> None:
-        with contextlib.suppress(pykka.ActorDeadError):  # a late callback after the owner finished
-            self.actor_ref.tell(message)
-
     def _publish(self, state: OwnerState | None = None) -> None:
         if state is None:
             if self._disposing or self._gate.closed:
@@ -1189,7 +1185,5 @@ def _cancel_deadline(txn: _Txn) -> None:
 
 
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
-    if reply.done():
-        return
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled it meanwhile
-        reply.set_result(value.to_json() if isinstance(value, ToolError) else value)
+    if not reply.done():  # else answered before, or cancelled by its caller
+        settle(reply, value.to_json() if isinstance(value, ToolError) else value)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import CancelledError, Future, InvalidStateError
+from concurrent.futures import CancelledError, Future
 from types import TracebackType
 from typing import Any, Protocol, cast
 
 from actors.base import MailboxActor
 from actors.contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
+from actors.futures import failed, resolved, settle, settle_exception
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
@@ -50,7 +50,7 @@ class _Counted(Protocol):
 
 
 class EventSink(Protocol):
-    """The log a SessionActor appends to (an :class:`host_bridge.eventlog.EventLog`)."""
+    """The log a SessionActor appends to (an :class:`host_bridge._eventlog.EventLog`)."""
 
     def __len__(self) -> int: ...
 
@@ -87,6 +87,10 @@ class SessionCore:
     together, committing the stage when the reservation is released. A stage
     still open when the session detaches is never handed over.
 
+    **Encoding.** An append keeps in the live log exactly what a resume would
+    read: ``decode(encode(data))``, or ``encode_copy(data)``'s copy when given
+    (the bytes and that value from one walk, without decoding).
+
     **Durable progress.** Every flush that resolves ``True`` covers the first
     :attr:`durable_length` events; :meth:`on_durable` listeners hear of each
     advance (on the thread that settled the flush: keep them short).
@@ -103,12 +107,14 @@ class SessionCore:
         clock: Callable[[], int],
         guards: Callable[[], Sequence[AppendGuard]] = tuple,
         durable_length: int = 0,
+        encode_copy: Callable[[object], tuple[bytes, object]] | None = None,
     ) -> None:
         self.header = header
         self._log = log
         self._listener = listener
         self._encode = encode
         self._decode = decode
+        self._encode_copy = encode_copy
         self._clock = clock
         self._guards = guards
         self.detached = False
@@ -177,8 +183,12 @@ class SessionCore:
             raise ValueError("event type must be a non-empty string")
         for guard in self._guards():
             guard(self.header, self._log.snapshot(), type_, data)
-        payload = self._encode(data)
-        stored = self._decode(payload)  # the live log holds exactly what a resume would read
+        encode_copy = self._encode_copy
+        if encode_copy is not None:  # one walk gives both
+            payload, stored = encode_copy(data)
+        else:
+            payload = self._encode(data)
+            stored = self._decode(payload)  # the live log holds exactly what a resume reads
         time_ms = self._clock()
         seq = len(self._log)
         listener = self._listener
@@ -222,16 +232,16 @@ class SessionCore:
         section) so durable-progress listeners hear of it.
         """
         if self.detached:
-            return _failed(self.detached_error()), 0
+            return failed(self.detached_error()), 0
         if self._listener is None:
-            return _resolved(False), 0
+            return resolved(False), 0
         try:
             self.commit_staged()
             covered = len(self._log)
             future = self._listener.flush(self.header.id)
         except Exception as error:
             _log.warning("persistence listener refused a flush of session %r", self.header.id)
-            return _failed(error), 0
+            return failed(error), 0
         return future, covered
 
     def track_progress(self, future: Future[bool], covered: int) -> None:
@@ -278,7 +288,7 @@ class SessionCore:
 class SessionActor(MailboxActor):
     """One live session. It orders the session's appends and flush barriers.
 
-    A :class:`~messages.mailbox.FlushSession` handled after an append covers
+    A :class:`~messages._mailbox.FlushSession` handled after an append covers
     that append, because every append was handed to the persistence listener
     before the actor took the next message. Coalescing of concurrent barriers
     into one durable commit happens in the listener (group commit). The host
@@ -317,9 +327,9 @@ class SessionActor(MailboxActor):
             with core.section:
                 event = core.append(message.type, message.data, staged=message.staged)
         except BaseException as error:
-            _fail(message.reply, error)
+            settle_exception(message.reply, error)
         else:
-            _succeed(message.reply, event)
+            settle(message.reply, event)
 
     def handle_FlushSession(self, message: FlushSession) -> None:
         """Start a flush barrier covering every append handled so far."""
@@ -333,7 +343,7 @@ class SessionActor(MailboxActor):
         """Detach: every later append or flush is rejected."""
         with self._core.section:
             self._core.detached = True
-        _succeed(message.reply, None)
+        settle(message.reply, None)
 
     def on_stop(self) -> None:
         """Fail the replies of messages still queued: pykka drops unanswered ``tell``s."""
@@ -356,44 +366,22 @@ class SessionActor(MailboxActor):
             envelope = self.actor_inbox.get()
             message = envelope.message
             if isinstance(message, AppendEvent | FlushSession | DetachSession):
-                _fail(message.reply, self._core.detached_error())
+                settle_exception(message.reply, self._core.detached_error())
             else:
                 kept.append(envelope)  # asks: pykka answers them with ActorDeadError
         for envelope in kept:
             self.actor_inbox.put(envelope)
 
 
-def _succeed(reply: Future[Any], value: Any) -> None:
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
-        reply.set_result(value)
-
-
-def _fail(reply: Future[Any], error: BaseException) -> None:
-    with contextlib.suppress(InvalidStateError):  # the caller cancelled its reply
-        reply.set_exception(error)
-
-
-def _resolved(value: bool) -> Future[bool]:
-    future: Future[bool] = Future()
-    future.set_result(value)
-    return future
-
-
-def _failed(error: BaseException) -> Future[bool]:
-    future: Future[bool] = Future()
-    future.set_exception(error)
-    return future
-
-
 def _forward(source: Future[bool], target: Future[bool]) -> None:
     def _copy(done: Future[bool]) -> None:
         if done.cancelled():
-            _fail(target, CancelledError())
+            settle_exception(target, CancelledError())
             return
         error = done.exception()
         if error is not None:
-            _fail(target, error)
+            settle_exception(target, error)
         else:
-            _succeed(target, done.result() is True)
+            settle(target, done.result() is True)
 
     source.add_done_callback(_copy)

@@ -1,6 +1,6 @@
 """TeardownGate: when an owner's teardown began, known at once by the owner and its tools.
 
-An owner hears of its disposal through its mailbox (:class:`~messages.mailbox.DisposeOwner`),
+An owner hears of its disposal through its mailbox (:class:`~messages._mailbox.DisposeOwner`),
 behind every message queued before it: tool calls, settled preflights. Without more, those
 would still flush and append after ``dispose()`` was called. The gate says it at once: the
 plugin closes it first when it or the agent is disposed, then posts ``DisposeOwner``.

@@ -9,10 +9,7 @@ from typing import Literal
 
 from actors.status_box import StatusBox
 
-__all__ = ["MAX_TIMER_DELAY_MS", "WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
-
-MAX_TIMER_DELAY_MS = 2**31 - 1
-"""The longest delay the wake-up actor arms its timer for."""
+__all__ = ["WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 
 
 @dataclass(frozen=True, slots=True)

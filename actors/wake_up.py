@@ -10,7 +10,7 @@ ordinary transaction (preflight → reservation → follow-up → dispatch →
 barrier). Which host may activate a session is the host's business (a lock or
 a lease); a declined activation is retried only after a back-off.
 
-Every step is a mailbox message (:mod:`messages.mailbox`). A *pass* (on start,
+Every step is a mailbox message (:mod:`messages._mailbox`). A *pass* (on start,
 on the timer, when the host says the index moved, on a clock jump, after an
 activation or a passivation settled) does three things:
 
@@ -24,35 +24,25 @@ activation or a passivation settled) does three things:
    at least that often, so changes made by other processes are seen).
 
 An unexpected exception is contained like an owner's: the plugin supervises the
-actor and restarts it in place after a back-off (:class:`~messages.mailbox.RestartWakeUp`).
+actor and restarts it in place after a back-off (:class:`~messages._mailbox.RestartWakeUp`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-import pykka
-
-from actors.base import MailboxActor
 from actors.contract import (
     Agent,
-    Cancellable,
     HostContext,
     SessionActivation,
     SessionPassivation,
 )
-from actors.schedule_owner import OwnerSupervisor
-from actors.wake_policy import (
-    MAX_TIMER_DELAY_MS,
-    WakePolicy,
-    WakeState,
-    WakeUpBoard,
-    WakeUpStatus,
-)
+from actors.supervised import OwnerSupervisor, SupervisedActor
+from actors.wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
+from messages._delivery import MAX_TIMER_DELAY_MS
 from messages._fold import fold_schedule_events
 from messages._mailbox import (
     ActivationSettled,
@@ -95,7 +85,7 @@ class _Counters:
     restarts: int = 0
 
 
-class WakeUpActor(MailboxActor):
+class WakeUpActor(SupervisedActor):
     """Wakes cold sessions through the host's activation. See the module docstring.
 
     ``owner_quiet(agent)`` (from the plugin) tells whether the agent's owner has
@@ -130,9 +120,6 @@ class WakeUpActor(MailboxActor):
         self._passivating: set[str] = set()
         self._activated: dict[str, _Activated] = {}
         self._backoff: dict[str, _Backoff] = {}
-        self._timer: Cancellable | None = None
-        self._timer_delay: int | None = None
-        self._generation = 0
         self._moved_posted = False
         self._unsubscribe: Callable[[], None] | None = None
         self._disposing = False
@@ -141,16 +128,6 @@ class WakeUpActor(MailboxActor):
         self._faulted = False
 
     # --- mailbox -------------------------------------------------------------------------
-
-    def on_receive(self, message: Any) -> Any:
-        """Handle one message; an unexpected exception is contained, never escapes."""
-        try:
-            return super().on_receive(message)
-        except Exception:
-            self._contain(message)
-            return None
-        finally:
-            self._publish()
 
     def on_stop(self) -> None:
         """Cancel the timer, stop listening, resolve every dispose request."""
@@ -173,11 +150,8 @@ class WakeUpActor(MailboxActor):
 
     def handle_WakeUpTimerFired(self, message: WakeUpTimerFired) -> None:
         """The timer woke: run a pass."""
-        if message.generation != self._generation or self._timer is None:
-            return
-        self._timer = None
-        self._timer_delay = None
-        self._pass()
+        if self._timer_fired(message.generation):
+            self._pass()
 
     def handle_DueIndexMoved(self, message: DueIndexMoved) -> None:
         """A cold session's due time may have moved: run a pass."""
@@ -375,7 +349,7 @@ class WakeUpActor(MailboxActor):
         delays += [e.quiet_until - mono for e in self._activated.values() if not e.passivating]
         delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
         self._log.debug("next due %s; waking again in %d ms", due, delay)
-        self._arm(delay)
+        self._arm_timer(delay, WakeUpTimerFired)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -400,22 +374,6 @@ class WakeUpActor(MailboxActor):
         self._moved_posted = True
         self._post(DueIndexMoved())
 
-    def _arm(self, delay_ms: int) -> None:
-        self._cancel_timer()
-        self._generation += 1
-        generation = self._generation
-        post = self._post
-        self._timer = self._timers.call_later(delay_ms, lambda: post(WakeUpTimerFired(generation)))
-        self._timer_delay = delay_ms
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            with contextlib.suppress(Exception):
-                self._timer.cancel()
-            self._timer = None
-            self._timer_delay = None
-            self._generation += 1
-
     def _stop_listening(self) -> None:
         unsubscribe, self._unsubscribe = self._unsubscribe, None
         if unsubscribe is not None:
@@ -430,7 +388,7 @@ class WakeUpActor(MailboxActor):
             return True
         return False
 
-    def _contain(self, message: Any) -> None:
+    def _contain(self, message: Any, error: Exception) -> None:
         """An unexpected exception escaped a handler: pause, and ask the supervisor."""
         self._counters.contained += 1
         self._cancel_timer()
@@ -438,12 +396,7 @@ class WakeUpActor(MailboxActor):
         if self._disposing or self._restart_pending or self._faulted:
             self._log.debug("the wake-up actor failed again on %s", kind, exc_info=True)
             return
-        delay = None
-        if self._supervisor is not None:
-            try:
-                delay = self._supervisor.owner_failed()
-            except Exception:
-                self._log.exception("the supervisor of the wake-up actor failed")
+        delay = self._ask_supervisor()
         if delay is None:
             self._faulted = True
             self._log.error(
@@ -456,10 +409,6 @@ class WakeUpActor(MailboxActor):
             self._log.warning(
                 "the wake-up actor failed on %s; restart in %d ms", kind, delay, exc_info=True
             )
-
-    def _post(self, message: Any) -> None:
-        with contextlib.suppress(pykka.ActorDeadError):
-            self.actor_ref.tell(message)
 
     def _publish(self, state: WakeState | None = None) -> None:
         if state is None:

@@ -1,54 +1,15 @@
-"""Small helpers around :class:`concurrent.futures.Future`, the contract's future type."""
+"""Future helpers of the host side: :mod:`actors.futures` plus adapting pykka futures."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future, InvalidStateError
-from typing import Any, TypeVar
+from concurrent.futures import Future
+from typing import Any
+
+from actors.futures import chain, failed, resolved, settle, settle_exception
 
 __all__ = ["chain", "failed", "from_pykka", "resolved"]
-
-T = TypeVar("T")
-
-
-def resolved(value: T) -> Future[T]:
-    """A future already resolved with ``value``."""
-    future: Future[T] = Future()
-    future.set_result(value)
-    return future
-
-
-def failed(error: BaseException) -> Future[Any]:
-    """A future already failed with ``error``."""
-    future: Future[Any] = Future()
-    future.set_exception(error)
-    return future
-
-
-def chain(source: Future[T], target: Future[T]) -> None:
-    """Resolve ``target`` with the outcome of ``source`` when it completes.
-
-    A cancelled ``source`` cancels ``target`` (or fails it with ``CancelledError``
-    when it can no longer be cancelled); a ``target`` settled meanwhile is left alone.
-    """
-
-    def _copy(done: Future[T]) -> None:
-        if target.done():
-            return
-        with contextlib.suppress(InvalidStateError):  # settled meanwhile
-            if done.cancelled():
-                if not target.cancel():
-                    target.set_exception(CancelledError())
-                return
-            error = done.exception()
-            if error is not None:
-                target.set_exception(error)
-            else:
-                target.set_result(done.result())
-
-    source.add_done_callback(_copy)
 
 
 def from_pykka(
@@ -65,11 +26,9 @@ def from_pykka(
         try:
             value = future.get()
         except BaseException as error:
-            with contextlib.suppress(InvalidStateError):  # the caller cancelled it
-                adapted.set_exception(error)
+            settle_exception(adapted, error)  # unless the caller cancelled it
         else:
-            with contextlib.suppress(InvalidStateError):  # the caller cancelled it
-                adapted.set_result(value)
+            settle(adapted, value)
 
     if on_thread is not None:
         on_thread(_wait)

@@ -38,7 +38,8 @@ import pykka
 from actors.contract import Agent, HostContext, Timers
 from actors.observer import NO_OBSERVER, OwnerObserver
 from actors.runtime import Runtime, RuntimeSpec, get_runtime
-from actors.schedule_owner import OwnerStatusBox, OwnerSupervisor, ScheduleOwner
+from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors.supervised import OwnerSupervisor
 from actors.teardown import TeardownCause, TeardownGate, await_passages
 from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge._composition import CompositionError, compose

@@ -44,11 +44,11 @@ from actors.observer import (
     NO_OBSERVER,
     DeliveryOutcome,
     OwnerObserver,
-    StepPhase,
     ToolOutcome,
     TxnKind,
 )
 from messages._delivery import DeliverBatch, DeliverNow
+from messages._mailbox import FlushPhase
 from messages._occurrence import every_occurrence_ms
 from messages._tool_values import Operation, ToolError
 
@@ -320,7 +320,7 @@ class ScheduleTelemetry:
         if isinstance(token, _Transaction):
             token.lateness = latest
 
-    def persistence_uncertain(self, token: object, operation: Operation, phase: StepPhase) -> None:
+    def persistence_uncertain(self, token: object, operation: Operation, phase: FlushPhase) -> None:
         """Count the failed flush; a delivery's span is marked failed by it."""
         attributes = {OPERATION: operation, PHASE: phase}
         self._uncertain.add(1, attributes)

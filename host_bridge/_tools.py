@@ -21,10 +21,10 @@ from typing import Any
 
 import pykka
 
-from actors.contract import Agent, ToolCall, ToolDefinition, ToolResult
+from actors.futures import resolved
 from actors.teardown import TeardownGate
-from host_bridge._futures import resolved
 from host_bridge._schemas import TOOL_SPECS
+from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 from messages._mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
 from messages._text import canonical_json
 from messages._tool_values import (

@@ -2,9 +2,12 @@
 
 The tool layer checks the argument shape before the queue (:func:`create_selector`,
 then the prompt, then :func:`check_after_seconds` or :func:`check_every_seconds`);
-inside the queue, with one clock sample, a ``create_*_schedule_record`` function
-repeats the checks and builds the record. The ``at`` value is inspected only
-there. Failures raise ``ScheduleInputError`` with a closed code and a fixed message.
+inside the queue, with one clock sample, :func:`after_record`, :func:`at_record`
+or :func:`every_record` builds the record from those checked values without
+judging them again (only the prompt's cheap check stays). The ``at`` value is
+inspected only there. The ``create_*_schedule_record`` functions check every
+argument themselves, for callers that did not. Failures raise
+``ScheduleInputError`` with a closed code and a fixed message.
 """
 
 from __future__ import annotations
@@ -14,21 +17,30 @@ from typing import Literal, TypeAlias
 
 from messages._absolute import resolve_at
 from messages._errors import ErrorCode, ScheduleInputError
-from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 from messages._numbers import MAX_SAFE_INTEGER, json_integer
-from messages._records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
+from messages._records import (
+    MIN_EVERY_SECONDS,
+    AfterRecord,
+    AtRecord,
+    EveryRecord,
+    record_at_target,
+)
 from messages._text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
     "CREATE_ARGUMENT_KEYS",
     "SELECTOR_KEYS",
     "SelectorKey",
+    "after_record",
+    "at_record",
     "check_after_seconds",
     "check_every_seconds",
     "create_after_schedule_record",
     "create_at_schedule_record",
     "create_every_schedule_record",
     "create_selector",
+    "every_record",
 ]
 
 SelectorKey: TypeAlias = Literal["after_seconds", "at", "every_seconds"]
@@ -106,16 +118,32 @@ def _clock(now_ms: object) -> int:
     return now
 
 
-def _in_range(target: int) -> str:
+def _in_range(target: int) -> int:
     if not MIN_INSTANT_MS <= target <= MAX_INSTANT_MS:
         raise ScheduleInputError(ErrorCode.TIME_OUT_OF_RANGE, _RANGE)
-    return format_instant(target)
+    return target
 
 
 def _checked_id(id: object) -> str:
     if not isinstance(id, str) or not id or not is_ecma_trimmed(id):
         raise ValueError("schedule id must be a non-empty string equal to its own trim")
     return str(id)
+
+
+def after_record(id: str, prompt: object, after_seconds: int, now_ms: object) -> AfterRecord:
+    """The ``after`` record from a checked ``after_seconds`` (:func:`check_after_seconds`).
+
+    Checks ``prompt`` (``invalid_prompt``; stored trimmed), ``now_ms`` and the
+    target (``time_out_of_range``) as :func:`create_after_schedule_record` does.
+    """
+    return _after(id, _prompt(prompt), after_seconds, now_ms)
+
+
+def _after(id: str, text: str, after_seconds: int, now_ms: object) -> AfterRecord:
+    target = _in_range(_clock(now_ms) + after_seconds * 1000)
+    record = record_at_target("after", _checked_id(id), text, after_seconds, target)
+    assert isinstance(record, AfterRecord)
+    return record
 
 
 def create_after_schedule_record(
@@ -130,9 +158,19 @@ def create_after_schedule_record(
     programming error and raises ``ValueError``.
     """
     text = _prompt(prompt)
-    after = check_after_seconds(after_seconds)
-    scheduled_at = _in_range(_clock(now_ms) + after * 1000)
-    return AfterRecord(_checked_id(id), text, after, scheduled_at)
+    return _after(id, text, check_after_seconds(after_seconds), now_ms)
+
+
+def at_record(id: str, prompt: object, at: object, now_ms: object) -> AtRecord:
+    """The ``at`` record: the same checks as :func:`create_at_schedule_record`."""
+    text = _prompt(prompt)
+    target = resolve_at(at)
+    now = _clock(now_ms)
+    if target <= now:
+        raise ScheduleInputError(ErrorCode.NOT_FUTURE, "the reminder time must be later than now")
+    record = record_at_target("at", _checked_id(id), text, None, target)
+    assert isinstance(record, AtRecord)
+    return record
 
 
 def create_at_schedule_record(id: str, prompt: object, at: object, now_ms: object) -> AtRecord:
@@ -146,12 +184,23 @@ def create_at_schedule_record(id: str, prompt: object, at: object, now_ms: objec
     (one millisecond later is accepted). Only the resolved UTC instant is stored.
     A malformed ``id`` raises ``ValueError``.
     """
-    text = _prompt(prompt)
-    target = resolve_at(at)
-    now = _clock(now_ms)
-    if target <= now:
-        raise ScheduleInputError(ErrorCode.NOT_FUTURE, "the reminder time must be later than now")
-    return AtRecord(_checked_id(id), text, format_instant(target))
+    return at_record(id, prompt, at, now_ms)
+
+
+def every_record(id: str, prompt: object, every_seconds: int, now_ms: object) -> EveryRecord:
+    """The ``every`` record from a checked ``every_seconds`` (:func:`check_every_seconds`).
+
+    Checks ``prompt``, ``now_ms`` and the first target as
+    :func:`create_every_schedule_record` does.
+    """
+    return _every(id, _prompt(prompt), every_seconds, now_ms)
+
+
+def _every(id: str, text: str, every_seconds: int, now_ms: object) -> EveryRecord:
+    target = _in_range(_clock(now_ms) + every_seconds * 1000)
+    record = record_at_target("every", _checked_id(id), text, every_seconds, target)
+    assert isinstance(record, EveryRecord)
+    return record
 
 
 def create_every_schedule_record(
@@ -167,6 +216,4 @@ def create_every_schedule_record(
     A malformed ``id`` raises ``ValueError``.
     """
     text = _prompt(prompt)
-    every = check_every_seconds(every_seconds)
-    scheduled_at = _in_range(_clock(now_ms) + every * 1000)
-    return EveryRecord(_checked_id(id), text, every, scheduled_at)
+    return _every(id, text, check_every_seconds(every_seconds), now_ms)

@@ -37,7 +37,9 @@ __all__ = [
 ]
 
 MAX_TIMER_DELAY_MS = 2**31 - 1
-"""The longest single timer an owner arms; longer waits re-arm after re-reading the clock."""
+"""The longest single timer an actor arms (``2**31 - 1``, what every timer API accepts).
+
+An owner re-arms after re-reading the clock; the wake-up actor caps its waits with it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
 from messages._errors import ScheduleLogError
-from messages._instant import parse_instant
+from messages._instant import format_instant, parse_instant
 from messages._numbers import MAX_SAFE_INTEGER, json_integer
 from messages._text import has_lone_surrogate, is_ecma_trimmed
 
@@ -40,6 +40,7 @@ __all__ = [
     "ScheduleRecord",
     "decode_schedule_change",
     "encode_schedule_change",
+    "record_at_target",
 ]
 
 SCHEDULE_CHANGE_TYPE = "schedule/change"
@@ -158,6 +159,38 @@ ScheduleRecord: TypeAlias = AfterRecord | AtRecord | EveryRecord
 
 OneShotRecord: TypeAlias = AfterRecord | AtRecord
 """A record that one dispatch retires."""
+
+
+def record_at_target(
+    kind: ScheduleKind, id: str, prompt: str, seconds: int | None, target_ms: int
+) -> ScheduleRecord:
+    """Build a new record due at ``target_ms`` without parsing back its ``scheduled_at``.
+
+    For a caller that has judged every field already (see :mod:`messages._creation`):
+    ``scheduled_at`` is formatted from ``target_ms`` once, so the record equals the
+    one the constructor would build, field for field. ``seconds`` is the count of
+    ``after``/``every`` (``None`` for ``at``). A ``target_ms`` outside years
+    0001–9999 or an ``every`` interval out of range raises ``ValueError``.
+    """
+    scheduled_at = format_instant(target_ms)
+    record: ScheduleRecord
+    if kind == "at":
+        record = object.__new__(AtRecord)
+    elif kind == "after":
+        record = object.__new__(AfterRecord)
+        object.__setattr__(record, "after_seconds", seconds)
+    else:
+        if type(seconds) is not int or not MIN_EVERY_SECONDS <= seconds <= MAX_EVERY_SECONDS:
+            raise ValueError(
+                f"every_seconds must be an int in {MIN_EVERY_SECONDS}..{MAX_EVERY_SECONDS}"
+            )
+        record = object.__new__(EveryRecord)
+        object.__setattr__(record, "every_seconds", seconds)
+    object.__setattr__(record, "id", id)
+    object.__setattr__(record, "prompt", prompt)
+    object.__setattr__(record, "scheduled_at", scheduled_at)
+    object.__setattr__(record, "target_ms", target_ms)
+    return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,12 +37,12 @@ from messages._absolute import LOCAL_AT_KEYS
 from messages._creation import (
     CREATE_ARGUMENT_KEYS,
     SelectorKey,
+    after_record,
+    at_record,
     check_after_seconds,
     check_every_seconds,
-    create_after_schedule_record,
-    create_at_schedule_record,
-    create_every_schedule_record,
     create_selector,
+    every_record,
 )
 from messages._errors import ErrorCode, ScheduleInputError
 from messages._json_arguments import (
@@ -244,14 +244,24 @@ class ToolError:
 
 @dataclass(frozen=True, slots=True)
 class AfterSelector:
-    """``after_seconds``: due that many seconds after the create's clock sample."""
+    """``after_seconds``: due that many seconds after the create's clock sample.
+
+    ``seconds`` is judged once, here (``ScheduleInputError("invalid_rule")`` as
+    :func:`messages._creation.check_after_seconds`), so :meth:`record` does not
+    judge it again.
+    """
 
     seconds: int
     key: ClassVar[SelectorKey] = "after_seconds"
 
+    def __post_init__(self) -> None:
+        seconds = self.seconds
+        if type(seconds) is not int or not 1 <= seconds <= MAX_SAFE_INTEGER:
+            object.__setattr__(self, "seconds", check_after_seconds(seconds))
+
     def record(self, id: str, prompt: str, now_ms: object) -> AfterRecord:
         """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
-        return create_after_schedule_record(id, prompt, self.seconds, now_ms)
+        return after_record(id, prompt, self.seconds, now_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,19 +281,28 @@ class AtSelector:
 
     def record(self, id: str, prompt: str, now_ms: object) -> AtRecord:
         """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
-        return create_at_schedule_record(id, prompt, self.value, now_ms)
+        return at_record(id, prompt, self.value, now_ms)
 
 
 @dataclass(frozen=True, slots=True)
 class EverySelector:
-    """``every_seconds``: due every that many seconds, the first one interval after now."""
+    """``every_seconds``: due every that many seconds, the first one interval after now.
+
+    ``seconds`` is judged once, here (``invalid_rule``, ``frequency_too_high`` as
+    :func:`messages._creation.check_every_seconds`).
+    """
 
     seconds: int
     key: ClassVar[SelectorKey] = "every_seconds"
 
+    def __post_init__(self) -> None:
+        seconds = self.seconds
+        if type(seconds) is not int or not MIN_EVERY_SECONDS <= seconds <= MAX_SAFE_INTEGER:
+            object.__setattr__(self, "seconds", check_every_seconds(seconds))
+
     def record(self, id: str, prompt: str, now_ms: object) -> EveryRecord:
         """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
-        return create_every_schedule_record(id, prompt, self.seconds, now_ms)
+        return every_record(id, prompt, self.seconds, now_ms)
 
 
 CreateSelector: TypeAlias = AfterSelector | AtSelector | EverySelector
@@ -434,7 +453,7 @@ def _selector(key: SelectorKey, raw: object) -> CreateSelector:
     if key == "at":
         return AtSelector(_plain_at(raw))
     if key == "every_seconds":
-        return EverySelector(check_every_seconds(_exact_integer(raw)))
+        return EverySelector(check_every_seconds(_exact_integer(raw)))  # judged once: exact int
     return AfterSelector(check_after_seconds(_exact_integer(raw)))
 
 

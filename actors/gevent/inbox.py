@@ -28,7 +28,7 @@ class GeventInbox:
     safe under a lock, from any thread, including the hub thread.
     :attr:`unfinished_tasks` counts every ``put`` ever made, like the counter of
     a ``queue.Queue`` whose ``task_done`` is never called, so
-    :func:`host_bridge.testing.settle` is exact for this inbox too. After the
+    :func:`host_bridge.testing._settle` is exact for this inbox too. After the
     actor stopped, a late ``ask`` is answered with ``pykka.ActorDeadError``.
     """
 

@@ -22,7 +22,7 @@ from the store queues the entries whose turns never completed again, in log
 order, before anything else.
 
 **Admission.** The queue, reservations, idle futures and status reports are a
-:class:`~host_bridge.admission.TurnAdmission`; the inbox is its ``ready`` gate
+:class:`~host_bridge._admission.TurnAdmission`; the inbox is its ``ready`` gate
 (an entry may start once it is known durable and the agent was announced).
 """
 
@@ -174,7 +174,7 @@ class EmbeddedAgent:
     """A live agent of the embedded host (implements the ``Agent`` protocol).
 
     Queueing, turn admission, idle futures and status reports are a
-    :class:`~host_bridge.admission.TurnAdmission` whose gate is the durable
+    :class:`~host_bridge._admission.TurnAdmission` whose gate is the durable
     inbox: a queued message is ready once a flush covering its inbox entry
     succeeded (see the module docstring). Its turns run on the agent's
     :class:`TurnActor`; status notifications reach the registry's listeners in

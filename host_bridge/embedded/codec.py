@@ -25,6 +25,7 @@ __all__ = [
     "PayloadError",
     "decode_payload",
     "encode_payload",
+    "encode_payload_copy",
 ]
 
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
@@ -68,6 +69,82 @@ def encode_payload(data: object) -> bytes:
             f"encoded payload is {len(raw)} bytes, more than the {MAX_PAYLOAD_BYTES} allowed"
         )
     return raw
+
+
+def encode_payload_copy(data: object) -> tuple[bytes, object]:
+    """Encode ``data`` and return the bytes with the value a decode of them gives.
+
+    One walk checks ``data`` as :func:`encode_payload` does and copies it to
+    exact built-ins (tuples become lists, ``str``/``int``/``float`` subclasses
+    their base type); the copy is what is packed, so ``decode_payload`` of the
+    bytes equals the copy, without decoding. Raises :class:`PayloadError` as
+    :func:`encode_payload` does, and for a dict whose keys collide once copied.
+    """
+    copy = _plain(data)
+    try:
+        raw: bytes = msgpack.packb(copy, use_bin_type=True)
+    except UnicodeEncodeError:
+        raise PayloadError(
+            "payload contains a string that is not valid Unicode (lone surrogate)"
+        ) from None
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise PayloadError(
+            f"encoded payload is {len(raw)} bytes, more than the {MAX_PAYLOAD_BYTES} allowed"
+        )
+    return raw, copy
+
+
+def _plain(data: object) -> object:
+    """``data`` copied to exact JSON-like built-ins, iteratively; PayloadError otherwise."""
+    root: list[object] = [None]
+    stack: list[tuple[object, int, list[object] | dict[str, object], int | str]] = [
+        (data, 0, root, 0)
+    ]
+    while stack:
+        value, depth, parent, slot = stack.pop()
+        kind = type(value)
+        copy: object
+        if kind is str or kind is float or kind is bool or value is None:
+            copy = value
+        elif kind is int or (isinstance(value, int) and not isinstance(value, bool)):
+            assert isinstance(value, int)
+            copy = value if kind is int else int.__int__(value)
+            if not _INT_MIN <= copy <= _INT_MAX:
+                raise PayloadError("payload contains an integer outside msgpack's 64-bit range")
+        elif isinstance(value, dict | list | tuple):
+            if depth >= MAX_NESTING:
+                raise PayloadError(
+                    f"payload is nested deeper than {MAX_NESTING} levels (or is cyclic)"
+                )
+            if isinstance(value, dict):
+                mapping: dict[str, object] = {}
+                for key, item in value.items():
+                    if type(key) is not str:
+                        if not isinstance(key, str):
+                            raise PayloadError(
+                                f"payload has a dict key of type {type(key).__name__}; "
+                                "keys must be str"
+                            )
+                        key = str.__str__(key)  # noqa: PLW2901 - the copy's exact key
+                    mapping[key] = None  # the key's place, in order; filled below
+                    stack.append((item, depth + 1, mapping, key))
+                if len(mapping) != len(value):
+                    raise PayloadError("payload has a duplicate map key")
+                copy = mapping
+            else:
+                items: list[object] = [None] * len(value)
+                stack.extend((item, depth + 1, items, i) for i, item in enumerate(value))
+                copy = items
+        elif isinstance(value, str):
+            copy = str.__str__(value)
+        elif isinstance(value, float):
+            copy = float.__float__(value)
+        else:
+            raise PayloadError(
+                f"payload contains a value of unsupported type {type(value).__name__}"
+            )
+        parent[slot] = copy  # type: ignore[index]
+    return root[0]
 
 
 def decode_payload(raw: bytes) -> object:

@@ -27,11 +27,11 @@ from actors.contract import (
     SessionHeader,
     wall_clock_ms,
 )
+from actors.futures import failed
 from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors.session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog, LogBackedSession
-from host_bridge._futures import failed
-from host_bridge.embedded.codec import decode_payload, encode_payload
+from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
 from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
 from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
@@ -456,6 +456,7 @@ class EmbeddedSessionStore:
                 listener=self._persistence,
                 encode=encode_payload,
                 decode=decode_payload,
+                encode_copy=encode_payload_copy,
                 clock=self._clock,
                 guards=self._current_guards,
                 durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable

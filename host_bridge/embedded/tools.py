@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from actors.contract import Agent, ToolCall, ToolDefinition, ToolResult
+from actors.futures import resolved
 from actors.runtime import wait_for
 
 __all__ = ["ScopedToolRegistry", "ToolConflictError"]
@@ -26,12 +27,6 @@ def _error(code: str, message: str, name: str) -> ToolResult:
     value = {"code": code, "message": message, "tool": name}
     content = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return ToolResult(is_error=True, value=value, content=content)
-
-
-def _resolved(result: ToolResult) -> Future[ToolResult]:
-    future: Future[ToolResult] = Future()
-    future.set_result(result)
-    return future
 
 
 class ScopedToolRegistry:
@@ -115,7 +110,7 @@ class ScopedToolRegistry:
         """
         started = self._start(name, arguments, agent)
         if isinstance(started, ToolResult):
-            return _resolved(started)
+            return resolved(started)
         outer: Future[ToolResult] = Future()
 
         def settle(done: Future[ToolResult]) -> None:

@@ -101,6 +101,7 @@ def start(
     log: EventLog | None = None,
     guards: Callable[[], Sequence[AppendGuard]] = tuple,
     clock: Callable[[], int] | None = None,
+    encode_copy: Callable[[object], tuple[bytes, object]] | None = None,
 ) -> tuple[ActorRef, EventLog]:
     log = log if log is not None else EventLog()
     core = SessionCore(
@@ -111,6 +112,7 @@ def start(
         decode=decode_payload,
         clock=clock if clock is not None else FakeClock(1000),
         guards=guards,
+        encode_copy=encode_copy,
     )
     ref = SessionActor.start(core)
     return ref, log

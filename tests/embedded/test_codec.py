@@ -7,6 +7,8 @@ from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from host_bridge.embedded.codec import (
     MAX_NESTING,
@@ -14,6 +16,7 @@ from host_bridge.embedded.codec import (
     PayloadError,
     decode_payload,
     encode_payload,
+    encode_payload_copy,
 )
 
 ROUND_TRIPS: list[Any] = [
@@ -271,3 +274,113 @@ def test_errors_never_embed_raw_payload_bytes() -> None:
 
 def test_payload_error_is_a_value_error() -> None:
     assert issubclass(PayloadError, ValueError)
+
+
+class _Text(str):
+    pass
+
+
+class _Count(int):
+    pass
+
+
+class _Real(float):
+    pass
+
+
+COPIES: list[Any] = [
+    *ROUND_TRIPS,
+    (1, ("a", [2.5])),
+    {"t": (None,), _Text("k"): _Text("v"), "n": _Count(7), "r": _Real(0.5)},
+    [_Count(2**64 - 1), _Text("é")],
+]
+
+
+@pytest.mark.parametrize("value", COPIES, ids=repr)
+def test_encode_copy_gives_the_bytes_and_what_decoding_them_gives(value: Any) -> None:
+    raw, copy = encode_payload_copy(value)
+    decoded = decode_payload(encode_payload(value))
+    assert raw == encode_payload(value)
+    assert copy == decoded
+    assert decode_payload(raw) == copy
+    assert _types(copy) == _types(decoded)
+
+
+def _types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {type(k): _types(v) for k, v in value.items()} | {"": dict}
+    if isinstance(value, list):
+        return [list, *(_types(v) for v in value)]
+    return type(value)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_encode_copy_matches_encode_then_decode_for_any_json_like_value(value: Any) -> None:
+    try:
+        expected = encode_payload(value)
+    except PayloadError:
+        with pytest.raises(PayloadError):
+            encode_payload_copy(value)
+        return
+    raw, copy = encode_payload_copy(value)
+    assert raw == expected
+    assert msgpack.packb(copy, use_bin_type=True) == raw
+    assert repr(copy) == repr(decode_payload(raw))  # NaN-safe equality
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _cycle() -> Any:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    return cyclic
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"x", "unsupported type"),
+        ({"ok": [1, {"bad": {1, 2}}]}, "unsupported type"),
+        ([1, 10**30], "64-bit range"),
+        (_Count(2**64), "64-bit range"),
+        ({1: "x"}, "keys must be str"),
+        ({True: 1}, "keys must be str"),
+        (["x", {"y": "\ud83d"}], "lone surrogate"),
+        ([_deep(MAX_NESTING)], "nested deeper"),
+        (_cycle(), "cyclic"),
+        ("x" * MAX_PAYLOAD_BYTES, "more than"),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_encode_copy_refuses_what_encode_refuses(value: object, reason: str) -> None:
+    with pytest.raises(PayloadError, match=reason):
+        encode_payload(value)
+    with pytest.raises(PayloadError, match=reason):
+        encode_payload_copy(value)
+
+
+def test_encode_copy_refuses_keys_that_collide_once_copied() -> None:
+    class _Odd(str):
+        def __hash__(self) -> int:
+            return 1
+
+        def __eq__(self, other: object) -> bool:
+            return other is self
+
+    value = {"a": 1, _Odd("a"): 2}
+    with pytest.raises(PayloadError, match="duplicate map key"):
+        decode_payload(encode_payload(value))
+    with pytest.raises(PayloadError, match="duplicate map key"):
+        encode_payload_copy(value)

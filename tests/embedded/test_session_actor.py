@@ -13,7 +13,12 @@ import pytest
 
 from actors.contract import AppendGuard, SessionDetachedError
 from host_bridge._eventlog import EventLog
-from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
+from host_bridge.embedded.codec import (
+    PayloadError,
+    decode_payload,
+    encode_payload,
+    encode_payload_copy,
+)
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle
@@ -234,12 +239,15 @@ def test_listener_refusing_a_row_rejects_the_append() -> None:
     assert append(ref, "t", 2).seq == 0
 
 
-def test_live_data_is_what_a_resume_reads_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("one_walk", [False, True], ids=["decode", "encode_copy"])
+def test_live_data_is_what_a_resume_reads_back(tmp_path: Path, one_walk: bool) -> None:
     store = SqliteEventStore(tmp_path / "s.sqlite3")
     try:
         header = SessionHeader("s-1")
         store.create_session(header)
-        ref, log = start(store, header=header)
+        ref, log = start(
+            store, header=header, encode_copy=encode_payload_copy if one_walk else None
+        )
         values: list[Any] = [
             ("a", 1, [2.5, None]),
             {"nested": ("x", {"y": True})},

@@ -30,6 +30,7 @@ from messages import (
     format_instant,
 )
 from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._records import AtRecord, EveryRecord, ScheduleKind, record_at_target
 from messages._text import ECMASCRIPT_WHITESPACE
 from tests.messages.helpers import AT, AT_MS, create, delete, dispatch
 
@@ -420,3 +421,29 @@ def test_created_records_decode_back(prompt: str, after: int, now: int) -> None:
     record = create_after_schedule_record("schedule-1", prompt, after, now)
     assert record.target_ms == now + after * 1000
     assert decode_schedule_change(CreateChange(record).to_json()) == CreateChange(record)
+
+
+@pytest.mark.parametrize(
+    ("kind", "seconds", "built"),
+    [
+        ("after", 60, AfterRecord("schedule-1", "p", 60, "2026-01-01T00:01:00.000Z")),
+        ("at", None, AtRecord("schedule-1", "p", "2026-01-01T00:01:00.000Z")),
+        ("every", 300, EveryRecord("schedule-1", "p", 300, "2026-01-01T00:01:00.000Z")),
+    ],
+)
+def test_record_at_target_equals_the_constructed_record(
+    kind: ScheduleKind, seconds: int | None, built: ScheduleRecord
+) -> None:
+    target = built.target_ms
+    record = record_at_target(kind, "schedule-1", "p", seconds, target)
+    assert type(record) is type(built)
+    assert record == built
+    assert record.target_ms == target
+    assert encode_schedule_change(CreateChange(record)) == CreateChange(built).to_json()
+
+
+def test_record_at_target_refuses_what_the_constructor_refuses() -> None:
+    with pytest.raises(ValueError):
+        record_at_target("after", "schedule-1", "p", 60, MAX_INSTANT_MS + 1)
+    with pytest.raises(ValueError):
+        record_at_target("every", "schedule-1", "p", 299, 0)

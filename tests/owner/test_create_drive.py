@@ -10,10 +10,14 @@ preflight recomputes, arms and delivers. Both runtimes (the ``harness`` fixture)
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
 from host_bridge.testing import PENDING, FakeSessionStore
+from messages._mailbox import CreateSchedule
 from messages._records import SCHEDULE_CHANGE_TYPE
+from messages._status import OwnerStatus
+from messages._tool_values import AfterSelector
 from tests.owner.harness import Harness
 
 MINUTE = 60_000
@@ -128,3 +132,17 @@ def test_a_timer_that_fired_during_the_create_still_drives(harness: Harness) -> 
     harness.settle()
     assert harness.value(reply, "create")["id"] == "schedule-2"
     assert _dispatched(harness) == ["schedule-1"]
+
+
+def test_a_create_is_answered_after_the_owner_published_its_finished_state(
+    harness: Harness,
+) -> None:
+    harness.created("first", 3600)
+    seen: list[OwnerStatus] = []
+    reply: Future[Any] = Future()
+    reply.add_done_callback(lambda _: seen.append(harness.status_box.current))  # owner's thread
+    harness.send(CreateSchedule("second", AfterSelector(7200), reply))
+    assert harness.value(reply, "create")["id"] == "schedule-2"
+    assert len(seen) == 1
+    assert seen[0].active == 2
+    assert seen[0].busy is False  # published before the answer, not after

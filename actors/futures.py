@@ -1,0 +1,68 @@
+"""The project's one set of helpers for :class:`concurrent.futures.Future`, the contract's future.
+
+Settled futures (:func:`resolved`, :func:`failed`), settling a reply its
+caller may have cancelled (:func:`settle`, :func:`settle_exception`), and
+copying one future's outcome to another (:func:`chain`). Every package uses
+these; none keeps its own copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import CancelledError, Future, InvalidStateError
+from typing import Any, TypeVar
+
+__all__ = ["chain", "failed", "resolved", "settle", "settle_exception"]
+
+T = TypeVar("T")
+
+
+def resolved(value: T) -> Future[T]:
+    """A future already resolved with ``value``."""
+    future: Future[T] = Future()
+    future.set_result(value)
+    return future
+
+
+def failed(error: BaseException) -> Future[Any]:
+    """A future already failed with ``error``."""
+    future: Future[Any] = Future()
+    future.set_exception(error)
+    return future
+
+
+def settle(reply: Future[T], value: T) -> None:
+    """Resolve ``reply`` with ``value``, unless it is settled (or cancelled) already."""
+    with contextlib.suppress(InvalidStateError):
+        reply.set_result(value)
+
+
+def settle_exception(reply: Future[Any], error: BaseException) -> None:
+    """Fail ``reply`` with ``error``, unless it is settled (or cancelled) already."""
+    with contextlib.suppress(InvalidStateError):
+        reply.set_exception(error)
+
+
+def chain(source: Future[T], target: Future[T]) -> None:
+    """Resolve ``target`` with the outcome of ``source`` when it completes.
+
+    A cancelled ``source`` cancels ``target`` (or fails it with ``CancelledError``
+    when it can no longer be cancelled); a ``target`` settled meanwhile is left alone.
+    The copy runs where ``source`` settles (inline when it is settled already).
+    """
+
+    def _copy(done: Future[T]) -> None:
+        if target.done():
+            return
+        with contextlib.suppress(InvalidStateError):  # settled meanwhile
+            if done.cancelled():
+                if not target.cancel():
+                    target.set_exception(CancelledError())
+                return
+            error = done.exception()
+            if error is not None:
+                target.set_exception(error)
+            else:
+                target.set_result(done.result())
+
+    source.add_done_callback(_copy)
