@@ -517,7 +517,7 @@ def test_data_survives_a_process_that_exits_without_closing(db: Path) -> None:
         import os, sys
         from host_bridge.embedded.codec import encode_payload
         from host_bridge.embedded.sqlite_store import SqliteEventStore
-        from host_bridge import SessionEvent, SessionHeader
+        from host_bridge.protocols import SessionEvent, SessionHeader
 
         store = SqliteEventStore(sys.argv[1])
         store.create_session(SessionHeader("proc", seed_length=None, parent_session=None))

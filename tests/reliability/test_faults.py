@@ -640,7 +640,7 @@ def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
 _SERVE_THROUGH_A_FULL_DISK = textwrap.dedent(
     """
     import queue, signal, threading, time
-    from host_bridge import wall_clock_ms
+    from host_bridge.protocols import wall_clock_ms
     from tests.cli.helpers import create, write_session
 
     data = mount / "data"
