@@ -55,7 +55,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from actors.runtime import RuntimeName, get_runtime
+from actors._runtime import RuntimeName, get_runtime
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost

@@ -52,7 +52,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
+from actors._contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
 from bench._common import (
     TOOL_TIMEOUT_S,
     BenchError,
@@ -91,7 +91,7 @@ WAIT_S = 30.0
 class ShiftableClock:
     """The real wall clock plus a jumpable offset; it can raise on an owner's next read.
 
-    Only reads made from :mod:`actors.schedule_owner` can fail, so the fault hits
+    Only reads made from :mod:`actors._schedule_owner` can fail, so the fault hits
     an owner's decision, not the session's event timestamps or the watchdog.
     """
 
@@ -101,7 +101,7 @@ class ShiftableClock:
         self._fail_owner_reads = 0
 
     def __call__(self) -> int:
-        if self._fail_owner_reads and _caller_module() == "actors.schedule_owner":
+        if self._fail_owner_reads and _caller_module() == "actors._schedule_owner":
             with self._lock:
                 if self._fail_owner_reads:
                     self._fail_owner_reads -= 1

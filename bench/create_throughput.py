@@ -160,7 +160,7 @@ def count_ours(root: Path, count: int, runtime: str) -> dict[str, float]:
     data = Path(tempfile.mkdtemp(prefix="counted-", dir=root))
     gevent_runtime = None
     if runtime == "gevent":
-        from actors.runtime import get_runtime
+        from actors._runtime import get_runtime
 
         gevent_runtime = get_runtime("gevent")
     with CallCounter(gevent_runtime) as counter:

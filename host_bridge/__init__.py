@@ -15,8 +15,8 @@ host is :mod:`host_bridge.embedded`, the test kit for hosts :mod:`host_bridge.te
 
 from __future__ import annotations
 
-from actors.clock import ThreadTimers
-from actors.wake_policy import WakePolicy
+from actors._clock import ThreadTimers
+from actors._wake_policy import WakePolicy
 from host_bridge._admission import AdmissionClosedError, TurnAdmission
 from host_bridge._catalog import openai_tools
 from host_bridge._composition import CompositionError

@@ -78,7 +78,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Generic, TypeVar
 
-from actors.contract import AgentStatus
+from actors._contract import AgentStatus
 
 __all__ = ["AdmissionClosedError", "AgentStatus", "TurnAdmission"]
 

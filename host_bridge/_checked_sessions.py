@@ -20,7 +20,7 @@ from typing import Any
 
 import pykka
 
-from actors.contract import Session, SessionStore
+from actors._contract import Session, SessionStore
 from host_bridge._futures import failed, from_pykka, resolved
 
 __all__ = [

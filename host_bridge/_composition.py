@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors import contract as protocols
-from actors.contract import HostContext
+from actors import _contract as protocols
+from actors._contract import HostContext
 from host_bridge._checked_sessions import FALSE_FLUSH_WARNING_AFTER, CheckedSessionStore
 
 __all__ = [

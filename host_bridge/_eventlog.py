@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from actors.contract import SessionEvent, SessionHeader
+from actors._contract import SessionEvent, SessionHeader
 
 __all__ = ["EventLog", "LogBackedSession", "LogSnapshot"]
 

@@ -1,4 +1,4 @@
-"""Future helpers of the host side: :mod:`actors.futures` plus adapting pykka futures."""
+"""Future helpers of the host side: :mod:`actors._futures` plus adapting pykka futures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from actors.futures import chain, failed, resolved, settle, settle_exception
+from actors._futures import chain, failed, resolved, settle, settle_exception
 
 __all__ = ["chain", "failed", "from_pykka", "resolved"]
 

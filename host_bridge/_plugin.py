@@ -17,7 +17,7 @@ Owners, the wake-up actor and the watchdog read the host's clock through one
 it held for ``HostContext.clock_step_confirm_ms``.
 
 When the host offers :class:`~host_bridge.SessionActivation`, the
-plugin also runs one wake-up actor (:mod:`actors.wake_up`), supervised like the
+plugin also runs one wake-up actor (:mod:`actors._wake_up`), supervised like the
 owners, that activates cold sessions whose reminders came due and lets them go
 again once quiet; its timer is re-timed by the clock watchdog too.
 """
@@ -35,13 +35,13 @@ from typing import Any
 
 import pykka
 
-from actors.contract import Agent, HostContext, Timers
-from actors.observer import NO_OBSERVER, OwnerObserver
-from actors.runtime import Runtime, RuntimeSpec, get_runtime
-from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
-from actors.supervised import OwnerSupervisor
-from actors.teardown import TeardownCause, TeardownGate, await_passages
-from actors.wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
+from actors._contract import Agent, HostContext, Timers
+from actors._observer import NO_OBSERVER, OwnerObserver
+from actors._runtime import Runtime, RuntimeSpec, get_runtime
+from actors._schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors._supervised import OwnerSupervisor
+from actors._teardown import TeardownCause, TeardownGate, await_passages
+from actors._wake_up import WakePolicy, WakeUpActor, WakeUpBoard, WakeUpStatus
 from host_bridge._composition import CompositionError, compose
 from host_bridge._futures import resolved
 from host_bridge._steady_clock import SteadyClock
@@ -497,13 +497,13 @@ def install_schedule(
     OpenTelemetry metrics and spans on the global providers, which emit
     nothing unless the host configured an SDK before the agent's owner
     started; a :class:`~host_bridge._telemetry.ScheduleTelemetry` on providers
-    of the host's choosing, or any :class:`~actors.observer.OwnerObserver`;
+    of the host's choosing, or any :class:`~actors._observer.OwnerObserver`;
     ``False`` nothing.
 
     ``runtime`` chooses where the owners run: ``"threading"`` (the default, one
     OS thread per owner), ``"gevent"`` (greenlets on the gevent runtime's hub,
     see :mod:`actors.gevent`) or a runtime object from
-    :func:`actors.runtime.get_runtime`. ``restart_policy`` sets the back-off
+    :func:`actors._runtime.get_runtime`. ``restart_policy`` sets the back-off
     and budget with which owners stopped by an unexpected error are restarted
     (default :class:`RestartPolicy`: 1 s doubling to 60 s, 5 restarts per 10
     minutes). When ``host.activation`` is set, a wake-up actor activates cold

@@ -3,7 +3,7 @@
 A wall clock steps when an operator or NTP sets it, when the machine resumes
 from a suspend, or when a faulty time source reports a day ahead for a few
 seconds and is corrected. Each shows as a change of ``wall − monotonic`` (the
-*offset*, :func:`actors.clock.clock_offset_ms`). Acting on a glitch ahead at
+*offset*, :func:`actors._clock.clock_offset_ms`). Acting on a glitch ahead at
 once would deliver one-shots early and advance repeating reminders by the
 glitch, so the plugin gives its owners, its wake-up actor and its clock
 watchdog a :class:`SteadyClock` instead of the raw clock. Each reading goes
@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
+from actors._clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
 
 __all__ = ["SteadyClock", "SteadyState", "steady_reading", "upper_reading"]
 

@@ -1,7 +1,7 @@
 """Supervision of ScheduleOwners: restart with exponential back-off within a restart budget.
 
 An unexpected exception contained by an owner stops its delivery
-(:meth:`actors.supervised.OwnerSupervisor.owner_failed`). The plugin keeps
+(:meth:`actors._supervised.OwnerSupervisor.owner_failed`). The plugin keeps
 one :class:`OwnerSupervision` per owner: it decides with the plugin's
 :class:`RestartPolicy` whether the owner restarts and, if so, tells it
 :class:`~messages._mailbox.RestartOwner` after the back-off, timed on the host's
@@ -21,7 +21,7 @@ from typing import Any
 
 import pykka
 
-from actors.contract import Cancellable, Timers
+from actors._contract import Cancellable, Timers
 from messages._mailbox import RestartOwner
 
 __all__ = ["OwnerSupervision", "RestartPolicy"]
@@ -72,7 +72,7 @@ class OwnerSupervision:
     message that restarts it and ``stopped`` says what a spent budget means
     (the plugin's wake-up actor is supervised the same way).
 
-    Implements :class:`actors.supervised.OwnerSupervisor`. ``owner_failed``
+    Implements :class:`actors._supervised.OwnerSupervisor`. ``owner_failed``
     runs on the owner's thread; :meth:`close` (at disposal) may run on any
     thread and cancels a pending restart.
     """

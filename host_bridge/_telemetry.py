@@ -1,6 +1,6 @@
 """OpenTelemetry metrics and traces of Schedule's owners, through ``opentelemetry-api`` only.
 
-:class:`ScheduleTelemetry` implements :class:`actors.observer.OwnerObserver`
+:class:`ScheduleTelemetry` implements :class:`actors._observer.OwnerObserver`
 with one ``Meter`` and one ``Tracer`` named ``dsh_schedule``. It emits nothing
 unless the host installed an OpenTelemetry SDK: either as the global providers
 (``opentelemetry.metrics.set_meter_provider``, ``opentelemetry.trace.set_tracer_provider``)
@@ -40,7 +40,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
-from actors.observer import (
+from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
     OwnerObserver,
@@ -175,7 +175,7 @@ class _Transaction:
 
 
 class ScheduleTelemetry:
-    """An :class:`~actors.observer.OwnerObserver` that emits OpenTelemetry metrics and spans.
+    """An :class:`~actors._observer.OwnerObserver` that emits OpenTelemetry metrics and spans.
 
     ``meter_provider`` and ``tracer_provider`` default to the global providers.
     Give the plugin one instance (``install_schedule(host, telemetry=...)``);
@@ -224,7 +224,7 @@ class ScheduleTelemetry:
         """The observer an owner starting now should use.
 
         This instance when providers were handed in or the global ones are an
-        SDK's; otherwise :data:`~actors.observer.NO_OBSERVER` (nothing would
+        SDK's; otherwise :data:`~actors._observer.NO_OBSERVER` (nothing would
         be emitted, so nothing is computed).
         """
         if self._own_providers or sdk_configured():

@@ -21,8 +21,8 @@ from typing import Any
 
 import pykka
 
-from actors.futures import resolved
-from actors.teardown import TeardownGate
+from actors._futures import resolved
+from actors._teardown import TeardownGate
 from host_bridge._schemas import TOOL_SPECS
 from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 from messages._mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
@@ -169,7 +169,7 @@ def schedule_tools(
 ) -> tuple[ToolDefinition, ...]:
     """The three tool definitions for ``agent``, routed to its owner actor.
 
-    ``gate`` is the owner's :class:`~actors.teardown.TeardownGate`: a call that
+    ``gate`` is the owner's :class:`~actors._teardown.TeardownGate`: a call that
     finds the owner gone answers with the cause its teardown began with.
     """
     return tuple(

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from actors.contract import Cancellable, Timers
+from actors._contract import Cancellable, Timers
 from host_bridge._steady_clock import SteadyClock, SteadyState
 
 __all__ = ["ClockWatchdog"]

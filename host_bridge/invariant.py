@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actors.contract import AppendGuard, Session, SessionEvent, SessionHeader
+from actors._contract import AppendGuard, Session, SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     FoldedSchedules,

@@ -3,12 +3,12 @@
 A host embeds Schedule by handing :func:`host_bridge.install_schedule` a
 :class:`HostContext` whose parts satisfy these structural protocols. This is
 the one public place of the contract; the definitions live in
-:mod:`actors.contract`, the bottom floor that the actors import too.
+:mod:`actors._contract`, the bottom floor that the actors import too.
 """
 
 from __future__ import annotations
 
-from actors.contract import (
+from actors._contract import (
     DEFAULT_CLOCK_STEP_CONFIRM_MS,
     DEFAULT_CLOCK_WATCH_MS,
     DEFAULT_FLUSH_TIMEOUT_MS,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pykka
 import pytest
 
-from actors.runtime import Runtime, get_runtime
+from actors._runtime import Runtime, get_runtime
 
 
 @pytest.fixture(autouse=True)

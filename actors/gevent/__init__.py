@@ -52,41 +52,41 @@ happened.
 Waiting follows the caller: a greenlet on a hub thread waits by switching to
 its hub (other actors keep running; a cross-thread wake-up arrives through an
 async watcher); a plain thread blocks on a ``threading.Event``. Waiting is
-refused, with :class:`actors.waiting.BlockingInHubError`, in the hub greenlet
+refused, with :class:`actors._waiting.BlockingInHubError`, in the hub greenlet
 itself (a loop callback), and with :class:`GeventRuntimeError` when a foreign
 thread would wait on actors whose hub is not running (a closed runtime, an
 attached hub whose thread never entered or already left its hub): an error,
 never a hang.
 
-Blocking I/O does not belong on the hub: :func:`actors.waiting.run_blocking`
+Blocking I/O does not belong on the hub: :func:`actors._waiting.run_blocking`
 moves a call to an offload thread (:func:`offload`) when it is made on a hub
 thread.
 :class:`GeventTimers` are libev/libuv timers of the hub; their callbacks run in
-the hub itself and, like those of :class:`actors.clock.ThreadTimers`, must
+the hub itself and, like those of :class:`actors._clock.ThreadTimers`, must
 only post a message.
 
 Modules
 -------
 Split the way pykka is, each importing only the ones above it:
 
-* :mod:`actors.gevent.hub` — :class:`GeventHub`: one hub, the thread-safe
+* :mod:`actors.gevent._hub` — :class:`GeventHub`: one hub, the thread-safe
   hand-off, the worker greenlets, failing fast, and the process-wide default;
-* :mod:`actors.gevent.future` — :class:`GeventFuture`;
-* :mod:`actors.gevent.inbox` — :class:`GeventInbox` and the actor's stop flag;
-* :mod:`actors.gevent.timers` — :class:`GeventTimers`;
-* :mod:`actors.gevent.actor` — :class:`GeventActor`, the actor loop;
-* :mod:`actors.gevent.runtime` — :class:`GeventRuntime`, the ``Runtime``
+* :mod:`actors.gevent._future` — :class:`GeventFuture`;
+* :mod:`actors.gevent._inbox` — :class:`GeventInbox` and the actor's stop flag;
+* :mod:`actors.gevent._timers` — :class:`GeventTimers`;
+* :mod:`actors.gevent._actor` — :class:`GeventActor`, the actor loop;
+* :mod:`actors.gevent._runtime` — :class:`GeventRuntime`, the ``Runtime``
   protocol on a hub (``bind``, ``timers``, ``wait``), and :func:`default_runtime`.
 """
 
 from __future__ import annotations
 
-from actors.gevent.actor import GeventActor
-from actors.gevent.future import GeventFuture
-from actors.gevent.hub import GeventHub, GeventRuntimeError
-from actors.gevent.inbox import GeventInbox
-from actors.gevent.runtime import GeventRuntime, default_runtime
-from actors.gevent.timers import GeventTimerHandle, GeventTimers
+from actors.gevent._actor import GeventActor
+from actors.gevent._future import GeventFuture
+from actors.gevent._hub import GeventHub, GeventRuntimeError
+from actors.gevent._inbox import GeventInbox
+from actors.gevent._runtime import GeventRuntime, default_runtime
+from actors.gevent._timers import GeventTimerHandle, GeventTimers
 
 __all__ = [
     "GeventActor",

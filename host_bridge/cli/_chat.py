@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import click
 
-from actors.contract import wall_clock_ms
+from actors._contract import wall_clock_ms
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._tools import present_value
 from host_bridge.cli._common import (

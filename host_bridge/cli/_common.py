@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import click
 import pykka
 
-from actors.contract import Timers
+from actors._contract import Timers
 from host_bridge._plugin import SchedulePlugin
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost

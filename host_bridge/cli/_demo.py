@@ -40,8 +40,13 @@ from typing import Any
 import click
 import pykka
 
-from actors.clock import ThreadTimers, TimerHandle
-from actors.contract import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session, wall_clock_ms
+from actors._clock import ThreadTimers, TimerHandle
+from actors._contract import (
+    DEFAULT_CLOCK_WATCH_MS,
+    DEFAULT_FLUSH_TIMEOUT_MS,
+    Session,
+    wall_clock_ms,
+)
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge._tools import present_value
 from host_bridge.cli._common import (

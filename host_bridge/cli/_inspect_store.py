@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from actors.contract import SessionEvent, wall_clock_ms
+from actors._contract import SessionEvent, wall_clock_ms
 from host_bridge.cli._common import (
     EXIT_FAILED,
     READ_STORE_EXIT,

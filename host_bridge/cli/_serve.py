@@ -41,7 +41,7 @@ from types import FrameType
 
 import click
 
-from actors.contract import Agent
+from actors._contract import Agent
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.cli._common import (
     WRITE_STORE_EXIT,

@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
-from actors.contract import Agent, DueSession
-from actors.runtime import run_blocking
+from actors._contract import Agent, DueSession
+from actors._runtime import run_blocking
 from host_bridge._futures import chain
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.due_index import index_problem, project_session

@@ -38,8 +38,8 @@ from typing import Any, overload
 
 import pykka
 
-from actors.base import MailboxActor
-from actors.contract import (
+from actors._base import MailboxActor
+from actors._contract import (
     Agent,
     AgentStatus,
     Cancellable,
@@ -49,7 +49,7 @@ from actors.contract import (
     ToolResult,
     UserMessage,
 )
-from actors.runtime import RuntimeSpec, get_runtime
+from actors._runtime import RuntimeSpec, get_runtime
 from host_bridge._admission import TurnAdmission
 from host_bridge.embedded.codec import PayloadError
 from host_bridge.embedded.inbox import (
@@ -550,7 +550,7 @@ class EmbeddedAgentRegistry:
     """The embedded host's agents (implements ``AgentRegistry``).
 
     ``runtime`` is where the agents' turn actors run (see
-    :func:`actors.runtime.get_runtime`). ``timers`` (the host's) arm the
+    :func:`actors._runtime.get_runtime`). ``timers`` (the host's) arm the
     back-off retries of messages whose inbox entries could not be made durable
     yet; without timers such a message is retried only when the session's
     durable progress advances.

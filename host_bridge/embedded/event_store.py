@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
-from actors.contract import SessionEvent, SessionHeader
+from actors._contract import SessionEvent, SessionHeader
 from host_bridge.embedded.due_index import DueEntry, DueProjector, IndexPlan
 from host_bridge.embedded.store_errors import (
     SessionLeaseError,

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from actors.clock import ThreadTimers
-from actors.contract import HostContext, Timers, wall_clock_ms
-from actors.runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
+from actors._clock import ThreadTimers
+from actors._contract import HostContext, Timers, wall_clock_ms
+from actors._runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
 from host_bridge.embedded.event_store import EventStore

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.contract import SessionEvent, TextBlock, UserMessage
+from actors._contract import SessionEvent, TextBlock, UserMessage
 
 __all__ = [
     "INBOX_EVENT",

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 
 import pykka
 
-from actors.contract import (
+from actors._contract import (
     AppendGuard,
     Session,
     SessionDetachedError,
@@ -27,9 +27,9 @@ from actors.contract import (
     SessionHeader,
     wall_clock_ms,
 )
-from actors.futures import failed
-from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
-from actors.session_actor import SessionActor, SessionCore
+from actors._futures import failed
+from actors._runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
+from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog, LogBackedSession
 from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
 from host_bridge.embedded.event_store import EventStore
@@ -118,7 +118,7 @@ class EmbeddedSession(LogBackedSession):
         """Append one event in the session actor's critical section; return it once committed.
 
         Runs in the caller when the actor is idle. Otherwise it goes through the
-        mailbox and the wait follows the caller (:func:`actors.runtime.wait_for`):
+        mailbox and the wait follows the caller (:func:`actors._runtime.wait_for`):
         an actor greenlet on the gevent runtime is suspended while the session
         actor (on the same hub or elsewhere) commits, instead of blocking the hub.
         """
@@ -211,7 +211,7 @@ class EmbeddedSessionStore:
     :class:`EmbeddedSession` objects. ``persistence=None`` gives a store whose
     flushes resolve ``False`` (nothing is durable), useful to exercise
     ``persistence_uncertain``. ``runtime`` is where the session actors run
-    (see :func:`actors.runtime.get_runtime`); reads and writes of SQLite made
+    (see :func:`actors._runtime.get_runtime`); reads and writes of SQLite made
     here run off the hub when called from a gevent hub thread.
     """
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from actors.contract import SessionHeader
+from actors._contract import SessionHeader
 from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_rows import (
     StoredSession,

@@ -15,7 +15,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from actors.contract import SessionEvent, SessionHeader
+from actors._contract import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
 from host_bridge.embedded.due_index import DueEntry, IndexRow
 from host_bridge.embedded.store_errors import (

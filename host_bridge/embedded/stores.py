@@ -12,7 +12,7 @@ from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.embedded.store_errors import StoreError
 
 if TYPE_CHECKING:
-    from actors.contract import SessionHeader
+    from actors._contract import SessionHeader
     from host_bridge.embedded.store_rows import StoredSession
 
 __all__ = ["StoreReader", "is_postgres_url", "open_store"]

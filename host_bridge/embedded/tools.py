@@ -10,9 +10,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from actors.contract import Agent, ToolCall, ToolDefinition, ToolResult
-from actors.futures import resolved
-from actors.runtime import wait_for
+from actors._contract import Agent, ToolCall, ToolDefinition, ToolResult
+from actors._futures import resolved
+from actors._runtime import wait_for
 
 __all__ = ["ScopedToolRegistry", "ToolConflictError"]
 
@@ -125,7 +125,7 @@ class ScopedToolRegistry:
         """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result.
 
         Judged like :meth:`submit`, but waiting on the tool's own future (no
-        second future). The wait follows the caller (:func:`actors.runtime.wait_for`):
+        second future). The wait follows the caller (:func:`actors._runtime.wait_for`):
         a model running in a greenlet actor suspends only its greenlet, so the
         tool's owner can answer on the same gevent hub.
         """

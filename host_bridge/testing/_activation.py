@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from actors.contract import Agent, DueSession, SessionEvent
+from actors._contract import Agent, DueSession, SessionEvent
 from host_bridge.testing._host import FakeHost
 from host_bridge.testing._sessions import FakeSession
 from messages._errors import ScheduleLogError

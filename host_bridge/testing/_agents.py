@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
-from actors.contract import Agent, AgentStatus, Session, UserMessage
+from actors._contract import Agent, AgentStatus, Session, UserMessage
 from host_bridge.testing._journal import Journal
 
 __all__ = ["FakeAgent", "StatusSink"]

@@ -6,8 +6,8 @@ import itertools
 import json
 from typing import Any, Protocol
 
-from actors.contract import Agent, AgentRegistry, ToolCall, ToolRegistry, ToolResult
-from actors.runtime import wait_for
+from actors._contract import Agent, AgentRegistry, ToolCall, ToolRegistry, ToolResult
+from actors._runtime import wait_for
 
 __all__ = ["call_tool", "call_tool_json"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from actors.contract import Session, UserMessage
+from actors._contract import Session, UserMessage
 from messages._fold import EventLike
 from messages._presentation import parse_reminder_framing, schedule_reminder_presentation
 from messages._records import SCHEDULE_CHANGE_TYPE, DispatchChange, decode_schedule_change

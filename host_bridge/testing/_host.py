@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from actors.contract import HostContext, SessionEvent
+from actors._contract import HostContext, SessionEvent
 from host_bridge.embedded.tools import ScopedToolRegistry
 from host_bridge.testing._agents import FakeAgent
 from host_bridge.testing._clock import DEFAULT_START_MS, FakeClock, FakeTimers

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
-from actors.contract import Agent, AgentStatus, Session
+from actors._contract import Agent, AgentStatus, Session
 from host_bridge.testing._agents import FakeAgent
 from host_bridge.testing._journal import Journal
 

@@ -10,7 +10,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias
 
-from actors.contract import (
+from actors._contract import (
     AppendGuard,
     Session,
     SessionDetachedError,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from actors.contract import Agent, AgentRegistry
-from actors.runtime import wait_for
+from actors._contract import Agent, AgentRegistry
+from actors._runtime import wait_for
 from host_bridge.testing._agents import FakeAgent
 from host_bridge.testing._sessions import FakeSessionStore
 from messages._mailbox import Ping
@@ -48,7 +48,7 @@ def settle(
     """Return once ``actor_ref`` has no queued or in-progress work.
 
     Repeatedly asks :class:`~messages._mailbox.Ping` (every
-    :class:`actors.base.MailboxActor` answers it) until, right after a reply,
+    :class:`actors._base.MailboxActor` answers it) until, right after a reply,
     the inbox is empty and nothing but that ping was put in it since the round
     began; so messages the actor posts to itself are drained too. A dead actor
     counts as settled. Raises ``RuntimeError`` after ``max_rounds`` pings and

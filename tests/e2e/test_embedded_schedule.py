@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.protocols import wall_clock_ms

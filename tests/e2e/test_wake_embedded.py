@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost

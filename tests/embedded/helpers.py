@@ -13,8 +13,8 @@ from typing import Any
 
 import pykka
 
-from actors.contract import AppendGuard
-from actors.session_actor import SessionActor, SessionCore
+from actors._contract import AppendGuard
+from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.protocols import SessionEvent, SessionHeader

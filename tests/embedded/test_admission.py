@@ -15,7 +15,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.base import MailboxActor
+from actors._base import MailboxActor
 from host_bridge import AdmissionClosedError, TurnAdmission
 from host_bridge._admission import AgentStatus
 from host_bridge.testing import settle

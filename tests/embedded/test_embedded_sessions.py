@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from actors.contract import SessionDetachedError
+from actors._contract import SessionDetachedError
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore, SessionError

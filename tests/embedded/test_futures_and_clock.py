@@ -13,7 +13,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.clock import default_timers
+from actors._clock import default_timers
 from host_bridge import ThreadTimers
 from host_bridge._futures import chain, failed, from_pykka, resolved
 from host_bridge.protocols import Cancellable, Timers, wall_clock_ms

@@ -11,7 +11,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.contract import AppendGuard, SessionDetachedError
+from actors._contract import AppendGuard, SessionDetachedError
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import (
     PayloadError,

@@ -12,8 +12,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.runtime import get_runtime
-from actors.session_actor import SessionActor, SessionCore
+from actors._runtime import get_runtime
+from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore

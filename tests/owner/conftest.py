@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pykka
 import pytest
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge.testing import FakeHost
 from tests.owner.harness import Harness
 from tests.owner.helpers import Tools

@@ -8,9 +8,9 @@ from typing import Any
 
 import pykka
 
-from actors.observer import NO_OBSERVER, OwnerObserver
-from actors.runtime import Runtime, get_runtime
-from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors._observer import NO_OBSERVER, OwnerObserver
+from actors._runtime import Runtime, get_runtime
+from actors._schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.protocols import HostContext, SessionEvent
 from host_bridge.testing import FakeAgent, FakeHost, FakeSession, settle
 from messages._mailbox import (

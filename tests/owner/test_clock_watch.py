@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
-from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
-from actors.runtime import Runtime
+from actors._clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS, clock_jump_ms, clock_offset_ms
+from actors._contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
+from actors._runtime import Runtime
 from host_bridge._plugin import CompositionError, SchedulePlugin, install_schedule
 from host_bridge._steady_clock import SteadyClock
 from host_bridge._watchdog import ClockWatchdog

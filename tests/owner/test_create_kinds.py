@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge.testing import PENDING, FakeClock, FakeHost
 from messages._instant import parse_instant
 from messages._records import SCHEDULE_CHANGE_TYPE

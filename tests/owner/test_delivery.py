@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.runtime import Runtime
-from actors.schedule_owner import BAD_CLOCK_RETRY_MS
+from actors._runtime import Runtime
+from actors._schedule_owner import BAD_CLOCK_RETRY_MS
 from host_bridge.testing import PENDING, FakeHost
 from messages._delivery import MAX_TIMER_DELAY_MS
 from messages._instant import format_instant
@@ -248,7 +248,7 @@ def test_followup_failure_writes_no_dispatch_and_still_releases(harness: Harness
 
 def test_framing_failure_writes_no_dispatch(harness: Harness, mocker: MockerFixture) -> None:
     harness.created("ping", 1)
-    mocker.patch("actors.schedule_owner.render_reminder_framing", side_effect=ValueError("x"))
+    mocker.patch("actors._schedule_owner.render_reminder_framing", side_effect=ValueError("x"))
     harness.advance(1000)
     assert harness.agent.received == []
     assert harness.agent.release_count == 1

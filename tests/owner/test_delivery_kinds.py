@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import install_schedule
 from host_bridge.testing import FakeHost, FakeSession, settle
 from messages._instant import MAX_INSTANT_MS, format_instant, parse_instant
@@ -294,7 +294,7 @@ def test_a_failed_batch_dispatch_is_not_restarted_by_the_supervisor(
 def test_a_decision_that_raises_is_no_decision_without_a_fault(
     at_noon: Harness, mocker: MockerFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
-    mocker.patch("actors.schedule_owner.plan_delivery", side_effect=KeyError("boom"))
+    mocker.patch("actors._schedule_owner.plan_delivery", side_effect=KeyError("boom"))
     with caplog.at_level(logging.WARNING, logger="dsh_schedule.owner"):
         at_noon.created_every("x", 300)  # its recompute drive cannot decide
         at_noon.drive()

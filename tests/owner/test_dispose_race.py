@@ -31,8 +31,8 @@ from typing import Any, cast
 import pykka
 import pytest
 
-from actors.runtime import Runtime
-from actors.teardown import TeardownCause, TeardownGate
+from actors._runtime import Runtime
+from actors._teardown import TeardownCause, TeardownGate
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._tools import schedule_tools
 from host_bridge.protocols import Session, ToolCall, ToolDefinition, ToolResult

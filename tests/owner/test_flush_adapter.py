@@ -20,8 +20,8 @@ from typing import Any
 import pykka
 import pytest
 
+from actors._runtime import Runtime, get_runtime
 from actors.gevent import GeventFuture, GeventRuntime
-from actors.runtime import Runtime, get_runtime
 from host_bridge._checked_sessions import FlushMonitor
 from host_bridge._futures import resolved
 from host_bridge._plugin import SchedulePlugin, install_schedule

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolCall, ToolResult
 from host_bridge.testing import PENDING, FakeAgent, FakeHost

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pytest_mock import MockerFixture
 
-import actors.schedule_owner as owner_module
+import actors._schedule_owner as owner_module
 import messages._fold as fold_module
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge.testing import FakeHost
 from messages._fold import fold_schedule_events
 from messages._records import SCHEDULE_CHANGE_TYPE

@@ -92,7 +92,7 @@ def test_unexpected_exception_is_contained_logged_once_and_visible(
     harness: Harness, mocker: MockerFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
     harness.created("x", 60)
-    mocker.patch("actors.schedule_owner.continue_fold", side_effect=KeyError("boom"))
+    mocker.patch("actors._schedule_owner.continue_fold", side_effect=KeyError("boom"))
     with caplog.at_level(logging.DEBUG, logger="dsh_schedule.owner"):
         harness.drive()
         harness.send(RequestDrive("again"))
@@ -110,7 +110,7 @@ def test_unexpected_exception_is_contained_logged_once_and_visible(
 def test_contained_failure_inside_a_tool_transaction_answers_internal_error(
     harness: Harness, mocker: MockerFixture
 ) -> None:
-    mocker.patch("actors.schedule_owner.allocate_schedule_id", side_effect=RuntimeError("x"))
+    mocker.patch("actors._schedule_owner.allocate_schedule_id", side_effect=RuntimeError("x"))
     value = harness.value(harness.create("x", 60), "create")
     assert value == {
         "code": "internal_error",

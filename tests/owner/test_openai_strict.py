@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._catalog import catalog_value, openai_tools
 from host_bridge._openai_strict import normalize_strict_arguments, strict_parameters
 from host_bridge._plugin import install_schedule

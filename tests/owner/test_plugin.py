@@ -9,7 +9,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import CompositionError, install_schedule
 from host_bridge.embedded.tools import ToolConflictError
 from host_bridge.protocols import HostContext, ToolDefinition, ToolResult

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS
+from actors._clock import DEFAULT_CLOCK_JUMP_TOLERANCE_MS
 from host_bridge._steady_clock import SteadyClock, SteadyState, steady_reading, upper_reading
 from host_bridge.testing import FakeClock
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._supervision import RestartPolicy
 from host_bridge.protocols import SessionEvent
@@ -315,7 +315,7 @@ def test_an_owner_without_a_supervisor_stays_faulted(
 
     harness = Harness(host, runtime=runtime)
     harness.created("x", 1)
-    mocker.patch("actors.schedule_owner.continue_fold", side_effect=KeyError("boom"))
+    mocker.patch("actors._schedule_owner.continue_fold", side_effect=KeyError("boom"))
     harness.advance(SECOND)
     mocker.stopall()
     assert harness.status.state == "faulted"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.teardown import TeardownGate, await_passages
-from actors.waiting import wait_for as real_wait_for
+from actors._teardown import TeardownGate, await_passages
+from actors._waiting import wait_for as real_wait_for
 
 BOUND_S = 5.0
 """How long a test waits for the other thread before failing (never a synchronisation)."""
@@ -39,7 +39,7 @@ def test_close_returns_only_once_a_passage_on_another_thread_has_ended(
         waiting.set()  # close is about to wait for the passage
         return real_wait_for(future, timeout)
 
-    mocker.patch("actors.teardown.wait_for", wait_for)
+    mocker.patch("actors._teardown.wait_for", wait_for)
     inside = threading.Event()
     order: list[str] = []
 
@@ -117,7 +117,7 @@ def test_gates_closed_together_wait_for_their_passages_within_one_deadline(
         timeouts.append(timeout)
         raise TimeoutError  # the first step under way never ends in time
 
-    mocker.patch("actors.teardown.wait_for", wait_for)
+    mocker.patch("actors._teardown.wait_for", wait_for)
     under_way = [gate.close(wait=False) for gate in gates]
     assert all(gate.closed for gate in gates)  # closed at once, none waited for yet
     await_passages([left for left in under_way if left is not None], 1_000)

@@ -28,8 +28,8 @@ from opentelemetry.trace import NoOpTracerProvider, StatusCode
 from pytest_mock import MockerFixture
 
 import actors
-from actors.observer import OwnerObserver
-from actors.runtime import Runtime
+from actors._observer import OwnerObserver
+from actors._runtime import Runtime
 from host_bridge import _telemetry as telemetry_module
 from host_bridge._plugin import install_schedule
 from host_bridge._telemetry import ScheduleTelemetry, sdk_configured

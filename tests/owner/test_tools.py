@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 
-from actors.runtime import Runtime
+from actors._runtime import Runtime
 from host_bridge._plugin import install_schedule
 from host_bridge._tools import _ToolReply
 from host_bridge.protocols import ToolResult

@@ -17,8 +17,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
-from actors.runtime import Runtime
+from actors._contract import DEFAULT_CLOCK_STEP_CONFIRM_MS
+from actors._runtime import Runtime
 from host_bridge._plugin import RestartPolicy, SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.protocols import Agent, HostContext
 from host_bridge.testing import FakeActivation, FakeAgent, FakeHost

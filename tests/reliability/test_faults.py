@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from actors.contract import DEFAULT_FLUSH_TIMEOUT_MS
+from actors._contract import DEFAULT_FLUSH_TIMEOUT_MS
 from host_bridge._futures import resolved
 from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent

@@ -11,8 +11,8 @@ import dataclasses
 from concurrent.futures import Future
 from typing import Any
 
-from actors.contract import DEFAULT_FLUSH_TIMEOUT_MS
-from actors.schedule_owner import OwnerStatusBox, ScheduleOwner
+from actors._contract import DEFAULT_FLUSH_TIMEOUT_MS
+from actors._schedule_owner import OwnerStatusBox, ScheduleOwner
 from host_bridge.testing import PENDING, FakeHost, settle
 from messages._mailbox import CreateSchedule, DisposeOwner, ListSchedules, StartOwner
 from messages._records import SCHEDULE_CHANGE_TYPE

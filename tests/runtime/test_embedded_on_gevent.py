@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.contract import SessionDetachedError
-from actors.runtime import wait_for
+from actors._contract import SessionDetachedError
+from actors._runtime import wait_for
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, RootAgents, Turn
 from host_bridge.embedded.host import EmbeddedHost

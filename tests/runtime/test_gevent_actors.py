@@ -12,10 +12,10 @@ import pykka
 import pytest
 from pykka._envelope import Envelope
 
-from actors.base import MailboxActor
+from actors._base import MailboxActor
+from actors._runtime import get_runtime, run_blocking, wait_for
 from actors.gevent import GeventFuture, GeventInbox, GeventRuntime, default_runtime
-from actors.gevent.inbox import StopFlag
-from actors.runtime import get_runtime, run_blocking, wait_for
+from actors.gevent._inbox import StopFlag
 from host_bridge.embedded.sessions import EmbeddedSessionStore
 from host_bridge.embedded.sqlite_store import SqliteEventStore
 from host_bridge.testing import settle

@@ -12,8 +12,8 @@ from typing import Any
 import pykka
 import pytest
 
+from actors._runtime import BlockingInHubError, run_blocking, wait_for
 from actors.gevent import GeventFuture, GeventRuntime, GeventTimers, default_runtime
-from actors.runtime import BlockingInHubError, run_blocking, wait_for
 
 
 @pytest.fixture

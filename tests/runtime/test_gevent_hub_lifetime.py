@@ -26,10 +26,10 @@ import gevent.exceptions
 import pykka
 import pytest
 
-from actors.base import MailboxActor
+from actors._base import MailboxActor
+from actors._runtime import run_blocking
 from actors.gevent import GeventFuture, GeventRuntime, GeventRuntimeError
-from actors.gevent import hub as gevent_hub
-from actors.runtime import run_blocking
+from actors.gevent import _hub as gevent_hub
 
 HANG_GUARD_S = 5.0
 """How long a test waits for something that must happen (a guard against hangs only)."""

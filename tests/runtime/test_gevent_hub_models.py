@@ -15,9 +15,9 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.base import MailboxActor
+from actors._base import MailboxActor
+from actors._runtime import wait_for
 from actors.gevent import GeventFuture, GeventRuntime, GeventRuntimeError
-from actors.runtime import wait_for
 from host_bridge._plugin import install_schedule
 from host_bridge.embedded.host import EmbeddedHost
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pykka
 import pytest
 
-from actors.base import MailboxActor
+from actors._base import MailboxActor
+from actors._runtime import ThreadingRuntime, get_runtime
+from actors._schedule_owner import ScheduleOwner
+from actors._session_actor import SessionActor
 from actors.gevent import GeventActor, GeventRuntime, default_runtime
-from actors.runtime import ThreadingRuntime, get_runtime
-from actors.schedule_owner import ScheduleOwner
-from actors.session_actor import SessionActor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +89,7 @@ def test_the_threading_path_never_imports_gevent(tmp_path: Path) -> None:
     out = _run(
         f"""
         import sys
-        import actors, actors.runtime, host_bridge, host_bridge.testing
+        import actors, actors._runtime, host_bridge, host_bridge.testing
         from host_bridge.embedded.host import EmbeddedHost
         from host_bridge._plugin import install_schedule
 

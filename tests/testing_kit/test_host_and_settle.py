@@ -9,8 +9,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.base import MailboxActor
-from actors.runtime import Runtime
+from actors._base import MailboxActor
+from actors._runtime import Runtime
 from host_bridge.protocols import Agent, HostContext, TextBlock, UserMessage
 from host_bridge.testing import PENDING, FakeHost, settle
 from host_bridge.testing._settle import settle_all

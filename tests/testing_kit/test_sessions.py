@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actors.contract import SessionDetachedError
+from actors._contract import SessionDetachedError
 from host_bridge._eventlog import LogSnapshot
 from host_bridge.protocols import Session, SessionEvent, SessionStore
 from host_bridge.testing import PENDING, FakeClock, FakeSession, FakeSessionStore, Journal

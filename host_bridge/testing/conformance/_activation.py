@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from actors.contract import Agent, Session, SessionActivation
+from actors._contract import Agent, Session, SessionActivation
 from host_bridge.testing.conformance._base import ConformanceBase, expect, fail
 from messages import SCHEDULE_CHANGE_TYPE, AfterRecord, CreateChange
 from messages._instant import format_instant

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from actors.contract import Agent
+from actors._contract import Agent
 from host_bridge.testing.conformance._base import ConformanceBase, expect
 from host_bridge.testing.conformance._probes import StatusLog
 

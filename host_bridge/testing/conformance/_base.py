@@ -14,8 +14,8 @@ from typing import ClassVar, NoReturn, TypeVar
 
 import pytest
 
-from actors.clock import default_timers
-from actors.contract import Agent, HostContext, TextBlock, Timers, UserMessage
+from actors._clock import default_timers
+from actors._contract import Agent, HostContext, TextBlock, Timers, UserMessage
 from host_bridge.testing.conformance._host import ConformanceHost
 from host_bridge.testing.conformance._probes import ScriptedModel
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.contract import Agent, HostContext, Session, SessionEvent, UserMessage
+from actors._contract import Agent, HostContext, Session, SessionEvent, UserMessage
 
 __all__ = ["UNSTORABLE", "ConformanceHost", "TurnModel"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from actors.contract import SessionEvent, UserMessage
+from actors._contract import SessionEvent, UserMessage
 from host_bridge.testing.conformance._base import ConformanceBase, expect
 
 __all__ = ["InboxChecks"]

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
-from actors.contract import Agent, UserMessage
+from actors._contract import Agent, UserMessage
 
 __all__ = ["ScriptedModel", "StatusLog"]
 

@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from actors.contract import ToolCall, ToolDefinition, ToolResult
+from actors._contract import ToolCall, ToolDefinition, ToolResult
 from host_bridge._futures import resolved
 from host_bridge.testing.conformance._base import ConformanceBase, expect, fail
 

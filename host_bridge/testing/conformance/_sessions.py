@@ -8,7 +8,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from actors.contract import Session, SessionEvent
+from actors._contract import Session, SessionEvent
 from host_bridge.testing.conformance._base import ConformanceBase, expect, fail
 
 __all__ = ["SessionChecks"]

@@ -9,9 +9,9 @@ from concurrent.futures import CancelledError, Future
 from types import TracebackType
 from typing import Any, Protocol, cast
 
-from actors.base import MailboxActor
-from actors.contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
-from actors.futures import failed, resolved, settle, settle_exception
+from actors._base import MailboxActor
+from actors._contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
+from actors._futures import failed, resolved, settle, settle_exception
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [

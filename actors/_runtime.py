@@ -16,7 +16,7 @@ the gevent model (one hub thread per runtime, thread-safe hand-off from any
 other thread).
 
 The helpers :func:`wait_for` and :func:`run_blocking` wait "in the caller's
-style" (they live in the leaf module :mod:`actors.waiting` and are re-exported
+style" (they live in the leaf module :mod:`actors._waiting` and are re-exported
 here): on a thread that runs a gevent hub they suspend only the calling
 greenlet, anywhere else they block the calling thread.
 """
@@ -29,8 +29,8 @@ from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 import pykka
 
-from actors.contract import Timers
-from actors.waiting import (
+from actors._contract import Timers
+from actors._waiting import (
     BlockingInHubError,
     Wake,
     current_hub,
@@ -112,8 +112,8 @@ class ThreadingRuntime:
         return actor_class
 
     def timers(self) -> Timers:
-        """A new :class:`actors.clock.ThreadTimers` (one scheduler thread)."""
-        from actors.clock import ThreadTimers
+        """A new :class:`actors._clock.ThreadTimers` (one scheduler thread)."""
+        from actors._clock import ThreadTimers
 
         return ThreadTimers(name="dsh-threading-timers")
 

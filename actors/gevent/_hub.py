@@ -3,7 +3,7 @@
 :class:`GeventHub` owns the hub (a dedicated thread's, or an attached one), the
 *doorbell* through which foreign threads hand work over, the pool of worker
 greenlets that run actors, and failing fast when the hub stops. It knows
-nothing of actors or timers; :class:`actors.gevent.runtime.GeventRuntime` adds
+nothing of actors or timers; :class:`actors.gevent._runtime.GeventRuntime` adds
 those. See :mod:`actors.gevent` for the model.
 """
 
@@ -21,7 +21,7 @@ import gevent
 import gevent.event
 import gevent.hub
 
-from actors.waiting import Wake
+from actors._waiting import Wake
 
 __all__ = [
     "HANDOFF_BUDGET_S",
@@ -51,7 +51,7 @@ class GeventRuntimeError(RuntimeError):
 class GeventHub:
     """One gevent hub that runs greenlets handed to it from any thread.
 
-    The base of :class:`actors.gevent.runtime.GeventRuntime`; futures, inboxes
+    The base of :class:`actors.gevent._runtime.GeventRuntime`; futures, inboxes
     and timers need only this much of a runtime.
     """
 
@@ -311,7 +311,7 @@ class GeventHub:
     def _retire_actors(self) -> None:
         """After close, or once the hub stopped: tell the callers of this hub's actors.
 
-        The base has no actors; :class:`actors.gevent.runtime.GeventRuntime` does.
+        The base has no actors; :class:`actors.gevent._runtime.GeventRuntime` does.
         """
 
     def _is_default(self) -> bool:
@@ -453,7 +453,7 @@ _default_lock = threading.Lock()
 def default_hub() -> GeventHub:
     """The process-wide hub with a dedicated thread (never closed).
 
-    It is a :class:`actors.gevent.runtime.GeventRuntime` (that class declares
+    It is a :class:`actors.gevent._runtime.GeventRuntime` (that class declares
     itself the default's); :func:`actors.gevent.default_runtime` returns it typed so.
     """
     global _default  # noqa: PLW0603 - a process-wide singleton by design

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from actors.gevent.hub import GeventHub, GeventRuntimeError
-from actors.waiting import make_wake
+from actors._waiting import make_wake
+from actors.gevent._hub import GeventHub, GeventRuntimeError
 
 if TYPE_CHECKING:
     from pykka._envelope import Envelope
@@ -24,7 +24,7 @@ class GeventInbox:
 
     An idle actor holds **no greenlet**: its runner greenlet ends when the inbox
     runs dry, and the next ``put`` starts a new one (through
-    :meth:`actors.gevent.hub.GeventHub.spawn`). ``put`` never blocks or switches, so it is
+    :meth:`actors.gevent._hub.GeventHub.spawn`). ``put`` never blocks or switches, so it is
     safe under a lock, from any thread, including the hub thread.
     :attr:`unfinished_tasks` counts every ``put`` ever made, like the counter of
     a ``queue.Queue`` whose ``task_done`` is never called, so

@@ -1,7 +1,7 @@
 """The gevent ``Runtime``: greenlet actors, hub timers and waits on one :class:`GeventHub`.
 
 :class:`GeventRuntime` is what ``get_runtime("gevent")`` returns
-(:func:`default_runtime`): a :class:`actors.gevent.hub.GeventHub` that binds
+(:func:`default_runtime`): a :class:`actors.gevent._hub.GeventHub` that binds
 actor classes to itself, makes timers on its hub and retires its actors when it
 closes. See :mod:`actors.gevent` for the model.
 """
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import pykka
 
-from actors.gevent.actor import GeventActor
-from actors.gevent.hub import GeventHub, default_hub
-from actors.gevent.inbox import GeventInbox, answer_dead
-from actors.gevent.timers import GeventTimers
-from actors.waiting import current_hub, make_wake, run_blocking, wait_for
+from actors._waiting import current_hub, make_wake, run_blocking, wait_for
+from actors.gevent._actor import GeventActor
+from actors.gevent._hub import GeventHub, default_hub
+from actors.gevent._inbox import GeventInbox, answer_dead
+from actors.gevent._timers import GeventTimers
 
 if TYPE_CHECKING:
     from concurrent.futures import Future as ConcurrentFuture
@@ -78,11 +78,11 @@ class GeventRuntime(GeventHub, default=True):
         return GeventTimers(self)
 
     def run_blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """See :func:`actors.waiting.run_blocking`."""
+        """See :func:`actors._waiting.run_blocking`."""
         return run_blocking(function, *args)
 
     def wait(self, future: ConcurrentFuture[T], timeout: float | None = None) -> T:
-        """See :func:`actors.waiting.wait_for`.
+        """See :func:`actors._waiting.wait_for`.
 
         A plain thread's wait ends with :class:`GeventRuntimeError` when this
         runtime closes or its hub stops before ``future`` resolves.

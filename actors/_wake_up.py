@@ -1,7 +1,7 @@
 """WakeUpActor: wakes cold sessions whose reminders came due, and lets them go again.
 
 One per installed plugin whose host offers
-:class:`~actors.contract.SessionActivation`. It knows nothing about stores:
+:class:`~actors._contract.SessionActivation`. It knows nothing about stores:
 it asks the host when the next cold session is due, sleeps until then on one
 timer, and asks the host to activate the due sessions in due order, at most
 :attr:`WakePolicy.max_concurrent` at a time. An activated session's root agent
@@ -18,7 +18,7 @@ activation or a passivation settled) does three things:
    in flight, skipping sessions in flight or backing off;
 2. lets go of activated agents that stayed quiet for ``quiet_period_ms`` (agent
    idle, owner quiet, no reminder due within the quiet period) through
-   :class:`~actors.contract.SessionPassivation`, when the host offers it;
+   :class:`~actors._contract.SessionPassivation`, when the host offers it;
 3. arms the one timer for the earliest of: the next due target, the end of a
    back-off, the end of a quiet period, and ``rescan_ms`` (the index is re-read
    at least that often, so changes made by other processes are seen).
@@ -34,14 +34,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from actors.contract import (
+from actors._contract import (
     Agent,
     HostContext,
     SessionActivation,
     SessionPassivation,
 )
-from actors.supervised import OwnerSupervisor, SupervisedActor
-from actors.wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
+from actors._supervised import OwnerSupervisor, SupervisedActor
+from actors._wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
 from messages._delivery import MAX_TIMER_DELAY_MS
 from messages._fold import fold_schedule_events
 from messages._mailbox import (

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import gevent
 import pykka
 
-from actors.gevent.future import GeventFuture
-from actors.gevent.hub import GeventHub, GeventRuntimeError, default_hub
-from actors.gevent.inbox import GeventInbox, StopFlag, answer_dead
+from actors.gevent._future import GeventFuture
+from actors.gevent._hub import GeventHub, GeventRuntimeError, default_hub
+from actors.gevent._inbox import GeventInbox, StopFlag, answer_dead
 
 if TYPE_CHECKING:
     from pykka._envelope import Envelope

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.contract import monotonic_ms, wall_clock_ms
+from actors._contract import monotonic_ms, wall_clock_ms
 
 __all__ = [
     "DEFAULT_CLOCK_JUMP_TOLERANCE_MS",

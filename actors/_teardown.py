@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import Literal, TypeAlias
 
-from actors.waiting import BlockingInHubError, current_hub, wait_for
+from actors._waiting import BlockingInHubError, current_hub, wait_for
 
 __all__ = ["TeardownCause", "TeardownGate", "await_passages"]
 
@@ -64,7 +64,7 @@ class TeardownGate:
         """Begin teardown (any thread; never raises); by default return once no passage runs.
 
         A passage under way on another thread or greenlet is waited for in the
-        caller's style (:func:`actors.waiting.wait_for`), at most ``wait_ms``. In
+        caller's style (:func:`actors._waiting.wait_for`), at most ``wait_ms``. In
         a gevent hub greenlet, which cannot wait, and from inside the passage
         itself, it returns at once. With ``wait=False`` it never waits: it
         returns the future that resolves when the passage under way ends

@@ -1,4 +1,4 @@
-"""The wake-up actor's settings and what it shares with the plugin (:mod:`actors.wake_up`)."""
+"""The wake-up actor's settings and what it shares with the plugin (:mod:`actors._wake_up`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from actors.status_box import StatusBox
+from actors._status_box import StatusBox
 
 __all__ = ["WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from actors.gevent.hub import GeventHub, GeventRuntimeError, default_hub
+from actors.gevent._hub import GeventHub, GeventRuntimeError, default_hub
 
 __all__ = ["GeventTimerHandle", "GeventTimers"]
 
@@ -78,11 +78,11 @@ class GeventTimers:
     """A ``Timers`` service on a gevent hub (libev/libuv timers; no thread per timer).
 
     ``call_later`` and ``cancel`` are thread-safe: off the hub thread they hop
-    to the hub with :meth:`actors.gevent.hub.GeventHub.call_soon`. Delays are measured on the
+    to the hub with :meth:`actors.gevent._hub.GeventHub.call_soon`. Delays are measured on the
     loop's monotonic clock. Callbacks run in the hub itself: like those of
-    :class:`actors.clock.ThreadTimers` they must be short and must not
+    :class:`actors._clock.ThreadTimers` they must be short and must not
     block (Schedule's only post a message to a mailbox); a callback that tries
-    to wait gets :class:`actors.waiting.BlockingInHubError`.
+    to wait gets :class:`actors._waiting.BlockingInHubError`.
     """
 
     def __init__(self, runtime: GeventHub | None = None) -> None:

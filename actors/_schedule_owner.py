@@ -41,7 +41,7 @@ decision that raises or is undecidable (a clock outside years 0001–9999 on the
 A clock sample that is not an ``int`` decides nothing either, but arms a
 retry in :data:`BAD_CLOCK_RETRY_MS`, so delivery goes on once the clock is good.
 
-Teardown. Disposal begins when the :class:`~actors.teardown.TeardownGate` closes
+Teardown. Disposal begins when the :class:`~actors._teardown.TeardownGate` closes
 (the plugin closes it before it posts :class:`DisposeOwner`, which closes it too),
 not when ``DisposeOwner`` reaches the front of the mailbox. From then on no
 transaction starts, nothing is reserved, followed up or appended: a tool call
@@ -66,7 +66,7 @@ corrupt log cannot heal by refolding, and after a failed dispatch append the
 reminder may already be queued to the agent, so this owner must never repeat it.
 
 Observation. The owner reports what it does to an
-:class:`~actors.observer.OwnerObserver` (none by default): every transaction
+:class:`~actors._observer.OwnerObserver` (none by default): every transaction
 from its start (a tool call's admission, a delivery's preflight) to its finish,
 whatever ends it (an answer, a cancellation, a contained failure, disposal or a
 stop), each delivery with the clock sample it was decided at, each failed flush
@@ -84,9 +84,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from actors.contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from actors.futures import settle
-from actors.observer import (
+from actors._contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
+from actors._futures import settle
+from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
     OwnerObserver,
@@ -94,9 +94,9 @@ from actors.observer import (
     TxnKind,
     guarded,
 )
-from actors.status_box import OwnerStatusBox
-from actors.supervised import OwnerSupervisor, SupervisedActor
-from actors.teardown import TeardownGate
+from actors._status_box import OwnerStatusBox
+from actors._supervised import OwnerSupervisor, SupervisedActor
+from actors._teardown import TeardownGate
 from messages._delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
 from messages._errors import ScheduleInputError, ScheduleLogError
 from messages._fold import (

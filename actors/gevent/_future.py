@@ -13,8 +13,8 @@ from typing import Any, Generic, TypeVar, cast
 
 import pykka
 
-from actors.gevent.hub import GeventHub, GeventRuntimeError, default_hub
-from actors.waiting import make_wake
+from actors._waiting import make_wake
+from actors.gevent._hub import GeventHub, GeventRuntimeError, default_hub
 
 __all__ = ["ExcInfo", "GeventFuture"]
 

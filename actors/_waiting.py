@@ -197,7 +197,7 @@ def offload(hub: Any, function: Callable[..., T], *args: Any) -> T:
     The offload threads are plain daemon threads shared by every hub (at most
     :data:`OFFLOAD_THREADS`; they start on demand and never retire). Unlike
     gevent's own thread pool, whose retiring workers reach the hub with
-    ``run_callback_threadsafe`` (see :meth:`actors.gevent.hub.GeventHub._post_locked`), they
+    ``run_callback_threadsafe`` (see :meth:`actors.gevent._hub.GeventHub._post_locked`), they
     reach the waiting greenlet only through its async watcher.
     """
     if _getcurrent() is hub:

@@ -22,7 +22,7 @@ class MailboxActor(pykka.ThreadingActor):
     every actor (see :func:`host_bridge.testing._settle`).
 
     This class runs on pykka's threading runtime; bind it to another runtime with
-    :meth:`actors.runtime.Runtime.bind` (e.g. ``get_runtime("gevent").bind(cls)``),
+    :meth:`actors._runtime.Runtime.bind` (e.g. ``get_runtime("gevent").bind(cls)``),
     which shares all of the class's code.
     """
 

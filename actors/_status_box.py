@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from actors.waiting import Wake, make_wake
+from actors._waiting import Wake, make_wake
 from messages._status import OwnerStatus
 
 __all__ = ["OwnerStatusBox", "StatusBox"]
@@ -20,7 +20,7 @@ class StatusBox(Generic[S]):
 
     The actor publishes after every mailbox message it handles (on its own
     thread or greenlet); anyone may read :attr:`current` or wait for a status.
-    Waiting follows the caller (:func:`actors.waiting.make_wake`): a greenlet on a
+    Waiting follows the caller (:func:`actors._waiting.make_wake`): a greenlet on a
     gevent hub thread is suspended, not the hub, so waiting from an actor of the
     same hub cannot deadlock.
     """

@@ -69,7 +69,7 @@ def wall_clock_ms() -> int:
 def monotonic_ms() -> int:
     """The process monotonic clock in integer milliseconds (``HostContext.monotonic``'s default).
 
-    It is the clock :class:`actors.clock.ThreadTimers` measures delays on.
+    It is the clock :class:`actors._clock.ThreadTimers` measures delays on.
     """
     return time.monotonic_ns() // 1_000_000
 
@@ -352,7 +352,7 @@ class SessionActivation(Protocol):
 
     The wake-up actor calls these methods on its own thread (or greenlet). The
     reads may block briefly (a database query); on the gevent runtime run them
-    with :func:`actors.runtime.run_blocking`. They may raise: the actor logs it
+    with :func:`actors._runtime.run_blocking`. They may raise: the actor logs it
     and tries again later.
     """
 
@@ -421,12 +421,12 @@ class HostContext:
     could not survive a restart. Its type is ``object`` because no method of it
     is used. ``clock`` returns wall-clock epoch
     milliseconds. ``timers`` left ``None`` is supplied by the runtime Schedule
-    runs on (:meth:`actors.runtime.Runtime.timers`: one timer thread per plugin
+    runs on (:meth:`actors._runtime.Runtime.timers`: one timer thread per plugin
     on the threading runtime, hub timers on gevent).
 
     ``monotonic`` returns milliseconds of a clock that never jumps: the clock
     ``timers`` measure delays on (the default is the process's monotonic clock,
-    which :class:`actors.clock.ThreadTimers` uses). Left at its default, it
+    which :class:`actors._clock.ThreadTimers` uses). Left at its default, it
     is taken from ``clock.monotonic`` when the clock has one (as
     :class:`host_bridge.testing.FakeClock` does), so a fake wall clock is never
     compared with the real monotonic clock.

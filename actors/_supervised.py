@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 import pykka
 
-from actors.base import MailboxActor
-from actors.contract import Cancellable, Timers
+from actors._base import MailboxActor
+from actors._contract import Cancellable, Timers
 
 __all__ = ["OwnerSupervisor", "SupervisedActor"]
 
