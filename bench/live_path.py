@@ -96,7 +96,7 @@ def _load1() -> float:
 
 
 def floor(directory: Path, writes: int) -> dict[str, float]:
-    """The bare durable write (encode + INSERT + COMMIT), one thread: CPU and rate."""
+    """The bare durable write (encode + INSERT + COMMIT), one thread: CPU, rate, switches."""
     path = Path(tempfile.mkdtemp(prefix="floor-", dir=directory)) / "floor.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -106,7 +106,7 @@ def floor(directory: Path, writes: int) -> dict[str, float]:
             "CREATE TABLE events (session_id TEXT, seq INTEGER, type TEXT, time INTEGER, "
             "data BLOB, PRIMARY KEY(session_id, seq)) WITHOUT ROWID"
         )
-        cpu0, wall0 = _cpu(), time.perf_counter()
+        switches0, cpu0, wall0 = _switches(), _cpu(), time.perf_counter()
         for seq in range(writes):
             data = msgpack.packb(RECORD)
             conn.execute("BEGIN")
@@ -116,10 +116,16 @@ def floor(directory: Path, writes: int) -> dict[str, float]:
             )
             conn.execute("COMMIT")
         wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+        switches = _switches() - switches0
     finally:
         conn.close()
         shutil.rmtree(path.parent, ignore_errors=True)
-    return {"cpu_us": cpu / writes * 1e6, "per_s": writes / wall, "load": _load1()}
+    return {
+        "cpu_us": cpu / writes * 1e6,
+        "per_s": writes / wall,
+        "switches": switches / writes,
+        "load": _load1(),
+    }
 
 
 def _creates(host: Host, agents: int, creates: int) -> dict[str, float]:
@@ -251,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "1.0",
             fmt(floor_rate),
             "100 %",
-            "",
+            fmt(median([a["switches"] for a in anchors]), 1),
             "",
             " / ".join(fmt(a["load"], 2) for a in anchors),
         ]
