@@ -8,12 +8,13 @@ import pytest
 
 from tests.stores.backends import PostgresEventStore, Store
 from tests.stores.contract import StoreContract
+from tests.stores.due_index import DueIndexContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
-class TestPostgresStore(StoreContract):
-    """Every case of the store contract, on a PostgreSQL database."""
+class TestPostgresStore(StoreContract, DueIndexContract):
+    """Every case of the store contract and its due index, on a PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
     conflict_category = "UniqueViolation 23505"
@@ -33,3 +34,21 @@ class TestPostgresStore(StoreContract):
         with psycopg.connect(self.location, autocommit=True) as conn:
             cursor = conn.execute(statement.replace("?", "%s"), params)
             return list(cursor.fetchall()) if cursor.description else []
+
+    def write_previous_schema(self, events: list[tuple[str, int, str, bytes]]) -> None:
+        statements = [
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+            "CREATE TABLE sessions(id TEXT PRIMARY KEY, seed_length BIGINT,"
+            " parent_session TEXT, created_at BIGINT)",
+            "CREATE TABLE events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT,"
+            " data BYTEA, PRIMARY KEY(session_id, seq))",
+            "CREATE TABLE leases(session_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL,"
+            " owner TEXT, acquired_at TIMESTAMPTZ)",
+            "INSERT INTO meta VALUES ('schema_version', '1')",
+        ]
+        for statement in statements:
+            self.sql(statement)
+        for session_id in sorted({e[0] for e in events}):
+            self.sql("INSERT INTO sessions VALUES (?, NULL, NULL, 1)", session_id)
+        for session_id, seq, type_, payload in events:
+            self.sql("INSERT INTO events VALUES (?, ?, ?, 1, ?)", session_id, seq, type_, payload)

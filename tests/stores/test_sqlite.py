@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from typing import Any, ClassVar
 
@@ -21,10 +22,11 @@ from tests.stores.backends import (
 )
 from tests.stores.case import TIMEOUT, Seam, new_session, ok, record
 from tests.stores.contract import StoreContract
+from tests.stores.due_index import DueIndexContract
 
 
-class TestSqliteStore(StoreContract):
-    """Every case of the store contract, on an SQLite file."""
+class TestSqliteStore(StoreContract, DueIndexContract):
+    """Every case of the store contract and its due index, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
     conflict_category = "SQLITE_CONSTRAINT"
@@ -34,7 +36,7 @@ class TestSqliteStore(StoreContract):
     location: str
 
     def new_location(self, request: pytest.FixtureRequest) -> str:
-        return str(request.getfixturevalue("tmp_path") / "nested" / "sessions.sqlite3")
+        return str(request.getfixturevalue("tmp_path") / "sessions.sqlite3")
 
     def construct(self, **options: Any) -> Store:
         return SqliteEventStore(self.location, **options)
@@ -42,6 +44,25 @@ class TestSqliteStore(StoreContract):
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         with contextlib.closing(sqlite3.connect(self.location, isolation_level=None)) as conn:
             return list(conn.execute(statement, params))
+
+    def write_previous_schema(self, events: list[tuple[str, int, str, bytes]]) -> None:
+        statements = [
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+            "CREATE TABLE sessions(id TEXT PRIMARY KEY, seed_length BIGINT,"
+            " parent_session TEXT, created_at BIGINT)",
+            "CREATE TABLE events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT,"
+            " data BLOB, PRIMARY KEY(session_id, seq))",
+            "CREATE TABLE leases(session_id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+            " acquired_at INTEGER NOT NULL)",
+            "INSERT INTO meta VALUES ('schema_version', '2')",
+        ]
+        for statement in statements:
+            self.sql(statement)
+        for session_id in sorted({e[0] for e in events}):
+            self.sql("INSERT INTO sessions VALUES (?, NULL, NULL, 1)", session_id)
+        for session_id, seq, type_, payload in events:
+            self.sql("INSERT INTO events VALUES (?, ?, ?, 1, ?)", session_id, seq, type_, payload)
+        os.chmod(self.location, 0o600)  # private, as the store makes its files
 
     # --- SQLite only ------------------------------------------------------------------
 
