@@ -16,7 +16,7 @@ from host_bridge.embedded.store_errors import (
     StoreWriteError,
 )
 from host_bridge.embedded.store_rows import StoredSession
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import StoreReader, open_store
 
 __all__ = [
     "DueEntry",
@@ -28,6 +28,7 @@ __all__ = [
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreReader",
     "StoreWriteError",
     "StoredSession",
     "open_store",
