@@ -22,7 +22,6 @@ from host_bridge.embedded.sqlite_store import (
     SqliteEventStore,
     StoreCorruptError,
     StoreError,
-    StoreVersionError,
 )
 from host_bridge.protocols import SessionHeader
 from tests.stores.case import event, ok, record
@@ -121,15 +120,6 @@ def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     with raw(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert tables == {"accounts"}
-
-
-def test_newer_schema_version_is_refused(db: Path) -> None:
-    SqliteEventStore(db).close()
-    newer = SCHEMA_VERSION + 1
-    with raw(db) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
-    with pytest.raises(StoreVersionError, match=f"schema version {newer}"):
-        SqliteEventStore(db)
 
 
 def test_a_version_1_store_is_migrated_and_keeps_its_data(db: Path) -> None:

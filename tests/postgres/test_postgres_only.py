@@ -20,14 +20,12 @@ from host_bridge.clock import wall_clock_ms  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
 from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
 from host_bridge.embedded.postgres_store import (  # noqa: E402
-    SCHEMA_VERSION,
     PostgresEventStore,
     SessionLeaseError,
 )
 from host_bridge.embedded.sessions import SessionError  # noqa: E402
 from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreError,
-    StoreVersionError,
     StoreWriteError,
 )
 from host_bridge.plugin import install_schedule  # noqa: E402
@@ -37,18 +35,6 @@ from tests.postgres.helpers import append, open_pg  # noqa: E402
 
 TIMEOUT = 20.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def test_schema_is_versioned_and_a_newer_one_is_refused(
-    pg_url: str, stores: list[PostgresEventStore]
-) -> None:
-    open_pg(pg_url, stores).close()
-    with psycopg.connect(pg_url) as conn:
-        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        assert version == str(SCHEMA_VERSION)
-        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreVersionError, match="schema version 99"):
-        PostgresEventStore(pg_url)
 
 
 def test_a_foreign_database_and_a_bad_url_are_clear_errors(pg_url: str) -> None:

@@ -94,6 +94,8 @@ class StoreCase(ABC):
 
     #: The class :func:`open_store` picks for this backend's locations.
     store_class: ClassVar[type[Store]]
+    #: The schema version this backend's stores write.
+    schema_version: ClassVar[int]
     #: The backend's own name for a row another writer already took.
     conflict_category: ClassVar[str]
     #: Whether a flush with nothing queued asks the database for the session's lease.

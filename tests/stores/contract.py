@@ -33,6 +33,7 @@ from tests.stores.backends import (
     StoredSession,
     StoreError,
     StoreReader,
+    StoreVersionError,
     StoreWriteError,
     open_store,
     writer_module,
@@ -81,6 +82,15 @@ class StoreContract(StoreCase):
         self.opened.append(store)
         assert isinstance(store, self.store_class)
         assert store.owner != self.make().owner  # every store is an owner of its own
+
+    def test_the_schema_is_versioned_and_a_newer_one_is_refused(self) -> None:
+        self.make().close()
+        version = "SELECT value FROM meta WHERE key = 'schema_version'"
+        assert self.sql(version) == [(str(self.schema_version),)]
+        newer = self.schema_version + 1
+        self.sql("UPDATE meta SET value = ? WHERE key = 'schema_version'", str(newer))
+        with pytest.raises(StoreVersionError, match=f"schema version {newer}"):
+            self.construct()
 
     def test_events_and_header_round_trip_and_read_back_after_reopening(self) -> None:
         store = self.make()

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.stores.backends import PostgresEventStore, Store
+from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, Store
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
@@ -17,6 +17,7 @@ class TestPostgresStore(StoreContract, DueIndexContract):
     """Every case of the store contract and its due index, on a PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
+    schema_version = POSTGRES_SCHEMA_VERSION
     conflict_category = "UniqueViolation 23505"
     flush_confirms_lease = True  # a preflight asks the database, even with nothing queued
     # The lease may go with its connection at close, before the writer asks for it.

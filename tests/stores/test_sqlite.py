@@ -11,6 +11,7 @@ import pytest
 
 from host_bridge.protocols import SessionHeader
 from tests.stores.backends import (
+    SQLITE_SCHEMA_VERSION,
     SessionLeaseError,
     SqliteEventStore,
     Store,
@@ -29,6 +30,7 @@ class TestSqliteStore(StoreContract, DueIndexContract):
     """Every case of the store contract and its due index, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
+    schema_version = SQLITE_SCHEMA_VERSION
     conflict_category = "SQLITE_CONSTRAINT"
     flush_confirms_lease = False
     # The file lock outlives a close that stopped waiting: the writer writes both rows.
