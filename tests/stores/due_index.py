@@ -50,25 +50,30 @@ class Log:
         self.seq = seq
 
     def add(self, type_: str, data: Any, time_ms: int = T0) -> int:
+        """Append one event; its seq."""
         event = SessionEvent(type_, self.seq, time_ms, data)
         self.store.record_append(self.session_id, event, encode_payload(data))
         self.seq += 1
         return event.seq
 
     def change(self, data: dict[str, Any]) -> int:
+        """Append one schedule change record; its seq."""
         return self.add(SCHEDULE_CHANGE_TYPE, data)
 
     def flush(self) -> None:
+        """Flush the session; it must commit."""
         assert self.store.flush(self.session_id).result(TIMEOUT) is True
 
 
 def at(schedule_id: str, due_ms: int) -> dict[str, Any]:
+    """The record that creates a one-off reminder due at ``due_ms``."""
     when = format_instant(due_ms)
     schedule = {"id": schedule_id, "kind": "at", "prompt": "p", "scheduledAt": when}
     return {"version": 1, "operation": "create", "schedule": schedule}
 
 
 def every(schedule_id: str, due_ms: int, seconds: int = 300) -> dict[str, Any]:
+    """The record that creates a repeating reminder, first due at ``due_ms``."""
     schedule = {
         "id": schedule_id,
         "kind": "every",
@@ -80,6 +85,7 @@ def every(schedule_id: str, due_ms: int, seconds: int = 300) -> dict[str, Any]:
 
 
 def dispatch(schedule_id: str, accepted_ms: int | None = None) -> dict[str, Any]:
+    """The record of a reminder's delivery (accepted at ``accepted_ms`` if given)."""
     data: dict[str, Any] = {"version": 1, "operation": "dispatch", "id": schedule_id}
     if accepted_ms is not None:
         data["acceptedAt"] = format_instant(accepted_ms)
@@ -87,10 +93,12 @@ def dispatch(schedule_id: str, accepted_ms: int | None = None) -> dict[str, Any]
 
 
 def delete(schedule_id: str) -> dict[str, Any]:
+    """The record that deletes a reminder."""
     return {"version": 1, "operation": "delete", "id": schedule_id}
 
 
 def new_log(store: Store, session_id: str) -> Log:
+    """Take and create a session; a :class:`Log` on it."""
     store.acquire_session(session_id)
     store.create_session(SessionHeader(session_id))
     return Log(store, session_id)
