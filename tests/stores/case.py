@@ -84,11 +84,6 @@ def ok(future: Future[bool]) -> None:
     assert future.result(TIMEOUT) is True
 
 
-def writer_threads() -> set[threading.Thread]:
-    """The store writer threads alive now."""
-    return {t for t in threading.enumerate() if "writer" in t.name}
-
-
 class StoreCase(ABC):
     """Fixtures and hooks shared by the contract classes; knows nothing of a backend."""
 
@@ -134,10 +129,11 @@ class StoreCase(ABC):
         return store
 
     def make_with_writer(self, **options: Any) -> tuple[Store, Callable[[], None]]:
-        """:meth:`make`, and a call that waits until that store's writer thread has ended."""
-        before = writer_threads()
+        """:meth:`make`, and a call that waits until every thread that store started has ended."""
+        before = set(threading.enumerate())
         store = self.make(**options)
-        mine = writer_threads() - before
+        mine = set(threading.enumerate()) - before
+        assert mine  # the writer at least
 
         def join() -> None:
             for thread in mine:
