@@ -9,6 +9,9 @@ import pytest
 
 from actors._runtime import Runtime, get_runtime
 
+# PostgreSQL for every test that asks for it: one throwaway server, a database per test.
+pytest_plugins = ("tests.pg_server",)
+
 
 @pytest.fixture(autouse=True)
 def _stop_actors() -> Iterator[None]:

@@ -20,7 +20,3 @@ def home(tmp_path: Path) -> Iterator[Path]:
     default = tmp_path / "default-home"
     yield default
     assert not default.exists(), "a command wrote to the default data dir despite --data"
-
-
-# PostgreSQL for the CLI's --store tests: the persistence suite's server and per-test databases.
-from tests.postgres.conftest import pg_server, pg_url  # noqa: E402, F401

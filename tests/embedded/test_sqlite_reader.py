@@ -32,7 +32,7 @@ from host_bridge.embedded.sqlite_store import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores import StoreReader, open_store
+from host_bridge.embedded.stores import open_store
 from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import read_only_prefix, write_locked
 
@@ -104,13 +104,6 @@ def test_the_reader_reads_what_the_store_wrote_and_writes_nothing(db: Path) -> N
     with pytest.raises(StoreClosedError):
         reader.session_ids()
     reader.close()  # idempotent
-
-
-def test_the_writable_store_offers_the_reader_protocol(db: Path) -> None:
-    write_store(db, {"a": 1})
-    with SqliteEventStore(db, create=False) as store:
-        reader: StoreReader = store
-        assert reader.session_ids() == ["a"]
 
 
 def test_a_missing_file_is_missing_and_nothing_is_created(tmp_path: Path) -> None:

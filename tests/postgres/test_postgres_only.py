@@ -18,17 +18,14 @@ psycopg = pytest.importorskip("psycopg")
 
 from host_bridge._plugin import install_schedule  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
-from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
 from host_bridge.embedded.postgres_store import (  # noqa: E402
-    SCHEMA_VERSION,
     PostgresEventStore,
     SessionLeaseError,
 )
-from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionError  # noqa: E402
+from host_bridge.embedded.sessions import SessionError  # noqa: E402
 from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreError,
-    StoreVersionError,
     StoreWriteError,
 )
 from host_bridge.protocols import SessionHeader, wall_clock_ms  # noqa: E402
@@ -37,18 +34,6 @@ from tests.postgres.helpers import append, open_pg  # noqa: E402
 
 TIMEOUT = 20.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def test_schema_is_versioned_and_a_newer_one_is_refused(
-    pg_url: str, stores: list[PostgresEventStore]
-) -> None:
-    open_pg(pg_url, stores).close()
-    with psycopg.connect(pg_url) as conn:
-        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        assert version == str(SCHEMA_VERSION)
-        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreVersionError, match="schema version 99"):
-        PostgresEventStore(pg_url)
 
 
 def test_a_foreign_database_and_a_bad_url_are_clear_errors(pg_url: str) -> None:
@@ -116,30 +101,6 @@ def test_a_commit_failure_names_its_sqlstate_and_never_the_driver_text(
     assert stored is not None and [event.seq for event in stored.events] == [0]
 
 
-def test_a_conflicting_row_fences_its_session_naming_the_sqlstate(
-    pg_url: str, stores: list[PostgresEventStore], caplog: pytest.LogCaptureFixture
-) -> None:
-    store = open_pg(pg_url, stores)
-    store.acquire_session("s")
-    store.create_session(SessionHeader("s"))
-    assert store.flush("s").result(TIMEOUT) is True
-    with psycopg.connect(pg_url, autocommit=True) as foreign:  # another writer took seq 0
-        foreign.execute(
-            "INSERT INTO events(session_id, seq, type, time, data) VALUES ('s', 0, 'note', 1, %s)",
-            (encode_payload(None),),
-        )
-    append(store, "s", 0)
-    with (
-        caplog.at_level(logging.INFO, logger="dsh_schedule"),
-        pytest.raises(SessionLeaseError, match=r"fenced out.*UniqueViolation 23505") as raised,
-    ):
-        store.flush("s").result(TIMEOUT)
-    assert "duplicate key" not in str(raised.value)  # the server's text stays out
-    logged = _diagnostics(caplog)
-    assert any("UniqueViolation 23505" in message for message in logged)
-    assert not any("duplicate key" in message for message in logged)
-
-
 def test_writes_need_the_lease_and_a_second_owner_is_refused(
     pg_url: str, stores: list[PostgresEventStore]
 ) -> None:
@@ -187,25 +148,6 @@ def test_a_fenced_out_writer_can_never_append(
     assert stored is not None and len(stored.events) == 1
     append(new, "s", 1)
     assert new.flush("s").result(TIMEOUT) is True
-
-
-def test_the_session_store_refuses_a_session_live_in_another_store(
-    pg_url: str, stores: list[PostgresEventStore]
-) -> None:
-    one = EmbeddedSessionStore(open_pg(pg_url, stores))
-    two = EmbeddedSessionStore(open_pg(pg_url, stores))
-    live = one.create("shared")
-    live.append("note", 1)
-    assert one.flush(live).result(TIMEOUT) is True
-    with pytest.raises(SessionError, match="live in another process"):
-        two.resume("shared")
-    with pytest.raises(SessionError, match="live in another process"):
-        two.open("shared")
-    one.detach(live)
-    resumed = two.resume("shared")
-    assert [e.data for e in resumed.events] == [1]
-    one.close()
-    two.close()
 
 
 _OWNER = textwrap.dedent(

@@ -1,0 +1,55 @@
+"""The store contract on PostgreSQL: a database per test, edited behind the store's back."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+
+from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, Store
+from tests.stores.contract import StoreContract
+from tests.stores.due_index import DueIndexContract
+
+psycopg = pytest.importorskip("psycopg")
+
+
+class TestPostgresStore(StoreContract, DueIndexContract):
+    """Every case of the store contract and its due index, on a PostgreSQL database."""
+
+    store_class: ClassVar[type[Store]] = PostgresEventStore
+    schema_version = POSTGRES_SCHEMA_VERSION
+    conflict_category = "UniqueViolation 23505"
+    flush_confirms_lease = True  # a preflight asks the database, even with nothing queued
+    # The lease may go with its connection at close, before the writer asks for it.
+    events_after_a_stuck_close: ClassVar[tuple[int, ...]] = (1, 2)
+    location: str
+
+    def new_location(self, request: pytest.FixtureRequest) -> str:
+        url: str = request.getfixturevalue("pg_url")
+        return url
+
+    def construct(self, **options: Any) -> Store:
+        return PostgresEventStore(self.location, **options)
+
+    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.location, autocommit=True) as conn:
+            cursor = conn.execute(statement.replace("?", "%s"), params)
+            return list(cursor.fetchall()) if cursor.description else []
+
+    def write_previous_schema(self, events: list[tuple[str, int, str, bytes]]) -> None:
+        statements = [
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+            "CREATE TABLE sessions(id TEXT PRIMARY KEY, seed_length BIGINT,"
+            " parent_session TEXT, created_at BIGINT)",
+            "CREATE TABLE events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT,"
+            " data BYTEA, PRIMARY KEY(session_id, seq))",
+            "CREATE TABLE leases(session_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL,"
+            " owner TEXT, acquired_at TIMESTAMPTZ)",
+            "INSERT INTO meta VALUES ('schema_version', '1')",
+        ]
+        for statement in statements:
+            self.sql(statement)
+        for session_id in sorted({e[0] for e in events}):
+            self.sql("INSERT INTO sessions VALUES (?, NULL, NULL, 1)", session_id)
+        for session_id, seq, type_, payload in events:
+            self.sql("INSERT INTO events VALUES (?, ?, ?, 1, ?)", session_id, seq, type_, payload)
