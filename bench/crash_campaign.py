@@ -71,7 +71,6 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench._common import data_root
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -81,7 +80,7 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.stores import EventStore, SqliteEventStore, StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers

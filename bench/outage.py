@@ -51,7 +51,7 @@ from host_bridge.embedded.inbox import (
     message_of,
 )
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.stores import SqliteEventStore, StoreWriteError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing

@@ -56,7 +56,7 @@ from host_bridge.cli.serve import Presented, Server
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.plugin import WakePolicy
 from host_bridge.protocols import SessionEvent, SessionHeader
 

@@ -122,7 +122,7 @@ def _child_main(argv: Sequence[str]) -> None:
     from host_bridge.cli.common import settle
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sessions import SessionError
-    from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+    from host_bridge.embedded.stores import SessionLeaseError, StoreError
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 

@@ -53,7 +53,7 @@ from bench._common import (
 )
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionHeader
 
 REPO = Path(__file__).resolve().parent.parent

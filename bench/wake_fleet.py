@@ -67,7 +67,7 @@ from bench._common import (
 )
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.embedded.stores import PostgresEventStore
 from host_bridge.protocols import SessionHeader
 from messages.instant import parse_instant
 

@@ -50,7 +50,7 @@ from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.stores import StoreError
 from host_bridge.plugin import SchedulePlugin, install_schedule
 from host_bridge.tools import present_value
 from messages import REMINDER_BATCH_HEADER, PresentedReminder, parse_reminder_framing

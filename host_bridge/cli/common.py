@@ -30,16 +30,17 @@ import pykka
 
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
+from host_bridge.embedded.paths import default_data_dir, is_postgres_url, redact_url, store_path
 from host_bridge.embedded.private_files import store_exposure
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     SharedStoreError,
+    SqliteStoreReader,
     StoreError,
     StoreMissingError,
+    StoreReader,
     check_write_lock,
+    open_store,
 )
-from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from host_bridge.plugin import SchedulePlugin
 from host_bridge.protocols import Timers
 from messages.instant import format_instant

@@ -65,7 +65,7 @@ from host_bridge.clock import ThreadTimers, TimerHandle, wall_clock_ms
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.stores import StoreError
 from host_bridge.plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.protocols import DEFAULT_CLOCK_WATCH_MS, DEFAULT_FLUSH_TIMEOUT_MS, Session
 from host_bridge.tools import present_value

@@ -22,8 +22,7 @@ from host_bridge.cli.common import (
     visible,
 )
 from host_bridge.clock import wall_clock_ms
-from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
-from host_bridge.embedded.stores import StoreReader
+from host_bridge.embedded.stores import StoreCorruptError, StoreError, StoreReader
 from host_bridge.protocols import SessionEvent
 from messages import (
     DELIVERY_MODE,

@@ -24,9 +24,8 @@ from actors.runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors.session_actor import SessionActor, SessionCore
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import decode_payload, encode_payload
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
-from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+from host_bridge.embedded.stores import EventStore, SessionLeaseError, StoreError
 from host_bridge.eventlog import EventLog, LogBackedSession
 from host_bridge.futures import failed
 from host_bridge.protocols import Session, SessionEvent, SessionHeader

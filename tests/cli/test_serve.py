@@ -27,7 +27,7 @@ from host_bridge.cli.serve import Server, WarningsOnStderr
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from tests.cli.helpers import (
     EOF_LINE,
     REPO,

@@ -16,8 +16,7 @@ import pykka
 import pytest
 
 from host_bridge.embedded.host import DEFAULT_CLOSE_TIMEOUT, EmbeddedHost
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.stores import SqliteEventStore, SqliteStoreReader, StoreWriteError
 from host_bridge.testing import FakeClock
 
 TIMEOUT = 20.0

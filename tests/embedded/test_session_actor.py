@@ -13,7 +13,7 @@ import pytest
 
 from actors.contract import AppendGuard, SessionDetachedError
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.eventlog import EventLog
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle, settle_all

@@ -16,7 +16,7 @@ from actors.runtime import get_runtime
 from actors.session_actor import SessionActor, SessionCore
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.eventlog import EventLog
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle

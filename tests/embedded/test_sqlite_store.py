@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded import event_store, sqlite_store, store_rows
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     SCHEMA_VERSION,
+    SessionLeaseError,
     SqliteEventStore,
     StoreClosedError,
     StoreCorruptError,
@@ -29,6 +29,8 @@ from host_bridge.embedded.sqlite_store import (
     StoreVersionError,
     StoreWriteError,
 )
+from host_bridge.embedded.stores import _sqlite as sqlite_store
+from host_bridge.embedded.stores import _writer as event_store
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
@@ -117,18 +119,6 @@ def test_open_creates_directories_and_a_versioned_wal_schema(db: Path) -> None:
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
             assert {"meta", "sessions", "events", "leases"} <= tables
-
-
-def test_the_shared_names_stay_importable_from_the_sqlite_module() -> None:
-    assert sqlite_store.StoredSession is store_rows.StoredSession
-    assert sqlite_store.decode_session is store_rows.decode_session
-    for name in ("AUTO_WRITE_ROWS", "AUTO_WRITE_BYTES", "CLOSE_TIMEOUT"):
-        assert getattr(sqlite_store, name) == getattr(event_store, name)
-    full = sqlite3.OperationalError("database or disk is full")
-    full.sqlite_errorname = "SQLITE_FULL"
-    error = sqlite_store.commit_failed(full, 3)  # the SQLite name by default, never the text
-    assert error.category == "SQLITE_FULL"
-    assert "disk is full" not in str(error)
 
 
 def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
@@ -516,7 +506,7 @@ def test_data_survives_a_process_that_exits_without_closing(db: Path) -> None:
         """
         import os, sys
         from host_bridge.embedded.codec import encode_payload
-        from host_bridge.embedded.sqlite_store import SqliteEventStore
+        from host_bridge.embedded.stores import SqliteEventStore
         from host_bridge.protocols import SessionEvent, SessionHeader
 
         store = SqliteEventStore(sys.argv[1])
@@ -955,7 +945,7 @@ def test_a_close_that_stopped_waiting_keeps_the_sessions_locked_until_the_writer
         assert caught.value.category == "CLOSE_TIMEOUT"
         with pytest.raises(StoreWriteError):
             waiting.result(0)
-        with pytest.raises(sqlite_store.SessionLeaseError, match="live in another process"):
+        with pytest.raises(SessionLeaseError, match="live in another process"):
             other.acquire_session("a")
         seam.unpause()
         opened._thread.join(TIMEOUT)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 if TYPE_CHECKING:
-    from host_bridge.embedded.postgres_store import PostgresEventStore
+    from host_bridge.embedded.stores import PostgresEventStore
 
 URL_ENV = "DSH_TEST_POSTGRES_URL"
 

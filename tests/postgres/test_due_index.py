@@ -22,12 +22,18 @@ import pytest
 
 from host_bridge.cli.verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.due_index import DueEntry, IndexRow, project_session
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError, StoreWriteError
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import (
+    DueEntry,
+    EventStore,
+    IndexRow,
+    SqliteEventStore,
+    StoreCorruptError,
+    StoreWriteError,
+    open_store,
+    project_session,
+)
 from host_bridge.protocols import DueSession, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, FakeTimers
 from messages.instant import format_instant
@@ -64,7 +70,7 @@ def make_store(spec: tuple[str, str]) -> Iterator[StoreFactory]:
         if kind == "sqlite":
             store = SqliteEventStore(location, **options)
         else:
-            from host_bridge.embedded.postgres_store import PostgresEventStore
+            from host_bridge.embedded.stores import PostgresEventStore
 
             store = PostgresEventStore(location, **options)
         opened.append(store)
@@ -378,7 +384,7 @@ def test_the_migration_builds_the_index_from_the_stored_logs(spec: tuple[str, st
     else:
         import psycopg
 
-        from host_bridge.embedded.postgres_store import PostgresEventStore
+        from host_bridge.embedded.stores import PostgresEventStore
 
         with psycopg.connect(location, autocommit=True) as pg:
             for statement in old_schema:

@@ -20,13 +20,13 @@ from host_bridge.clock import wall_clock_ms  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
 from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
-from host_bridge.embedded.postgres_store import (  # noqa: E402
-    SCHEMA_VERSION,
+from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionError  # noqa: E402
+from host_bridge.embedded.stores import (  # noqa: E402
+    PG_SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from host_bridge.embedded.stores import (  # noqa: E402
     PostgresEventStore,
     SessionLeaseError,
-)
-from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionError  # noqa: E402
-from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreError,
     StoreVersionError,
     StoreWriteError,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from host_bridge.clock import wall_clock_ms
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.embedded.stores import PostgresEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages.instant import format_instant
 from tests.cli.helpers import EOF_LINE, TIMEOUT, Proc

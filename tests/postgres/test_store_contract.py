@@ -14,11 +14,15 @@ import pykka
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSessionStore, SessionLeaseRefusedError
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError, StoreWriteError
-from host_bridge.embedded.store_errors import SessionLeaseError
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import (
+    EventStore,
+    SessionLeaseError,
+    SqliteEventStore,
+    StoreError,
+    StoreWriteError,
+    open_store,
+)
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0
@@ -76,7 +80,7 @@ def make_store(backend: Backend) -> Iterator[StoreFactory]:
 
     def make(**options: Any) -> EventStore:
         if "fault_hook" in options:
-            from host_bridge.embedded.postgres_store import PostgresEventStore
+            from host_bridge.embedded.stores import PostgresEventStore
 
             store: EventStore = (
                 SqliteEventStore(backend.spec, **options)

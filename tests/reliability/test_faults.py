@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
-from host_bridge.embedded.sqlite_store import StoreWriteError
+from host_bridge.embedded.stores import StoreWriteError
+from host_bridge.embedded.stores import _sqlite as sqlite_store
 from host_bridge.futures import resolved
 from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
@@ -169,7 +169,7 @@ def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
 _TINY_FS = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.embedded.stores import SqliteEventStore
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
@@ -356,7 +356,7 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
 _TINY_FS_OUTAGE = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.embedded.sqlite_store import StoreWriteError
+    from host_bridge.embedded.stores import StoreWriteError
     from host_bridge.plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers, settle
 

@@ -17,7 +17,7 @@ from actors.gevent import GeventFuture, GeventInbox, GeventRuntime, default_runt
 from actors.gevent.inbox import StopFlag
 from actors.runtime import get_runtime, run_blocking, wait_for
 from host_bridge.embedded.sessions import EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.testing import settle, settle_all
 
 

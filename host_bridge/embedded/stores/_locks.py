@@ -20,7 +20,7 @@ The descriptor is opened close-on-exec; a child made by ``fork()`` without
 Anyone who can open the lock file can lock its bytes (a read lock is enough to
 keep a session from being taken), so the file is private: created ``0600``
 whatever the umask, and a lock file of another user, or one that group or
-others may open, is refused with :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+others may open, is refused with :class:`~host_bridge.embedded.stores._errors.SharedStoreError`
 unless the store was told to accept a shared store.
 
 Where OFD locks are unavailable (not Linux, a kernel older than 3.15, or a
@@ -52,7 +52,7 @@ from host_bridge.embedded.private_files import (
     files_exposure,
     open_private_file,
 )
-from host_bridge.embedded.store_errors import StoreError
+from host_bridge.embedded.stores._errors import StoreError
 
 __all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]
 
@@ -151,7 +151,7 @@ class SessionLockFile:
     ``mechanism`` forces ``"ofd"`` or ``"flock"``; by default OFD locks are used
     when a probe on the file shows they work. A missing file is created with
     ``mode``. Thread-safe. Raises ``OSError`` when the file cannot be opened or
-    created, and :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+    created, and :class:`~host_bridge.embedded.stores._errors.SharedStoreError`
     when it belongs to another user or group or others may open it, unless
     ``allow_shared``.
     """

@@ -30,8 +30,8 @@ depends on why it failed:
 A session whose ownership the backend finds gone is *lost*: its queued rows
 are discarded and its flushes resolve ``False``.
 
-A backend (:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore`,
-:class:`~host_bridge.embedded.postgres_store.PostgresEventStore`) supplies the
+A backend (:class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore`,
+:class:`~host_bridge.embedded.stores._postgres.PostgresEventStore`) supplies the
 transaction (:meth:`EventStore._commit`), its error categories
 (:meth:`EventStore._category`, :meth:`EventStore._is_row_conflict`: each
 backend translates its driver's errors at this one point, so diagnostics name
@@ -53,15 +53,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal, Self
 
-from host_bridge.embedded.due_index import DueEntry, DueProjector, IndexPlan
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores._due import DueEntry, DueProjector, IndexPlan
+from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreError,
     StoreWriteError,
 )
-from host_bridge.embedded.store_reads import SessionReads
-from host_bridge.embedded.store_rows import (
+from host_bridge.embedded.stores._reads import SessionReads
+from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     CommitResult,
     EventRow,

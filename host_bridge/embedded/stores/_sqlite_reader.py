@@ -30,7 +30,7 @@ not reported: reading a store one does not own is a normal thing to do.
 A missing file, an empty (zero-length) file and an SQLite database without
 any table are :class:`StoreMissingError` ("there is nothing to read"); a file of
 another application, a corrupt file or a newer schema raise the same errors
-as :class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` does.
+as :class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore` does.
 """
 
 from __future__ import annotations
@@ -46,7 +46,14 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import store_exposure
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores._errors import (
+    SharedStoreError,
+    StoreClosedError,
+    StoreError,
+    StoreMissingError,
+)
+from host_bridge.embedded.stores._reads import ReadQueries, StoreReadsBase
+from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
     SQLITE_READS,
@@ -56,13 +63,6 @@ from host_bridge.embedded.sqlite_store import (
     _sidecar,
     schema_version,
 )
-from host_bridge.embedded.store_errors import (
-    SharedStoreError,
-    StoreClosedError,
-    StoreError,
-    StoreMissingError,
-)
-from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 
 __all__ = ["SqliteStoreReader"]
 

@@ -1,7 +1,7 @@
 """The shared persistence listener: session logs in PostgreSQL, group-committed and leased.
 
-:class:`PostgresEventStore` is an :class:`~host_bridge.embedded.event_store.EventStore`,
-a sibling of :class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` with
+:class:`PostgresEventStore` is an :class:`~host_bridge.embedded.stores._writer.EventStore`,
+a sibling of :class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore` with
 the same contract, write-behind queue, flush waiters and group-commit
 bookkeeping: appends are queued in memory, one writer thread writes everything
 queued for every session in one transaction per round and resolves the flush
@@ -49,7 +49,7 @@ SQLite: the other sessions of the round still commit. (Distinct ids with the
 same 64-bit hash share a lock: the second one is refused while the first is
 live elsewhere.)
 
-Schema (version :data:`SCHEMA_VERSION`)::
+Schema (version :data:`PG_SCHEMA_VERSION`)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)                 -- schema_version
     sessions(id TEXT PRIMARY KEY, seed_length BIGINT, parent_session TEXT, created_at BIGINT)
@@ -75,7 +75,8 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
-from host_bridge.embedded.due_index import (
+from host_bridge.embedded.paths import is_postgres_url, redact_url
+from host_bridge.embedded.stores._due import (
     WAKE_EVENT_TYPES,
     DueEntry,
     IndexRow,
@@ -83,9 +84,7 @@ from host_bridge.embedded.due_index import (
     project_logs,
     project_session,
 )
-from host_bridge.embedded.event_store import CLOSE_TIMEOUT, EventStore, refuses_claim_clock
-from host_bridge.embedded.paths import is_postgres_url, redact_url
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreCorruptError,
@@ -93,8 +92,8 @@ from host_bridge.embedded.store_errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
-from host_bridge.embedded.store_rows import (
+from host_bridge.embedded.stores._reads import ReadQueries, StoreReadsBase
+from host_bridge.embedded.stores._rows import (
     CommitResult,
     EventRow,
     Loss,
@@ -106,9 +105,10 @@ from host_bridge.embedded.store_rows import (
     show_id,
     write_due_changes,
 )
+from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, EventStore, refuses_claim_clock
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "PG_SCHEMA_VERSION",
     "PostgresEventStore",
     "PostgresStoreReader",
     "SessionLeaseError",
@@ -117,7 +117,7 @@ __all__ = [
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
-SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 2
 """The PostgreSQL schema version this code reads and writes."""
 
 DUE_INDEX_SCHEMA_VERSION = 2
@@ -185,7 +185,7 @@ def _build_due_index(conn: psycopg.Connection[Any]) -> None:
 
 
 _PG_TABLES = frozenset({"sessions", "events", "leases", "due_index"})
-"""The tables besides ``meta`` that a store of :data:`SCHEMA_VERSION` has."""
+"""The tables besides ``meta`` that a store of :data:`PG_SCHEMA_VERSION` has."""
 
 _DUE_HELD = (
     "WITH held AS MATERIALIZED ("
@@ -766,7 +766,7 @@ class PostgresEventStore(EventStore):
         return conn
 
     def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION` under a transaction-scoped advisory lock."""
+        """Bring the schema to :data:`PG_SCHEMA_VERSION` under a transaction-scoped lock."""
         fsync = conn.execute("SHOW fsync").fetchone()
         if fsync is not None and fsync[0] != "on":
             _log.warning(
@@ -779,7 +779,7 @@ class PostgresEventStore(EventStore):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             version = _pg_schema_version(conn, self._label)
             start = version
-            while version < SCHEMA_VERSION:
+            while version < PG_SCHEMA_VERSION:
                 for step in _MIGRATIONS[version]:
                     if isinstance(step, str):
                         conn.execute(step)
@@ -791,7 +791,7 @@ class PostgresEventStore(EventStore):
                     " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                     (str(version),),
                 )
-        if start != SCHEMA_VERSION:
+        if start != PG_SCHEMA_VERSION:
             _log.info("session store %s migrated to schema version %d", self._label, version)
 
 
@@ -911,7 +911,7 @@ def _select_indexed(
 def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     """The schema version of the database on ``conn``; 0 when it has none of the tables.
 
-    Only reads. Raises like :func:`host_bridge.embedded.sqlite_store.schema_version`.
+    Only reads. Raises like :func:`host_bridge.embedded.stores._sqlite.schema_version`.
     """
     rows = conn.execute(
         "SELECT table_name FROM information_schema.tables"
@@ -928,12 +928,12 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9):
         raise StoreCorruptError(f"{label} has no valid schema_version")
     version = int(value)
-    if version > SCHEMA_VERSION:
+    if version > PG_SCHEMA_VERSION:
         raise StoreVersionError(
-            f"{label} has schema version {version}, newer than the {SCHEMA_VERSION} "
+            f"{label} has schema version {version}, newer than the {PG_SCHEMA_VERSION} "
             "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
         )
-    if version == SCHEMA_VERSION and not tables >= _PG_TABLES:
+    if version == PG_SCHEMA_VERSION and not tables >= _PG_TABLES:
         raise StoreCorruptError(f"{label} is missing session tables")
     return version
 

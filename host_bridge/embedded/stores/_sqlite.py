@@ -1,6 +1,6 @@
 """The embedded host's persistence listener: session logs in SQLite, group-committed.
 
-:class:`SqliteEventStore` is an :class:`~host_bridge.embedded.event_store.EventStore`:
+:class:`SqliteEventStore` is an :class:`~host_bridge.embedded.stores._writer.EventStore`:
 appends are queued in memory and one writer thread group-commits them (see
 that module for the queue, flush barrier, retries and fencing). Here a round
 is one SQLite transaction (WAL, ``synchronous=FULL``: the commit is fsync'ed),
@@ -16,7 +16,7 @@ One owner per session. Many processes (and many store objects in one process)
 may open the same file, but a session is written by one store at a time:
 :meth:`~SqliteEventStore.acquire_session` takes the session's exclusive lock
 in ``<file>.locks`` beside the database, a byte-range lock on an *open file
-description* (``F_OFD_SETLK``, see :mod:`host_bridge.embedded.session_locks`),
+description* (``F_OFD_SETLK``, see :mod:`host_bridge.embedded.stores._locks`),
 which the kernel drops when the process dies, so no heartbeat or expiry is
 needed and a SIGKILLed owner frees its sessions at once. Another store asking
 for a held session gets :class:`SessionLeaseError` naming the holder
@@ -48,7 +48,7 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
     due_index(session_id TEXT PRIMARY KEY, due_ms INTEGER NOT NULL,         -- v3: when each
               schedule_ms INTEGER, inbox_ms INTEGER)                        --     session is due
 
-The due index (:mod:`host_bridge.embedded.due_index`) is a projection of the
+The due index (:mod:`host_bridge.embedded.stores._due`) is a projection of the
 logs, written by the writer in the same transaction as the rows that move it,
 built from the logs by the migration to version 3 and by :meth:`~SqliteEventStore.reindex`.
 
@@ -70,7 +70,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from host_bridge.embedded.due_index import (
+from host_bridge.embedded.private_files import (
+    PRIVATE_FILE_MODE,
+    make_private_dirs,
+    open_private_file,
+    store_exposure,
+)
+from host_bridge.embedded.stores._due import (
     WAKE_EVENT_TYPES,
     DueEntry,
     IndexRow,
@@ -78,22 +84,7 @@ from host_bridge.embedded.due_index import (
     project_logs,
     project_session,
 )
-from host_bridge.embedded.event_store import (
-    AUTO_WRITE_BYTES,
-    AUTO_WRITE_ROWS,
-    CLOSE_TIMEOUT,
-    EventStore,
-    refuses_claim_clock,
-)
-from host_bridge.embedded.event_store import commit_failed as _commit_failed
-from host_bridge.embedded.private_files import (
-    PRIVATE_FILE_MODE,
-    make_private_dirs,
-    open_private_file,
-    store_exposure,
-)
-from host_bridge.embedded.session_locks import SessionLockFile
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     SharedStoreError,
     StoreClosedError,
@@ -103,8 +94,9 @@ from host_bridge.embedded.store_errors import (
     StoreVersionError,
     StoreWriteError,
 )
-from host_bridge.embedded.store_reads import ReadQueries
-from host_bridge.embedded.store_rows import (
+from host_bridge.embedded.stores._locks import SessionLockFile
+from host_bridge.embedded.stores._reads import ReadQueries
+from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     CommitResult,
     EventRow,
@@ -118,6 +110,14 @@ from host_bridge.embedded.store_rows import (
     show_id,
     write_due_changes,
 )
+from host_bridge.embedded.stores._writer import (
+    AUTO_WRITE_BYTES,
+    AUTO_WRITE_ROWS,
+    CLOSE_TIMEOUT,
+    EventStore,
+    refuses_claim_clock,
+)
+from host_bridge.embedded.stores._writer import commit_failed as _commit_failed
 
 __all__ = [
     "AUTO_WRITE_BYTES",
@@ -311,7 +311,7 @@ class SqliteEventStore(EventStore):
         """Take ``session_id`` for this store before it goes live; returns its fencing epoch.
 
         On SQLite this takes the session's exclusive lock in the lock file
-        beside the database (no waiting; see :mod:`host_bridge.embedded.session_locks`)
+        beside the database (no waiting; see :mod:`host_bridge.embedded.stores._locks`)
         and records this store as its holder in ``leases``; the epoch is always
         ``0`` (the lock cannot be lost while the store is open). Raises
         :class:`SessionLeaseError`, naming the holder when it is known, when

@@ -1,6 +1,6 @@
 """Rows a durable store queues and stores, and the checks both backends share.
 
-The write-behind machinery (:mod:`host_bridge.embedded.event_store`) queues
+The write-behind machinery (:mod:`host_bridge.embedded.stores._writer`) queues
 :class:`SessionRow` and :class:`EventRow` values, validated on the way in by
 :func:`event_row` and :func:`check_id` so a queued row can always be written;
 reads decode stored rows back with :func:`decode_session`,
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
-from host_bridge.embedded.due_index import DueEntry, IndexRow
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores._due import DueEntry, IndexRow
+from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreCorruptError,
     StoreError,

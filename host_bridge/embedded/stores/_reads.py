@@ -1,12 +1,12 @@
 """The reads every store offers, written once over a backend's queries.
 
-The writable stores (:class:`~host_bridge.embedded.sqlite_store.SqliteEventStore`,
-:class:`~host_bridge.embedded.postgres_store.PostgresEventStore`) and the
-read-only ones (:class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader`,
-:class:`~host_bridge.embedded.postgres_store.PostgresStoreReader`) differ in how
+The writable stores (:class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore`,
+:class:`~host_bridge.embedded.stores._postgres.PostgresEventStore`) and the
+read-only ones (:class:`~host_bridge.embedded.stores._sqlite_reader.SqliteStoreReader`,
+:class:`~host_bridge.embedded.stores._postgres.PostgresStoreReader`) differ in how
 they connect and in their SQL; what they answer, and how (ids checked before
 anything is read, one snapshot per session, rows decoded by
-:func:`~host_bridge.embedded.store_rows.decode_session`), is the same. A store
+:func:`~host_bridge.embedded.stores._rows.decode_session`), is the same. A store
 names its backend's queries in :class:`ReadQueries` and implements ``_read``;
 :class:`SessionReads` does the rest, and :class:`StoreReadsBase` adds what a
 read-only store needs besides (its schema version and closing).
@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-from host_bridge.embedded.due_index import DueEntry, IndexRow
-from host_bridge.embedded.store_rows import (
+from host_bridge.embedded.stores._due import DueEntry, IndexRow
+from host_bridge.embedded.stores._rows import (
     StoredSession,
     decode_due_entry,
     decode_header,
@@ -67,7 +67,7 @@ class SessionReads(Generic[_C]):
 
     A subclass names its queries in :meth:`_reads`, runs them in :meth:`_read`
     (which turns its driver's errors into
-    :class:`~host_bridge.embedded.store_errors.StoreError`), says whether it has
+    :class:`~host_bridge.embedded.stores._errors.StoreError`), says whether it has
     a due index, and sets ``_label`` (how errors name the store). A writable
     store overrides :meth:`_decoded` to note what it read.
     """
@@ -93,7 +93,7 @@ class SessionReads(Generic[_C]):
     def load(self, session_id: str) -> StoredSession | None:
         """The stored session (header and decoded log), or ``None`` when it is not stored.
 
-        Raises :class:`~host_bridge.embedded.store_errors.StoreCorruptError`
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
         naming the session and seq when its rows are not ``0 … n-1``
         contiguous or a row does not decode.
         """
@@ -105,7 +105,7 @@ class SessionReads(Generic[_C]):
     def due_entries(self) -> dict[str, DueEntry]:
         """Every stored due index row, by session id (empty without a due index).
 
-        Raises :class:`~host_bridge.embedded.store_errors.StoreCorruptError`
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
         when a row does not read (see :meth:`index_rows` for the rows as stored).
         """
         rows = self.index_rows()
@@ -114,7 +114,7 @@ class SessionReads(Generic[_C]):
     def due_entry(self, session_id: str) -> DueEntry | None:
         """The durably stored due index row of ``session_id`` (``None``: no row).
 
-        Raises :class:`~host_bridge.embedded.store_errors.StoreCorruptError`
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
         when the row does not read (see :meth:`due_row`).
         """
         row = self.due_row(session_id)
