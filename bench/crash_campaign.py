@@ -173,7 +173,9 @@ class _HandOverCheck:
         self._real = store.record_appends
         self._journal = journal
 
-    def __call__(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+    def __call__(
+        self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]], **options: Any
+    ) -> None:
         reminders = [
             event.seq
             for event, _ in rows
@@ -186,7 +188,7 @@ class _HandOverCheck:
         )
         if reminders and dispatches < len(reminders):
             self._journal("split", session=session_id, entries=reminders)
-        self._real(session_id, rows)
+        self._real(session_id, rows, **options)
 
 
 def _entry_text(data: Any) -> str:
@@ -249,7 +251,7 @@ def _child_main(argv: Sequence[str]) -> None:
             _block_forever()
 
     assert host.persistence is not None
-    host.persistence._fault_hook = fault_hook  # the store's test seam, set before any write
+    host.persistence.fault_hook = fault_hook  # the store's test seam, set before any write
     host.persistence.record_appends = _HandOverCheck(host.persistence, journal)  # type: ignore[method-assign]
 
     def dispatch_guard(

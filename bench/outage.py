@@ -113,7 +113,7 @@ class _Incarnation:
         self.timers = FakeTimers(self.clock)
         self.host = EmbeddedHost(data_dir, clock=self.clock, timers=self.timers)
         assert self.host.persistence is not None
-        self.host.persistence._fault_hook = disk  # the store's test seam
+        self.host.persistence.fault_hook = disk  # the store's test seam
         self.plugin: SchedulePlugin = install_schedule(self.host.context())
         self.agents: list[EmbeddedAgent] = []
         for session_id in sessions:

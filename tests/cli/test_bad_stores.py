@@ -73,7 +73,7 @@ from tests.cli.helpers import (
 )
 
 try:
-    from host_bridge.embedded.stores import SCHEMA_VERSION as PG_SCHEMA_VERSION
+    from host_bridge.embedded.stores import PG_SCHEMA_VERSION
 except ImportError:  # psycopg missing: the PostgreSQL cases skip
     PG_SCHEMA_VERSION = 0
 
@@ -872,7 +872,7 @@ _STUCK_DISK = textwrap.dedent(
         # Every commit of rows hangs, as on a disk that stopped answering.
         def __init__(self, *args, **kwargs):
             super().__init__(*args, close_timeout=0, **kwargs)
-            self.persistence._fault_hook = threading.Event().wait
+            self.persistence.fault_hook = threading.Event().wait
 
         def context(self):
             return dataclasses.replace(super().context(), flush_timeout_ms=200)

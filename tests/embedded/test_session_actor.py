@@ -469,7 +469,9 @@ def test_a_stage_reaches_sqlite_in_one_commit(tmp_path: Path) -> None:
         store.create_session(header)
         ref, _ = start(store, header=header)
         assert send_flush(ref).result(TIMEOUT) is True
-        store._fault_hook = lambda: commits.append(list(store._queue))  # empty: round taken whole
+        store.fault_hook = lambda: commits.append(
+            list(store._writer._queue)
+        )  # empty: round taken whole
         before = store.commit_count
         send_staged(ref, "inbox", "queued")
         assert store.pending_rows == 0  # staged: not queued in the store yet

@@ -122,7 +122,7 @@ def test_open_creates_directories_and_a_versioned_wal_schema(db: Path) -> None:
 
 
 def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
-    conn = store._writer_conn  # the writer is idle: inspecting its pragma is safe
+    conn = store._sqlite.writer_connection  # the writer is idle: inspecting its pragma is safe
     assert conn is not None
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
@@ -948,8 +948,8 @@ def test_a_close_that_stopped_waiting_keeps_the_sessions_locked_until_the_writer
         with pytest.raises(SessionLeaseError, match="live in another process"):
             other.acquire_session("a")
         seam.unpause()
-        opened._thread.join(TIMEOUT)
-        assert not opened._thread.is_alive()
+        opened._writer._thread.join(TIMEOUT)
+        assert not opened._writer._thread.is_alive()
         other.acquire_session("a")  # the writer ended: its locks went with it
         assert other.load("a") == StoredSession(SessionHeader("a"), ())
     finally:

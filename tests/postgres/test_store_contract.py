@@ -467,7 +467,7 @@ def test_record_appends_queues_a_unit_that_commits_together_or_not_at_all(
 def test_record_appends_takes_the_queue_lock_once(make_store: StoreFactory, mocker: Any) -> None:
     store = make_store()
     new_session(store, "s")
-    enqueue = mocker.spy(store, "_enqueue")
+    enqueue = mocker.spy(store._writer, "_enqueue")
     rows = [event(0), event(1), event(2)]
     store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
     assert enqueue.call_count == 1  # one lock hold: the writer cannot split the unit
@@ -520,8 +520,8 @@ def test_close_stops_waiting_for_a_writer_stuck_in_a_commit(
         store.close()  # idempotent: reported once
     finally:
         release.set()
-    store._thread.join(TIMEOUT)  # the writer finishes on its own once the disk moves
-    assert not store._thread.is_alive()
+    store._writer._thread.join(TIMEOUT)  # the writer finishes on its own once the disk moves
+    assert not store._writer._thread.is_alive()
     stored = make_store().load("a")
     assert stored is not None
     assert len(stored.events) in ((2,) if backend.kind == "sqlite" else (1, 2))

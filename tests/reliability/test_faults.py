@@ -277,7 +277,7 @@ def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_on
     agent = rig.agent()
     assert rig.create(agent, "due soon", 60)["id"] == "schedule-1"
     fault = FailingCommit()
-    rig.store._fault_hook = fault
+    rig.store.fault_hook = fault
     fault.error = full  # the disk fills up before the reminder is due
 
     rig.timers.advance(60_000)  # due: preflight passes (nothing queued), the dispatch commit fails
@@ -297,7 +297,7 @@ def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_on
     again = Rig(data)
     try:
         if restart == "while the disk is still full":
-            again.store._fault_hook = fault
+            again.store.fault_hook = fault
         agent = again.agent()
         again.timers.advance(60_000)
         owner_quiet(again, agent)
@@ -330,7 +330,7 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
     agent = rig.agent()
     rig.create(agent, "due soon", 60)
     fault = FailingCommit()
-    rig.store._fault_hook = fault
+    rig.store.fault_hook = fault
     fault.error = sqlite3.OperationalError("database or disk is full")
     rig.timers.advance(60_000)
     owner_quiet(rig, agent)

@@ -31,7 +31,7 @@ from host_bridge.embedded.stores._sqlite import (
     check_write_lock,
 )
 from host_bridge.embedded.stores._sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.stores._writer import EventStore
+from host_bridge.embedded.stores._store import EventStore
 
 if TYPE_CHECKING:
     from host_bridge.embedded.stores._postgres import (

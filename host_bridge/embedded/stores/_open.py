@@ -9,7 +9,7 @@ from host_bridge.embedded.paths import is_postgres_url, names_a_connection, reda
 from host_bridge.embedded.stores._due import DueEntry, IndexRow
 from host_bridge.embedded.stores._errors import StoreError
 from host_bridge.embedded.stores._sqlite import SqliteEventStore
-from host_bridge.embedded.stores._writer import EventStore
+from host_bridge.embedded.stores._store import EventStore
 
 if TYPE_CHECKING:
     from host_bridge.embedded.stores._rows import StoredSession
@@ -22,7 +22,7 @@ class StoreReader(Protocol):
     """What tools that only look at a store need: durable sessions, read without writing.
 
     :func:`open_store` with ``read_only=True`` returns one; the writable stores
-    (:class:`~host_bridge.embedded.stores._writer.EventStore`: SQLite's and PostgreSQL's)
+    (:class:`~host_bridge.embedded.stores.EventStore`: SQLite's and PostgreSQL's)
     offer the same reads.
     """
 
@@ -99,24 +99,24 @@ def open_store(
     """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
     A ``postgresql://…`` URL opens a
-    :class:`~host_bridge.embedded.stores._postgres.PostgresEventStore` (shared by
+    :class:`~host_bridge.embedded.stores.PostgresEventStore` (shared by
     many host processes, sessions leased; needs the ``postgres`` extra);
     anything else is the path of an SQLite file (``create``: make it if missing).
     ``lease_wait`` is how long a PostgreSQL store waits for a lease held elsewhere.
     An SQLite store other local users can reach (its files or directory) is
-    refused with :class:`~host_bridge.embedded.stores._errors.SharedStoreError`
+    refused with :class:`~host_bridge.embedded.stores.SharedStoreError`
     unless ``allow_shared_store`` (PostgreSQL access is the database's grants:
     the keyword does nothing there).
 
     ``read_only=True`` opens a :class:`StoreReader` instead, which never writes:
-    :class:`~host_bridge.embedded.stores._sqlite_reader.SqliteStoreReader` (a
+    :class:`~host_bridge.embedded.stores.SqliteStoreReader` (a
     ``mode=ro`` SQLite connection) or
-    :class:`~host_bridge.embedded.stores._postgres.PostgresStoreReader` (a
+    :class:`~host_bridge.embedded.stores.PostgresStoreReader` (a
     read-only PostgreSQL session). Neither creates nor migrates anything, takes
     session locks or leases, or runs a writer thread; a missing or empty store
-    raises :class:`~host_bridge.embedded.stores._errors.StoreMissingError`. A
+    raises :class:`~host_bridge.embedded.stores.StoreMissingError`. A
     reader refuses no shared store: it logs a warning (see
-    :attr:`~host_bridge.embedded.stores._sqlite_reader.SqliteStoreReader.exposure`).
+    :attr:`~host_bridge.embedded.stores.SqliteStoreReader.exposure`).
 
     A spec that reads as a connection string but is not a PostgreSQL URL (a
     libpq ``host=… password=…`` string, ``POSTGRESQL://…``, another scheme) is

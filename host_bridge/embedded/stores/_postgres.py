@@ -1,53 +1,11 @@
-"""The shared persistence listener: session logs in PostgreSQL, group-committed and leased.
+"""PostgreSQL's recorder, store and reader: session logs shared by many hosts, leased.
 
-:class:`PostgresEventStore` is an :class:`~host_bridge.embedded.stores._writer.EventStore`,
-a sibling of :class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore` with
-the same contract, write-behind queue, flush waiters and group-commit
-bookkeeping: appends are queued in memory, one writer thread writes everything
-queued for every session in one transaction per round and resolves the flush
-futures it covers only after ``COMMIT`` returned with ``synchronous_commit = on``
-(the WAL is flushed). Driver errors are named by their class and SQLSTATE
-(``UniqueViolation 23505``), never by the server's message text.
-Payloads are msgpack (see :mod:`host_bridge.embedded.codec`) in ``BYTEA``
-columns; the schema is versioned and migrated on open inside a transaction
-guarded by an advisory lock. Reads use a ``psycopg_pool`` connection pool.
-
-Session ownership across processes: before a session can be created, resumed
-or appended to, the store must hold its *lease* (:meth:`acquire_session`):
-
-* a session-level advisory lock (``pg_try_advisory_lock(hashtextextended(id, 0))``)
-  on one connection the store keeps open for its leases (its
-  ``application_name`` names the store's owner, ``host:pid:tag``). A second
-  process asking for the same session gets :class:`SessionLeaseError` naming
-  the holder of the lock; when the owner process dies its connection closes
-  and PostgreSQL releases the lock;
-* a fencing epoch in ``leases(session_id, epoch, owner)``, bumped on every
-  acquisition.
-
-Every write round, and every :meth:`flush` of a leased session even when
-nothing is queued for it, confirms the lease in the database before anything
-is written or acknowledged: in the writer's transaction, the lease rows of the
-round's sessions are locked (``FOR SHARE``, so nobody can take them over until
-``COMMIT``), their epochs must still be the ones this store acquired, and the
-lease connection that holds their advisory locks must still run (its backend pid
-and start time in ``pg_stat_get_activity``: such locks go only with their
-connection or by this store's own unlock, so a live lease connection still holds
-them, and a dead one means every lease is lost; the check costs the same
-whatever the number of leases, unlike a scan of ``pg_locks``). Flushes
-that arrive together share one round, so the check costs one round trip for
-all of them. A session that fails the check is *lost* (a network cut, a
-failover or a server restart closed the lease connection, and another process
-may own it now): its queued rows are discarded and never written, the flush
-resolves ``False`` (not an exception), the loss is logged once at error level,
-:meth:`lease_lost` (and ``EmbeddedSession.lease_lost``) report it, and every
-later append is refused with :class:`SessionLeaseError`. The lease is not
-renewed behind the host's back: the session must be detached and resumed to
-be taken again. New sessions are leased on a new lease connection.
-
-Rows that can never be written (an integrity error) are isolated exactly as on
-SQLite: the other sessions of the round still commit. (Distinct ids with the
-same 64-bit hash share a lock: the second one is refused while the first is
-live elsewhere.)
+:class:`PostgresRecorder` is the backend: each round confirms the leases of
+its sessions (fencing epochs, ``FOR SHARE``) and writes their rows in one
+transaction, committed with ``synchronous_commit = on``; driver errors are
+named by class and SQLSTATE, never the server's text. :class:`PostgresEventStore`
+composes it with the writer; :class:`PostgresStoreReader` reads without
+writing. Leases and claims: see docs/storage.md.
 
 Schema (version :data:`PG_SCHEMA_VERSION`)::
 
@@ -57,32 +15,30 @@ Schema (version :data:`PG_SCHEMA_VERSION`)::
            PRIMARY KEY(session_id, seq))
     leases(session_id TEXT PRIMARY KEY, epoch BIGINT, owner TEXT, acquired_at TIMESTAMPTZ)
     due_index(session_id TEXT PRIMARY KEY, due_ms BIGINT NOT NULL,     -- v2: the due index
-              schedule_ms BIGINT, inbox_ms BIGINT)                     -- (see due_index.py)
-
-Cold sessions are claimed for activation with :meth:`PostgresEventStore.claim_due_session`:
-a short transaction locks the session's index row ``FOR UPDATE SKIP LOCKED`` (two
-hosts never claim one row at the same moment; each skips to other work) and takes
-the session's lease inside it; the lease is what excludes another owner.
+              schedule_ms BIGINT, inbox_ms BIGINT)
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
 
 import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.stores._due import (
+    DEFAULT_CACHE_SESSIONS,
     WAKE_EVENT_TYPES,
     DueEntry,
+    DueProjection,
     IndexRow,
     StoredRow,
     project_logs,
     project_session,
+    write_due_changes,
 )
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
@@ -92,27 +48,24 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores._reads import ReadQueries, StoreReadsBase
+from host_bridge.embedded.stores._reads import ReadQueries, SessionReads
+from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     CommitResult,
     EventRow,
     Loss,
     Op,
     SessionRow,
-    Waiter,
-    check_id,
     is_storable_id,
     show_id,
-    write_due_changes,
 )
-from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, EventStore, refuses_claim_clock
+from host_bridge.embedded.stores._store import EventStore, new_owner
 
 __all__ = [
     "PG_SCHEMA_VERSION",
     "PostgresEventStore",
+    "PostgresRecorder",
     "PostgresStoreReader",
-    "SessionLeaseError",
-    "is_postgres_url",
 ]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
@@ -233,38 +186,31 @@ _MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection[Any]], None], ..
 _T = TypeVar("_T")
 
 
-class PostgresEventStore(EventStore):
-    """Durable, leased session logs in a PostgreSQL database shared by many host processes.
+class PostgresRecorder:
+    """The PostgreSQL backend's transactions, reads and leases (see the module docstring).
 
-    ``url`` is a libpq connection URL (``postgresql://user@host:port/db``).
-    ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
-    :meth:`acquire_session` waits for a lease held elsewhere before refusing
-    (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
-    called inside every writer transaction that writes rows, just before ``COMMIT``.
+    One write connection (the writer thread's), one autocommit lease connection
+    that holds the advisory locks, and a pool of read connections.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        pool_size: int = 4,
-        lease_wait: float = 0.0,
-        fault_hook: Callable[[], None] | None = None,
-    ) -> None:
-        if not is_postgres_url(url):
-            raise StoreError("a PostgreSQL store needs a postgresql:// URL")
-        self._url = url
-        super().__init__(redact_url(url), fault_hook)
-        self._lease_wait = lease_wait
-        self._lease_checks = 0
+    confirms_on_flush = True
+    takes_free_sessions = False
 
+    def __init__(self, url: str, *, owner: str, pool_size: int, lease_wait: float) -> None:
+        """Connect (migrating the schema), open the lease connection and the read pool."""
+        self._url = url
+        self._label = redact_url(url)
+        self._owner = owner
+        self._lease_wait = lease_wait
+        self._lease_mutex = threading.Lock()  # the lease connection and closing
+        self._checks_lock = threading.Lock()
+        self._lease_checks = 0
         self._pg_writer: psycopg.Connection[Any] | None = self._pg_connect(migrate=True)
         self._lease_conn: psycopg.Connection[Any] | None = None
-        self._lease_pid = 0  # backend pid of the lease connection (holds the advisory locks)
         self._lease_backend: tuple[int, Any] = (0, None)  # its pid and backend start time
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         try:
-            self._open_lease_connection()
+            self._open_lease_connection(None)
             self._pool = psycopg_pool.ConnectionPool(
                 url,
                 min_size=1,
@@ -275,57 +221,92 @@ class PostgresEventStore(EventStore):
             )
             self._pool.wait(timeout=30)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
-            self._close_connections()
+            self.close(True)
             raise StoreError(
                 f"cannot connect to the session store {self._label} ({_category(error)})"
             ) from None
         except BaseException:
-            self._close_connections()
+            self.close(True)
             raise
-        self._start_writer("dsh-pg-writer")
-        _log.debug("session store open at %s", self._label)
-
-    # --- properties ------------------------------------------------------------
 
     @property
-    def url(self) -> str:
+    def label(self) -> str:
         """The connection URL without its password."""
         return self._label
 
     @property
+    def queries(self) -> ReadQueries[psycopg.Connection[Any]]:
+        """The read queries of a PostgreSQL store."""
+        return _POSTGRES_READS
+
+    @property
     def lease_checks(self) -> int:
         """How many writer transactions confirmed leases in the database so far."""
-        with self._lock:
+        with self._checks_lock:
             return self._lease_checks
 
     @property
     def lease_backend_pid(self) -> int:
         """The server process id of the connection holding this store's advisory locks."""
-        return self._lease_pid
+        return int(self._lease_backend[0])
 
-    # --- leases ----------------------------------------------------------------
+    # --- reads -----------------------------------------------------------------------
 
-    def acquire_session(self, session_id: str) -> int:
-        """Take the lease of ``session_id`` for this store; returns the new fencing epoch.
+    def read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run ``query`` on a pooled connection; driver errors become ``StoreError``."""
+        return self.query(query)
 
-        Raises :class:`SessionLeaseError` naming the holder when another process
-        holds it (after waiting ``lease_wait`` seconds) and :class:`StoreError`
-        when the database cannot be reached. A lease connection that the server
-        closed is opened again first (every lease it held is lost already).
-        """
+    def query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
+        """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
+        pool = self._pool
+        if pool is None:
+            raise StoreClosedError(f"the session store {self._label} is closed")
+        try:
+            with pool.connection(timeout=30) as conn:
+                return query(conn)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+            doing = doing or f"read the session store {self._label}"
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
+
+    def stored_length(self, session_id: str) -> int | None:
+        """The number of stored events of ``session_id``, or None when it is not stored."""
         if not is_storable_id(session_id):
-            raise StoreError(f"session id {show_id(str(session_id))} cannot be stored")
-        with self._lease_lock:
-            with self._lock:
-                self._check_open()
-                if session_id in self._leases:
-                    raise SessionLeaseError(
-                        f"session {show_id(session_id)} is already leased here",
-                        session_id=session_id,
-                        holder=self._owner,
-                    )
+            return None
+
+        def query(conn: psycopg.Connection[Any]) -> tuple[Any, Any, Any]:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                exists = conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = %s", (session_id,)
+                ).fetchone()
+                row = conn.execute(
+                    "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = %s", (session_id,)
+                ).fetchone()
+            assert row is not None
+            return exists, row[0], row[1]
+
+        exists, count, last = self.query(query)
+        if exists is None:
+            return None
+        if count and last != count - 1:
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        return int(count)
+
+    # --- leases ----------------------------------------------------------------------
+
+    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+        """Take the lease: the advisory lock on the lease connection, and a new epoch.
+
+        Waits ``lease_wait`` seconds for a lease held elsewhere. A lease
+        connection the server closed is opened again first (every lease it held
+        is lost already, and ``lose_held`` is told).
+        """
+        with self._lease_mutex:
             try:
-                epoch = self._take_lease(session_id)
+                return self._take_lease(session_id)
             except psycopg.OperationalError:
                 conn = self._lease_conn
                 if conn is not None and not (conn.closed or conn.broken):
@@ -334,8 +315,8 @@ class PostgresEventStore(EventStore):
                     ) from None
                 _log.warning("the lease connection of %s was lost; opening a new one", self._label)
                 try:
-                    self._open_lease_connection()
-                    epoch = self._take_lease(session_id)
+                    self._open_lease_connection(lose_held)
+                    return self._take_lease(session_id)
                 except psycopg.Error as error:
                     raise StoreError(
                         f"cannot take the lease of session {show_id(session_id)}"
@@ -345,14 +326,83 @@ class PostgresEventStore(EventStore):
                 raise StoreError(
                     f"cannot take the lease of session {show_id(session_id)} ({_category(error)})"
                 ) from None
-            with self._lock:
-                self._leases[session_id] = epoch
-                self._lost.pop(session_id, None)
-        _log.debug("leased session %r (epoch %d)", session_id, epoch)
-        return epoch
+
+    def took(self, session_id: str) -> list[SideWrite]:
+        """Nothing to write: the lease row was written with the epoch."""
+        return []
+
+    def unlock(self, session_id: str, lost: bool) -> list[SideWrite]:
+        """Drop the advisory lock unless the lease was lost with it."""
+        with self._lease_mutex:
+            conn = self._lease_conn
+            if lost or conn is None or conn.closed:
+                return []
+            try:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (session_id,))
+            except psycopg.Error as error:
+                _log.warning(
+                    "releasing the lease of session %r failed (%s)", session_id, _category(error)
+                )
+        return []
+
+    def closing(self, holding: bool) -> list[SideWrite]:
+        """Nothing to write: the leases go with the lease connection."""
+        return []
+
+    def due_sessions(
+        self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """Due sessions whose lease nobody holds (this store included), one lock snapshot."""
+        bound = until_ms if until_ms is not None else 2**63 - 1
+        rows = self.query(lambda conn: conn.execute(_DUE_HELD, (bound, limit)).fetchall())
+        return [(str(row[0]), int(row[1])) for row in rows]
+
+    def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
+        """In one short transaction: lock the index row, check it is due, ``acquire`` the lease.
+
+        The row is locked ``FOR UPDATE SKIP LOCKED`` (a row another host is
+        claiming right now is skipped, not waited for); it is due at ``now_ms``
+        or unsound (:attr:`IndexRow.wake_ms`: its log decides). The lease stays
+        held after the transaction.
+        """
+        if not is_storable_id(session_id):
+            return False
+
+        def claim(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s"
+                    " FOR UPDATE SKIP LOCKED",
+                    (session_id,),
+                ).fetchone()
+                if row is None or IndexRow(*row).wake_ms > now_ms:
+                    return False
+                try:
+                    acquire(session_id)
+                except SessionLeaseError:
+                    return False
+                return True
+
+        return self.query(claim)
+
+    def rebuild_session_index(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's index row from its log (``REPEATABLE READ``: a commit of
+        the session by another host after its snapshot fails it rather than write a stale row).
+        """
+
+        def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                stored = _read_due_state(cur, session_id)
+                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+                write_due_changes(cur, {session_id: entry}, "%s")
+            return entry
+
+        doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
+        return self.query(rewrite, doing)
 
     def _take_lease(self, session_id: str) -> int:
-        """Lock ``session_id`` on the lease connection and bump its epoch (``_lease_lock`` held)."""
+        """Lock ``session_id`` on the lease connection and bump its epoch (mutex held)."""
         conn = self._lease_conn
         if conn is None or conn.closed:
             raise StoreClosedError(f"the session store {self._label} is closed")
@@ -390,8 +440,10 @@ class PostgresEventStore(EventStore):
         assert row is not None
         return int(row[0])
 
-    def _open_lease_connection(self) -> None:
-        """(Re)open the connection that holds this store's advisory locks (``_lease_lock`` held).
+    def _open_lease_connection(
+        self, lose_held: Callable[[Callable[[str], Loss]], None] | None
+    ) -> None:
+        """(Re)open the connection that holds this store's advisory locks.
 
         Replacing a dead one loses every lease taken on it, here and now: the
         liveness check of later rounds looks at the new connection.
@@ -399,13 +451,8 @@ class PostgresEventStore(EventStore):
         old = self._lease_conn
         if old is not None:
             old.close()
-            dropped: list[tuple[Loss, int]] = []
-            with self._lock:
-                for session_id in [s for s in self._leases if s not in self._lost]:
-                    loss = _lease_loss(session_id, None, None, False)
-                    dropped.append((loss, self._lose(loss) or 0))
-            for loss, rows in dropped:
-                _log.error("%s (%d rows dropped)", loss.message, rows)
+            if lose_held is not None:
+                lose_held(lambda session_id: _lease_loss(session_id, None, None, False))
         self._lease_conn = self._pg_connect(
             migrate=False, autocommit=True, application_name=(_LEASE_APP + self._owner)[:63]
         )
@@ -413,7 +460,6 @@ class PostgresEventStore(EventStore):
             "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
         ).fetchone()
         assert row is not None
-        self._lease_pid = int(row[0])
         self._lease_backend = (int(row[0]), row[1])
 
     def _lease_holder(self, conn: psycopg.Connection[Any], session_id: str) -> str | None:
@@ -426,139 +472,24 @@ class PostgresEventStore(EventStore):
             return name[len(_LEASE_APP) :]
         return f"PostgreSQL backend {row[0]}"
 
-    def _unlock_session(self, session_id: str) -> None:
-        """Drop the advisory lock (``_lease_lock`` held) unless the lease was lost with it."""
-        with self._lock:
-            loss = self._lost.get(session_id)
-        conn = self._lease_conn
-        if (loss is not None and loss.kind == "lease") or conn is None or conn.closed:
-            return
-        try:
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (session_id,))
-        except psycopg.Error as error:
-            _log.warning(
-                "releasing the lease of session %r failed (%s)", session_id, _category(error)
-            )
+    # --- writes (writer thread) ------------------------------------------------------
 
-    def _ensure_lease(self, session_id: str) -> None:
-        """Raise :class:`SessionLeaseError` unless this store holds ``session_id``'s lease."""
-        with self._lock:
-            self._check_not_lost(session_id)
-            if session_id in self._leases:
-                return
-        raise SessionLeaseError(
-            f"this process does not hold the lease of session {show_id(str(session_id))}; "
-            "acquire it before writing",
-            session_id=session_id,
-        )
-
-    def _needs_round(self, session_id: str | None) -> bool:
-        """Lock held: a flush of a leased session confirms the lease in the database."""
-        return session_id is not None and session_id in self._leases
-
-    def _round_checks(self, waiters: list[Waiter]) -> set[str]:
-        with self._lock:
-            return {
-                w.session_id
-                for w in waiters
-                if w.session_id is not None
-                and w.session_id in self._leases
-                and w.session_id not in self._lost
-            }
-
-    def _writer_done(self) -> None:
-        """The writer stopped: the leases go with the lease connection (see :meth:`close`)."""
-        with self._lock:
-            self._leases.clear()
-
-    # --- close -----------------------------------------------------------------
-
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Write what is queued, stop the writer, drop every lease and close the connections.
-
-        Bounded like :meth:`EventStore.close`: a writer still inside its
-        transaction after ``timeout`` seconds is left to finish on its own (its
-        connection stays open until it does, and its lease rows stay share-locked,
-        so a store taking over one of its sessions waits for that transaction);
-        the lease connection and the read pool are closed at once, so the
-        writer's next lease check finds its leases gone and discards the rows
-        it still holds queued.
-        """
-        super().close(timeout)
-
-    def _close_connections(self) -> None:
-        """Close the lease connection and the read pool; the writer's once it stopped."""
-        with self._lease_lock:
-            for conn in (self._pg_writer, self._lease_conn):
-                if conn is not None and (self._thread_done() or conn is self._lease_conn):
-                    conn.close()
-            self._lease_conn = None
-            if self._thread_done():
-                self._pg_writer = None
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-
-    def _thread_done(self) -> bool:
-        return not self._thread.is_alive()
-
-    # --- reads -----------------------------------------------------------------
-
-    def _reads(self) -> ReadQueries[psycopg.Connection[Any]]:
-        return _POSTGRES_READS
-
-    def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        return self._query(query)
-
-    def _stored_length(self, session_id: str) -> int | None:
-        if not is_storable_id(session_id):
-            return None
-
-        def query(conn: psycopg.Connection[Any]) -> tuple[Any, Any, Any]:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                exists = conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = %s", (session_id,)
-                ).fetchone()
-                row = conn.execute(
-                    "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = %s", (session_id,)
-                ).fetchone()
-            assert row is not None
-            return exists, row[0], row[1]
-
-        exists, count, last = self._query(query)
-        if exists is None:
-            return None
-        if count and last != count - 1:
-            raise StoreCorruptError(
-                f"session {show_id(session_id)} has a gap in its stored events",
-                session_id=session_id,
-            )
-        return int(count)
-
-    def _query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
-        """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
-        pool = self._pool
-        if pool is None:
-            raise StoreClosedError(f"the session store {self._label} is closed")
-        try:
-            with pool.connection(timeout=30) as conn:
-                return query(conn)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
-            doing = doing or f"read the session store {self._label}"
-            raise StoreError(f"cannot {doing} ({_category(error)})") from None
-
-    # --- writer thread ---------------------------------------------------------
-
-    def _commit(self, rows: list[Op], check: set[str]) -> CommitResult:
-        """One writer transaction: confirm the leases, then write the rows of sessions still held.
+    def write(
+        self,
+        rows: list[Op],
+        side: list[SideWrite],
+        check: set[str],
+        stage: Stage,
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> CommitResult:
+        """One transaction: confirm the leases, then write the rows of sessions still held.
 
         The leases of every session in ``rows`` and in ``check`` are confirmed
         first: the epoch in ``leases`` must still be the one this store took
         (the rows stay share-locked until ``COMMIT``, so nobody can take the
-        session over meanwhile) and the advisory lock must still be held by
-        this store's lease connection. Sessions that fail either are lost
-        (``"lease"``) and their rows are not written.
+        session over meanwhile) and the lease connection holding the advisory
+        locks must still run. Sessions that fail either are lost (``"lease"``)
+        and their rows are not written. (This backend asks for no side writes.)
         """
         sessions = sorted({op.session_id for op in rows} | check)
         lost: dict[str, Loss] = {}
@@ -572,11 +503,10 @@ class PostgresEventStore(EventStore):
                     found = conn.execute(_LEASE_READ, (*self._lease_backend, sessions)).fetchall()
                 finally:
                     conn.autocommit = False
-                lost = self._confirm(sessions, found)
-                return None, lost
+                return None, self._confirm(sessions, found, epochs)
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
-                lost = self._confirm(sessions, cur.fetchall())
+                lost = self._confirm(sessions, cur.fetchall(), epochs)
                 rows = [op for op in rows if op.session_id not in lost]
                 session_rows = [
                     (op.session_id, op.seed_length, op.parent_session, op.created_at)
@@ -600,101 +530,54 @@ class PostgresEventStore(EventStore):
                         " VALUES (%s, %s, %s, %s, %s)",
                         event_rows,
                     )
-                plan = self._plan_due_index(rows, lambda sid: _read_due_state(cur, sid))
-                write_due_changes(cur, plan.changes, "%s")
-                if self._fault_hook is not None and rows:
-                    self._fault_hook()
-        except Exception as error:
+                changes = stage(rows, lambda sid: _read_due_state(cur, sid))
+                write_due_changes(cur, changes, "%s")
+        except Exception as error:  # every failure rolls back; the writer names its category
             conn = self._pg_writer
             if conn is not None and (conn.closed or conn.broken):
                 conn.close()
                 self._pg_writer = None
             return error, lost
-        self._due_committed(plan)
         return None, lost
 
-    def _confirm(self, sessions: list[str], found: list[Any]) -> dict[str, Loss]:
+    def _confirm(
+        self,
+        sessions: list[str],
+        found: list[Any],
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> dict[str, Loss]:
         """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
         current = {row[0]: (row[1], bool(row[2])) for row in found}
-        lost: dict[str, Loss] = {}
-        with self._lock:
-            held = {s: self._leases.get(s) for s in sessions}
+        held = epochs(sessions)
+        with self._checks_lock:
             self._lease_checks += 1
+        lost: dict[str, Loss] = {}
         for session_id in sessions:
             epoch, locked = current.get(session_id, (None, False))
-            if held[session_id] is not None and epoch == held[session_id] and locked:
+            mine = held.get(session_id)
+            if mine is not None and epoch == mine and locked:
                 continue
-            lost[session_id] = _lease_loss(session_id, held[session_id], epoch, locked)
+            lost[session_id] = _lease_loss(session_id, mine, epoch, locked)
         return lost
 
-    def _is_row_conflict(self, error: BaseException) -> bool:
+    def is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` is a data, integrity or limit error of some rows."""
         sqlstate = getattr(error, "sqlstate", None)
         return isinstance(sqlstate, str) and sqlstate[:2] in _ROW_ERROR_CLASSES
 
-    def _category(self, error: BaseException) -> str:
+    def category(self, error: BaseException) -> str:
         """The driver's error class and SQLSTATE (``UniqueViolation 23505``); never its text."""
         return _category(error)
 
-    # --- due index -------------------------------------------------------------
+    def writer_stopped(self) -> None:
+        """Nothing to do: the leases go with the lease connection at close."""
 
-    def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
-        """Up to ``limit`` ``(session_id, due_ms)`` of sessions whose lease nobody holds.
-
-        Earliest first, due at or before ``until_ms`` (any time when ``None``).
-        Sessions leased by any process (this one included) are skipped, read
-        from one snapshot of the server's advisory locks.
-        """
-        bound = until_ms if until_ms is not None else 2**63 - 1
-        rows = self._query(lambda conn: conn.execute(_DUE_HELD, (bound, limit)).fetchall())
-        return [(str(row[0]), int(row[1])) for row in rows]
-
-    def next_due(self) -> int | None:
-        """The earliest ``due_ms`` among sessions whose lease nobody holds."""
-        first = self.due_sessions(None, 1)
-        return first[0][1] if first else None
-
-    def claim_due_session(self, session_id: str, now_ms: int) -> bool:
-        """Take ``session_id``'s lease to deliver what is due in it; False when not for us.
-
-        In one short transaction: lock the session's index row ``FOR UPDATE
-        SKIP LOCKED`` (a row another host is claiming right now is skipped, not
-        waited for), check that it is due at ``now_ms`` (or unsound, see
-        :attr:`IndexRow.wake_ms`: its log decides), and take the lease
-        (:meth:`acquire_session`), which stays held after the transaction.
-        False when the row is locked, missing or not due, or the lease is held elsewhere,
-        and, with nothing taken, for a ``now_ms`` that is not an ``int``. When
-        anything raises after the lease was taken (the transaction's ``COMMIT``,
-        giving the connection back) the lease is given back.
-        """
-        if not is_storable_id(session_id) or refuses_claim_clock(session_id, now_ms):
-            return False
-
-        def claim(conn: psycopg.Connection[Any]) -> bool:
-            with conn.transaction():
-                row = conn.execute(
-                    "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s"
-                    " FOR UPDATE SKIP LOCKED",
-                    (session_id,),
-                ).fetchone()
-                if row is None or IndexRow(*row).wake_ms > now_ms:
-                    return False
-                try:
-                    self.acquire_session(session_id)
-                except SessionLeaseError:
-                    return False
-                return True
-
-        with self._claiming(session_id):
-            return self._query(claim)
-
-    def reindex(self) -> int:
-        """Rebuild the due index from the stored logs in one transaction; the rows written.
+    def rebuild_index(self) -> int:
+        """Rebuild the due index from the logs in one transaction; the rows written.
 
         The transaction locks ``due_index`` against every writer's update
         first, so no commit can fall between reading the logs and replacing the index.
         """
-        with self._lock:
-            self._check_open()
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
                 conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
@@ -705,35 +588,20 @@ class PostgresEventStore(EventStore):
             raise StoreError(
                 f"cannot rebuild the due index of {self._label} ({_category(error)})"
             ) from None
-        self._due.clear()
-        count = int(row[0]) if row is not None else 0
-        _log.info("rebuilt the due index of %s: %d sessions", self._label, count)
-        return count
+        return int(row[0]) if row is not None else 0
 
-    def reindex_session(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's due index row from its stored log, in one transaction.
-
-        Returns the row written (``None``: the row was deleted, nothing is due
-        or the session is not stored). The transaction is ``REPEATABLE READ``:
-        a commit of the session by another host after its snapshot makes it
-        fail rather than write a stale row.
-        """
-        check_id(session_id, "session id")
-
-        def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                stored = _read_due_state(cur, session_id)
-                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
-                write_due_changes(cur, {session_id: entry}, "%s")
-            return entry
-
-        doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
-        entry = self._query(rewrite, doing)
-        self._due.forget(session_id)
-        return entry
-
-    # --- connections and schema ------------------------------------------------
+    def close(self, writer_stopped: bool) -> None:
+        """Close the lease connection and the read pool; the writer's once it stopped."""
+        with self._lease_mutex:
+            lease, self._lease_conn = self._lease_conn, None
+            if lease is not None:
+                lease.close()
+            if writer_stopped and self._pg_writer is not None:
+                self._pg_writer.close()
+                self._pg_writer = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def _pg_connect(
         self, *, migrate: bool, autocommit: bool = False, application_name: str = "dsh-schedule"
@@ -795,7 +663,55 @@ class PostgresEventStore(EventStore):
             _log.info("session store %s migrated to schema version %d", self._label, version)
 
 
-class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
+class PostgresEventStore(EventStore):
+    """Durable, leased session logs in a PostgreSQL database shared by many host processes.
+
+    ``url`` is a libpq connection URL (``postgresql://user@host:port/db``).
+    ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
+    :meth:`acquire_session` waits for a lease held elsewhere before refusing
+    (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
+    called inside every writer transaction that writes rows, just before ``COMMIT``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        lease_wait: float = 0.0,
+        fault_hook: Callable[[], None] | None = None,
+        due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+    ) -> None:
+        if not is_postgres_url(url):
+            raise StoreError("a PostgreSQL store needs a postgresql:// URL")
+        owner = new_owner()
+        self._pg = PostgresRecorder(url, owner=owner, pool_size=pool_size, lease_wait=lease_wait)
+        super().__init__(
+            self._pg,
+            owner=owner,
+            projection=DueProjection(due_cache_sessions),
+            fault_hook=fault_hook,
+            thread_name="dsh-pg-writer",
+        )
+        _log.debug("session store open at %s", self.label)
+
+    @property
+    def url(self) -> str:
+        """The connection URL without its password."""
+        return self.label
+
+    @property
+    def lease_checks(self) -> int:
+        """How many writer transactions confirmed leases in the database so far."""
+        return self._pg.lease_checks
+
+    @property
+    def lease_backend_pid(self) -> int:
+        """The server process id of the connection holding this store's advisory locks."""
+        return self._pg.lease_backend_pid
+
+
+class PostgresStoreReader(SessionReads["psycopg.Connection[Any]"]):
     """Durably stored sessions of a PostgreSQL store, read without writing anything.
 
     One connection in read-only mode (``default_transaction_read_only``): no
@@ -806,8 +722,6 @@ class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
     cannot be reached or the tables belong to another application, and
     :class:`StoreCorruptError` / :class:`StoreVersionError` like the writable store.
     """
-
-    _due_index_version = DUE_INDEX_SCHEMA_VERSION
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
         if not is_postgres_url(url):
@@ -844,11 +758,34 @@ class PostgresStoreReader(StoreReadsBase["psycopg.Connection[Any]"]):
                 reason="the database has none of its tables",
             )
         self._version = version
-        self._conn = conn
+        self._conn: psycopg.Connection[Any] | None = conn
+        super().__init__(
+            self._label, _POSTGRES_READS, self._read, lambda: version >= DUE_INDEX_SCHEMA_VERSION
+        )
         _log.debug("session store %s open read-only", self._label)
 
-    def _reads(self) -> ReadQueries[psycopg.Connection[Any]]:
-        return _POSTGRES_READS
+    @property
+    def label(self) -> str:
+        """How messages name the store: the URL without its password."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the store (older versions are read as they are)."""
+        return self._version
+
+    def close(self) -> None:
+        """Close the connection; later reads raise ``StoreClosedError``."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         with self._lock:

@@ -1,45 +1,33 @@
 """The reads every store offers, written once over a backend's queries.
 
-The writable stores (:class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore`,
-:class:`~host_bridge.embedded.stores._postgres.PostgresEventStore`) and the
-read-only ones (:class:`~host_bridge.embedded.stores._sqlite_reader.SqliteStoreReader`,
-:class:`~host_bridge.embedded.stores._postgres.PostgresStoreReader`) differ in how
-they connect and in their SQL; what they answer, and how (ids checked before
-anything is read, one snapshot per session, rows decoded by
-:func:`~host_bridge.embedded.stores._rows.decode_session`), is the same. A store
-names its backend's queries in :class:`ReadQueries` and implements ``_read``;
-:class:`SessionReads` does the rest, and :class:`StoreReadsBase` adds what a
-read-only store needs besides (its schema version and closing).
+:class:`SessionReads` answers the read API (ids checked before anything is
+read, one snapshot per session, rows decoded by
+:func:`~host_bridge.embedded.stores._rows.decode_session`) over a backend's
+:class:`ReadQueries` and a function that runs one on the backend's connection.
+The writable stores and the read-only readers all build on it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
-from host_bridge.embedded.stores._due import DueEntry, IndexRow
+from host_bridge.embedded.stores._due import DueEntry, IndexRow, decode_due_entry
 from host_bridge.embedded.stores._rows import (
     StoredSession,
-    decode_due_entry,
     decode_header,
     decode_session,
     is_storable_id,
 )
 from host_bridge.protocols import SessionHeader
 
-__all__ = ["ReadQueries", "SessionReads", "StoreReadsBase"]
+__all__ = ["ReadQueries", "SessionReads"]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
-_K = TypeVar("_K", bound="_Closable")
 
 Rows = list[tuple[Any, ...]]
-
-
-class _Closable(Protocol):
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,29 +53,42 @@ class ReadQueries(Generic[_C]):
 class SessionReads(Generic[_C]):
     """Reads of durably stored sessions through a backend's :class:`ReadQueries`.
 
-    A subclass names its queries in :meth:`_reads`, runs them in :meth:`_read`
-    (which turns its driver's errors into
-    :class:`~host_bridge.embedded.stores._errors.StoreError`), says whether it has
-    a due index, and sets ``_label`` (how errors name the store). A writable
-    store overrides :meth:`_decoded` to note what it read.
+    ``run`` runs one query on the backend's connection and turns its driver's
+    errors into :class:`~host_bridge.embedded.stores._errors.StoreError`;
+    ``due_index`` says whether the schema has a due index; ``on_loaded`` hears
+    the length of every session log read (a writable store notes its next seq).
     """
 
-    _label: str
+    def __init__(
+        self,
+        label: str,
+        queries: ReadQueries[_C],
+        run: Callable[[Callable[[_C], Any]], Any],
+        due_index: Callable[[], bool],
+        on_loaded: Callable[[str, int], None] | None = None,
+    ) -> None:
+        """Read through ``queries`` run by ``run``; ``label`` names the store in errors."""
+        self._reads_label = label
+        self._queries = queries
+        self._run = run
+        self._due_index = due_index
+        self._on_loaded = on_loaded
 
     @property
     def has_due_index(self) -> bool:
         """Whether the store's schema has a due index (older stores have none)."""
-        raise NotImplementedError
+        return self._due_index()
 
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
-        return self._read(lambda conn: self._reads().session_ids(conn, self._label))
+        ids: list[str] = self._run(lambda conn: self._queries.session_ids(conn, self._reads_label))
+        return ids
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of ``session_id``, or ``None`` when it is not stored."""
         if not is_storable_id(session_id):
             return None
-        row = self._read(lambda conn: self._reads().header(conn, session_id))
+        row = self._run(lambda conn: self._queries.header(conn, session_id))
         return None if row is None else decode_header(session_id, tuple(row))
 
     def load(self, session_id: str) -> StoredSession | None:
@@ -99,7 +100,7 @@ class SessionReads(Generic[_C]):
         """
         if not is_storable_id(session_id):
             return None
-        head, rows = self._read(lambda conn: self._reads().session(conn, session_id))
+        head, rows = self._run(lambda conn: self._queries.session(conn, session_id))
         return self._decoded(session_id, head, rows)
 
     def due_entries(self) -> dict[str, DueEntry]:
@@ -124,13 +125,15 @@ class SessionReads(Generic[_C]):
         """Every due index row as stored, sound or not, by session id (empty without an index)."""
         if not self.has_due_index:
             return {}
-        return self._read(self._reads().index_rows)
+        rows: dict[str, IndexRow] = self._run(self._queries.index_rows)
+        return rows
 
     def due_row(self, session_id: str) -> IndexRow | None:
         """The due index row of ``session_id`` as stored, sound or not (``None``: no row)."""
         if not self.has_due_index or not is_storable_id(session_id):
             return None
-        return self._read(lambda conn: self._reads().index_row(conn, session_id))
+        row: IndexRow | None = self._run(lambda conn: self._queries.index_row(conn, session_id))
+        return row
 
     def unsound_due_rows(self) -> list[tuple[str, str]]:
         """``(session_id, defect)`` of every due index row unreadable or inconsistent in itself.
@@ -140,7 +143,7 @@ class SessionReads(Generic[_C]):
         """
         if not self.has_due_index:
             return []
-        found = self._read(self._reads().index_suspects)
+        found: list[tuple[str, IndexRow]] = self._run(self._queries.index_suspects)
         return [
             (session_id, defect)
             for session_id, row in found
@@ -156,60 +159,14 @@ class SessionReads(Generic[_C]):
             return self.load(session_id), None
         if not is_storable_id(session_id):
             return None, None
-        head, rows, due = self._read(lambda conn: self._reads().indexed(conn, session_id))
+        head, rows, due = self._run(lambda conn: self._queries.indexed(conn, session_id))
         return self._decoded(session_id, head, rows), due
 
     def _decoded(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
     ) -> StoredSession | None:
-        """Decode a header row and event rows read in one snapshot."""
-        return decode_session(session_id, head, rows)
-
-    def _reads(self) -> ReadQueries[_C]:
-        """The backend's read queries."""
-        raise NotImplementedError
-
-    def _read(self, query: Callable[[_C], _T]) -> _T:
-        """Run ``query`` on the store's connection; driver errors become ``StoreError``."""
-        raise NotImplementedError
-
-
-class StoreReadsBase(SessionReads[_K]):
-    """A read-only store: :class:`SessionReads` over one connection, guarded by a lock.
-
-    A subclass sets :attr:`_due_index_version` and assigns ``_lock``,
-    ``_conn``, ``_version`` and ``_label`` when it opens.
-    """
-
-    _due_index_version: ClassVar[int]
-    _lock: threading.Lock
-    _conn: _K | None
-    _version: int
-
-    @property
-    def label(self) -> str:
-        """How messages name the store."""
-        return self._label
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the store (older versions are read as they are)."""
-        return self._version
-
-    @property
-    def has_due_index(self) -> bool:
-        """Whether the store's schema has a due index (older stores have none)."""
-        return self._version >= self._due_index_version
-
-    def close(self) -> None:
-        """Close the connection; later reads raise ``StoreClosedError``."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Decode a header row and event rows read in one snapshot; tell ``on_loaded``."""
+        stored = decode_session(session_id, head, rows)
+        if stored is not None and self._on_loaded is not None:
+            self._on_loaded(session_id, len(stored.events))
+        return stored

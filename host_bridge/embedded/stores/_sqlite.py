@@ -1,42 +1,9 @@
-"""The embedded host's persistence listener: session logs in SQLite, group-committed.
+"""SQLite's recorder and store: session logs in one file, group-committed, locked per session.
 
-:class:`SqliteEventStore` is an :class:`~host_bridge.embedded.stores._writer.EventStore`:
-appends are queued in memory and one writer thread group-commits them (see
-that module for the queue, flush barrier, retries and fencing). Here a round
-is one SQLite transaction (WAL, ``synchronous=FULL``: the commit is fsync'ed),
-and a failure is named by SQLite's error name (``SQLITE_FULL``...), never its text.
-
-Before each ``COMMIT`` the writer checks that the database and WAL files at
-the path are still the ones it opened. If they were deleted under it, it
-rebuilds the store at its path from its open connection before committing,
-so an acknowledgement never refers to an unlinked file; if another file took
-the path, it refuses to write (see :meth:`SqliteEventStore._write`).
-
-One owner per session. Many processes (and many store objects in one process)
-may open the same file, but a session is written by one store at a time:
-:meth:`~SqliteEventStore.acquire_session` takes the session's exclusive lock
-in ``<file>.locks`` beside the database, a byte-range lock on an *open file
-description* (``F_OFD_SETLK``, see :mod:`host_bridge.embedded.stores._locks`),
-which the kernel drops when the process dies, so no heartbeat or expiry is
-needed and a SIGKILLed owner frees its sessions at once. Another store asking
-for a held session gets :class:`SessionLeaseError` naming the holder
-(``host:pid:tag``, recorded in ``leases`` by the writer soon after the lock
-is taken; a row left by a dead process of this host is not named). A write to a
-session not yet held takes it first. :meth:`~SqliteEventStore.release_session`
-lets go once the session's rows are durable; :meth:`~SqliteEventStore.close`
-lets every session go after the last write. Such a lock cannot be lost while
-the store is open, so a flush needs no extra check; only a lock file deleted
-under the store is noticed (before the next ``COMMIT``, the locks are taken
-again on a new file at the path, and a session someone else took meanwhile is
-lost: its flushes resolve ``False``, see :meth:`~SqliteEventStore.lease_lost`).
-
-The store's files are private to the user who runs it: its directory is made
-``0700`` and every file of it ``0600`` whatever the umask, and a store other
-local users can read or lock is refused (see :mod:`host_bridge.embedded.private_files`).
-
-Reads (:meth:`~SqliteEventStore.load`, :meth:`~SqliteEventStore.session_ids`...)
-see durable state only, use their own connection and are safe from any thread.
-A session's rows are validated when queued (known session, next ``seq``).
+:class:`SqliteRecorder` is the backend (one transaction per round, WAL,
+``synchronous=FULL``, errors named by SQLite's error name, never its text);
+:class:`SqliteEventStore` composes it with the writer. Ownership, file
+identity checks and the rebuild of a deleted file: see docs/storage.md.
 
 Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 
@@ -47,14 +14,6 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
     leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
     due_index(session_id TEXT PRIMARY KEY, due_ms INTEGER NOT NULL,         -- v3: when each
               schedule_ms INTEGER, inbox_ms INTEGER)                        --     session is due
-
-The due index (:mod:`host_bridge.embedded.stores._due`) is a projection of the
-logs, written by the writer in the same transaction as the rows that move it,
-built from the logs by the migration to version 3 and by :meth:`~SqliteEventStore.reindex`.
-
-Session ids are opaque non-empty strings bound as SQL parameters; an id with a
-NUL character or a lone surrogate cannot round-trip through SQLite text
-faithfully and is refused with :class:`StoreError` by :meth:`~SqliteEventStore.create_session`.
 """
 
 from __future__ import annotations
@@ -65,7 +24,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -77,25 +36,27 @@ from host_bridge.embedded.private_files import (
     store_exposure,
 )
 from host_bridge.embedded.stores._due import (
+    DEFAULT_CACHE_SESSIONS,
     WAKE_EVENT_TYPES,
     DueEntry,
+    DueProjection,
     IndexRow,
     StoredRow,
     project_logs,
     project_session,
+    write_due_changes,
 )
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
-    SharedStoreError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
     StoreMissingError,
     StoreVersionError,
-    StoreWriteError,
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
 from host_bridge.embedded.stores._reads import ReadQueries
+from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     CommitResult,
@@ -103,42 +64,18 @@ from host_bridge.embedded.stores._rows import (
     Loss,
     Op,
     SessionRow,
-    StoredSession,
-    check_id,
-    decode_session,
     is_storable_id,
     show_id,
-    write_due_changes,
 )
-from host_bridge.embedded.stores._writer import (
-    AUTO_WRITE_BYTES,
-    AUTO_WRITE_ROWS,
-    CLOSE_TIMEOUT,
-    EventStore,
-    refuses_claim_clock,
-)
-from host_bridge.embedded.stores._writer import commit_failed as _commit_failed
+from host_bridge.embedded.stores._store import EventStore, new_owner
 
 __all__ = [
-    "AUTO_WRITE_BYTES",
-    "AUTO_WRITE_ROWS",
     "BUSY_TIMEOUT_MS",
-    "CLOSE_TIMEOUT",
     "DUE_INDEX_SCHEMA_VERSION",
     "SCHEMA_VERSION",
-    "SessionLeaseError",
-    "SharedStoreError",
     "SqliteEventStore",
-    "StoreClosedError",
-    "StoreCorruptError",
-    "StoreError",
-    "StoreMissingError",
-    "StoreVersionError",
-    "StoreWriteError",
-    "StoredSession",
+    "SqliteRecorder",
     "check_write_lock",
-    "commit_failed",
-    "decode_session",
     "schema_version",
 ]
 
@@ -222,82 +159,49 @@ _TABLES: dict[int, frozenset[str]] = {
 
 
 _T = TypeVar("_T")
-_Statement = tuple[str, tuple[object, ...]]
 
 
-class SqliteEventStore(EventStore):
-    """Durable session logs in one SQLite file; the embedded host's persistence listener.
+class SqliteRecorder:
+    """The SQLite backend's transactions, reads and session locks (see the module docstring).
 
-    ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
-    With ``create`` (the default) missing parent directories (mode 0700) and
-    the file (0600, like every file of the store, whatever the umask) are
-    created; otherwise a missing file is a :class:`StoreError`. Opening a file
-    that is not a session store, is corrupt, or has a newer schema raises
-    :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
-
-    A store other local users can reach is refused with :class:`SharedStoreError`
-    (see :mod:`host_bridge.embedded.private_files`): its directory is another
-    user's or writable by others, or its database, WAL, SHM, journal or lock
-    file is another user's or open to group or others. ``allow_shared_store``
-    accepts such a store as it is (a lock file it creates then gets the
-    database file's mode, as SQLite gives its own files).
-
-    ``fault_hook`` is a test seam: when given, the writer thread calls it inside
-    every write transaction of session rows, after the rows are inserted and
-    just before ``COMMIT``. An exception it raises fails that attempt exactly
-    like a failed commit (rolled back, rows kept queued); blocking in it pauses
-    the writer.
-
-    Sessions are owned by one store at a time (see the module docstring):
-    :meth:`acquire_session` takes a session's lock, :meth:`release_session`
-    and :meth:`close` give it back, and the operating system drops the locks of
-    a process that dies.
-
-    Done-callbacks of the futures returned by :meth:`flush` run on the writer
-    thread and should be short. They may call back into the store (append,
-    request a flush) but must not *wait* for a flush: that would block the writer.
+    One write connection (used by the writer thread only, WAL, ``synchronous=FULL``)
+    and one read connection (``query_only``, any thread, behind a lock).
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        create: bool = True,
-        fault_hook: Callable[[], None] | None = None,
-        allow_shared_store: bool = False,
-    ) -> None:
-        self._path = Path(os.fspath(path))
-        super().__init__(str(self._path), fault_hook)
-        self._allow_shared = allow_shared_store
+    confirms_on_flush = False
+    takes_free_sessions = True
+
+    def __init__(self, path: Path, *, create: bool, allow_shared: bool, owner: str) -> None:
+        """Open (create, migrate) the file at ``path``; ``owner`` names this store in ``leases``."""
+        self._path = path
+        self._owner = owner
+        self._allow_shared = allow_shared
         self._file_mode = PRIVATE_FILE_MODE  # of the files this store creates
         self._read_lock = threading.Lock()
+        self._locks_mutex = threading.Lock()  # opening and closing the lock file
         self._session_locks: SessionLockFile | None = None  # opened with the first lease
-        self._holder_ops: list[_Statement] = []  # ``leases`` rows, written by the writer
-        self._holder_blocked = False  # their last write failed: wait for the next round
-        self._holder_unsynced = 0  # of those queued or being written
-
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
         )
         try:
-            self._read_conn: sqlite3.Connection | None = self._connect()
-            self._read_conn.execute("PRAGMA query_only = ON")
+            self._read_conn: sqlite3.Connection | None = self._open_reader()
+            self._files = _OpenFiles(path)
         except sqlite3.Error as error:
             self._writer_conn.close()
-            raise self._open_error(error) from None
+            raise _open_error(path, error) from None
         except BaseException:
             self._writer_conn.close()
             raise
-        self._identity = self._file_identity()
-        self._start_writer("dsh-store-writer")
-        _log.debug("session store open at %s", self._path)
-
-    # --- properties ----------------------------------------------------------------
 
     @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._path
+    def label(self) -> str:
+        """The database file's path."""
+        return str(self._path)
+
+    @property
+    def queries(self) -> ReadQueries[sqlite3.Connection]:
+        """The read queries of an SQLite store file."""
+        return SQLITE_READS
 
     @property
     def lock_mechanism(self) -> str | None:
@@ -305,169 +209,44 @@ class SqliteEventStore(EventStore):
         locks = self._session_locks
         return None if locks is None else locks.mechanism
 
-    # --- ownership -------------------------------------------------------------------
+    @property
+    def writer_connection(self) -> sqlite3.Connection | None:
+        """The write connection (for inspection while the writer is idle)."""
+        return self._writer_conn
 
-    def acquire_session(self, session_id: str) -> int:
-        """Take ``session_id`` for this store before it goes live; returns its fencing epoch.
+    # --- reads -----------------------------------------------------------------------
 
-        On SQLite this takes the session's exclusive lock in the lock file
-        beside the database (no waiting; see :mod:`host_bridge.embedded.stores._locks`)
-        and records this store as its holder in ``leases``; the epoch is always
-        ``0`` (the lock cannot be lost while the store is open). Raises
-        :class:`SessionLeaseError`, naming the holder when it is known, when
-        another process or another store object holds the session or this
-        store already does, and :class:`StoreError` for an unstorable id.
-        """
-        check_id(session_id, "session id")
-        with self._lease_lock:
-            with self._lock:
-                self._check_open()
-                if session_id in self._leases:
-                    raise SessionLeaseError(
-                        f"session {show_id(session_id)} is already held by this store",
-                        session_id=session_id,
-                        holder=self._owner,
-                    )
-            if not self._lock_session(session_id):
-                holder = self._recorded_holder(session_id)
-                named = f"held by {holder}" if holder else "its holder is not recorded yet"
-                raise SessionLeaseError(
-                    f"session {show_id(session_id)} is live in another process or store "
-                    f"({named}); it cannot be taken here until its holder detaches it or exits",
-                    session_id=session_id,
-                    holder=holder,
-                )
-            with self._lock:
-                self._leases[session_id] = 0
-                self._lost.pop(session_id, None)
-            self._record_holder(session_id)
-        _log.debug("took session %r", session_id)
-        return 0
-
-    def _ensure_lease(self, session_id: str) -> None:
-        """Raise unless this store may write ``session_id``; SQLite takes a free one here."""
-        with self._lock:
-            self._check_not_lost(session_id)
-            if session_id in self._leases:
-                return
-        try:
-            self.acquire_session(session_id)
-        except SessionLeaseError:
-            if not self.holds_lease(session_id):  # (another thread took it for us meanwhile)
-                raise
-
-    def _lock_session(self, session_id: str) -> bool:
-        """Take the session's lock (``_lease_lock`` held); False when another holder has it."""
-        locks = self._session_locks
-        if locks is None:
-            try:
-                locks = self._session_locks = self._open_session_locks()
-            except OSError as error:
-                raise StoreError(
-                    f"cannot open the session lock file of {self._path}"
-                    f" ({error.strerror or type(error).__name__})"
-                ) from None
-            _log.debug("session locks of %s use %s locks", self._path, locks.mechanism)
-        try:
-            return locks.try_lock(session_id)
-        except OSError as error:
-            raise StoreError(
-                f"cannot lock session {show_id(session_id)} in {locks.path}"
-                f" ({error.strerror or type(error).__name__})"
-            ) from None
-
-    def _open_session_locks(self) -> SessionLockFile:
-        """The lock file beside the database, created with the store's file mode."""
-        return SessionLockFile(
-            _sidecar(self._path, ".locks"), mode=self._file_mode, allow_shared=self._allow_shared
-        )
-
-    def _unlock_session(self, session_id: str) -> None:
-        """Forget the recorded holder, then drop the lock (``_lease_lock`` held)."""
-        self._queue_holder_write(
-            "DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, self._owner)
-        )
-        locks = self._session_locks
-        if locks is not None:
-            try:
-                locks.unlock(session_id)
-            except OSError as error:
-                _log.warning(
-                    "unlocking session %r failed (%s)", session_id, error.strerror or error
-                )
-
-    def _record_holder(self, session_id: str) -> None:
-        """Note in ``leases`` that this store holds the session (for refusal messages only)."""
-        self._queue_holder_write(
-            "INSERT OR REPLACE INTO leases(session_id, owner, acquired_at) VALUES (?, ?, ?)",
-            (session_id, self._owner, time.time_ns() // 1_000_000),
-        )
-
-    def _queue_holder_write(self, statement: str, params: tuple[object, ...]) -> None:
-        """Hand one ``leases`` statement to the writer; it commits it soon, without waiting.
-
-        The lock, not the row, is the ownership: the row only lets a refused
-        store name the holder, so it never delays taking or giving back a session.
-        """
-        with self._wake:
-            self._holder_ops.append((statement, params))
-            self._holder_unsynced += 1
-            self._wake.notify()
-
-    def _recorded_holder(self, session_id: str) -> str | None:
-        """The holder recorded for ``session_id``, unless it is evidently stale."""
-        try:
-            row = self._read(
-                lambda conn: conn.execute(
-                    "SELECT owner FROM leases WHERE session_id = ?", (session_id,)
-                ).fetchone()
-            )
-        except StoreError:
-            return None
-        owner = None if row is None else row[0]
-        if not isinstance(owner, str) or owner == self._owner:
-            return None
-        return None if _is_dead_local_owner(owner) else owner
-
-    def _closing(self) -> None:
-        """Lock held, at the first close: the final round forgets this store's holder rows."""
-        if self._leases and self._session_locks is not None:
-            self._holder_ops.append(("DELETE FROM leases WHERE owner = ?", (self._owner,)))
-            self._holder_unsynced += 1
-
-    def _close_connections(self) -> None:
-        """At close: the read connection goes (the writer closes its own when it stops)."""
+    def read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``query`` on the read connection; SQLite errors become ``StoreError``."""
         with self._read_lock:
-            if self._read_conn is not None:
-                self._read_conn.close()
-                self._read_conn = None
+            conn = self._read_conn
+            if conn is None:
+                raise StoreClosedError(f"the session store {self._path} is closed")
+            try:
+                return query(conn)
+            except sqlite3.Error as error:
+                raise _read_error(self._path, error) from None
 
-    def _writer_done(self) -> None:
-        """Once the writer stopped (on its thread): close its connection, drop every lock."""
-        if self._writer_conn is not None:
-            self._writer_conn.close()
-            self._writer_conn = None
-        with self._lease_lock:
-            with self._lock:
-                self._leases.clear()
-            locks, self._session_locks = self._session_locks, None
-            if locks is not None:
-                locks.close()
+    def stored_length(self, session_id: str) -> int | None:
+        """The number of stored events of ``session_id``, or None when it is not stored."""
+        if not is_storable_id(session_id):
+            return None  # such an id can never have been stored
+        exists, count, last = self.read(lambda conn: _select_length(conn, session_id))
+        if exists is None:
+            return None
+        if count and last != count - 1:
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        return int(count)
 
-    # --- reads ---------------------------------------------------------------------
+    def due_sessions(
+        self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """Due sessions not ``held_here`` whose lock looks free (the lock file can tell).
 
-    def _reads(self) -> ReadQueries[sqlite3.Connection]:
-        return SQLITE_READS
-
-    # --- due index ---------------------------------------------------------------------
-
-    def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
-        """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
-
-        Only sessions due at or before ``until_ms`` (any time when ``None``).
-        Sessions this store holds are skipped, and so are those whose lock
-        another process or store holds (as far as the lock file can tell: with
-        the ``flock`` fallback, only taking the session decides).
+        With the ``flock`` fallback only taking the session decides.
         """
         found: list[tuple[str, int]] = []
         after: tuple[int, str] | None = None
@@ -475,7 +254,7 @@ class SqliteEventStore(EventStore):
         while len(found) < limit:
             rows = self._due_page(after, until_ms, page)
             for session_id, due_ms in rows:
-                if not self._held_anywhere(session_id):
+                if not (held_here(session_id) or self._held_elsewhere(session_id)):
                     found.append((session_id, due_ms))
                     if len(found) == limit:
                         break
@@ -484,34 +263,23 @@ class SqliteEventStore(EventStore):
             after = (rows[-1][1], rows[-1][0])
         return found
 
-    def claim_due_session(self, session_id: str, now_ms: int) -> bool:
-        """Take ``session_id`` to deliver what is due in it; False when that is not for us.
+    def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
+        """``acquire`` the session, then keep it only if its index row says it is due.
 
-        False when another process or store holds the session, or when its
-        index row says nothing is due at ``now_ms`` (then it is not kept).
-        True: this store holds the session (:meth:`acquire_session`) and it is
-        due, or its row is unsound (:attr:`IndexRow.wake_ms`): its log decides.
-        False, with nothing taken, for a ``now_ms`` that is not an ``int``; on
-        any exception the session is given back.
+        An unsound row (:attr:`IndexRow.wake_ms`) counts as due: its log decides.
         """
-        if refuses_claim_clock(session_id, now_ms):
+        try:
+            acquire(session_id)
+        except SessionLeaseError:
             return False
-        with self._claiming(session_id):
-            try:
-                self.acquire_session(session_id)
-            except SessionLeaseError:
-                return False
-            row = self.due_row(session_id)
-            if row is None or row.wake_ms > now_ms:
-                self.release_session(session_id)
-                return False
-        return True
+        row = self.read(lambda conn: _select_index_row(conn, session_id))
+        return row is not None and row.wake_ms <= now_ms
 
-    def reindex(self) -> int:
-        """Rebuild the due index from the stored logs in one transaction; the rows written.
+    def rebuild_index(self) -> int:
+        """Rebuild the due index from the logs in one transaction; the rows written.
 
-        Safe while hosts write: the transaction excludes every writer of the
-        file, so no commit can fall between reading the logs and replacing the index.
+        The transaction excludes every writer of the file, so no commit can
+        fall between reading the logs and replacing the index.
         """
 
         def rebuild(conn: sqlite3.Connection) -> int:
@@ -520,17 +288,10 @@ class SqliteEventStore(EventStore):
             (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
             return int(count)
 
-        count = self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
-        self._due.clear()
-        _log.info("rebuilt the due index of %s: %d sessions", self._path, count)
-        return count
+        return self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
 
-    def reindex_session(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's due index row from its stored log, in one transaction.
-
-        Returns the row written (``None``: the row was deleted, nothing is due
-        or the session is not stored).
-        """
+    def rebuild_session_index(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's index row from its log in one transaction."""
 
         def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
             stored = _read_due_state(conn, session_id)
@@ -538,12 +299,31 @@ class SqliteEventStore(EventStore):
             write_due_changes(conn, {session_id: entry}, "?")
             return entry
 
-        check_id(session_id, "session id")
-        entry = self._index_transaction(
+        return self._index_transaction(
             rewrite, f"rewrite the due index row of session {show_id(session_id)} in {self._path}"
         )
-        self._due.forget(session_id)
-        return entry
+
+    def _due_page(
+        self, after: tuple[int, str] | None, until_ms: int | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if after is not None:
+            clauses.append("(due_ms, session_id) > (?, ?)")
+            params += list(after)
+        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
+        params.append(INT64_MAX if until_ms is None else until_ms)
+        where = f" WHERE {' AND '.join(clauses)}"
+        params.append(limit)
+        rows = self.read(
+            lambda conn: conn.execute(
+                f"SELECT session_id, due_ms FROM due_index{where}"
+                " ORDER BY due_ms, session_id LIMIT ?",
+                params,
+            ).fetchall()
+        )
+        return [(str(row[0]), int(row[1])) for row in rows]
 
     def _index_transaction(self, work: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
         """Run ``work`` in one write transaction on a connection of its own (``doing``: for errors).
@@ -551,8 +331,6 @@ class SqliteEventStore(EventStore):
         The transaction excludes every writer of the file, so no commit can
         fall between what ``work`` reads and what it writes.
         """
-        with self._lock:
-            self._check_open()
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -569,72 +347,119 @@ class SqliteEventStore(EventStore):
             conn.close()
         return result
 
-    def _due_page(
-        self, after: tuple[int, str] | None, until_ms: int | None, limit: int
-    ) -> list[tuple[str, int]]:
-        """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
-        clauses: list[str] = []
-        params: list[object] = []
-        if after is not None:
-            clauses.append("(due_ms, session_id) > (?, ?)")
-            params += list(after)
-        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
-        params.append(INT64_MAX if until_ms is None else until_ms)
-        where = f" WHERE {' AND '.join(clauses)}"
-        params.append(limit)
-        rows = self._read(
-            lambda conn: conn.execute(
-                f"SELECT session_id, due_ms FROM due_index{where}"
-                " ORDER BY due_ms, session_id LIMIT ?",
-                params,
-            ).fetchall()
-        )
-        return [(str(row[0]), int(row[1])) for row in rows]
+    # --- session locks ---------------------------------------------------------------
 
-    def _held_anywhere(self, session_id: str) -> bool:
-        """Whether this store holds the session, or its lock looks held by another holder."""
-        with self._lock:
-            if session_id in self._leases:
-                return True
-        with self._lease_lock:
+    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+        """Take the session's byte in the lock file (no waiting); the epoch is always 0."""
+        if not self._lock_session(session_id):
+            holder = self._recorded_holder(session_id)
+            named = f"held by {holder}" if holder else "its holder is not recorded yet"
+            raise SessionLeaseError(
+                f"session {show_id(session_id)} is live in another process or store "
+                f"({named}); it cannot be taken here until its holder detaches it or exits",
+                session_id=session_id,
+                holder=holder,
+            )
+        return 0
+
+    def took(self, session_id: str) -> list[SideWrite]:
+        """Record this store as the holder in ``leases`` (for refusal messages only)."""
+        return [
+            (
+                "INSERT OR REPLACE INTO leases(session_id, owner, acquired_at) VALUES (?, ?, ?)",
+                (session_id, self._owner, time.time_ns() // 1_000_000),
+            )
+        ]
+
+    def unlock(self, session_id: str, lost: bool) -> list[SideWrite]:
+        """Drop the session's lock; the holder row is forgotten by the writer."""
+        locks = self._session_locks
+        if locks is not None:
+            try:
+                locks.unlock(session_id)
+            except OSError as error:
+                _log.warning(
+                    "unlocking session %r failed (%s)", session_id, error.strerror or error
+                )
+        return [
+            ("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, self._owner))
+        ]
+
+    def closing(self, holding: bool) -> list[SideWrite]:
+        """The final round forgets this store's holder rows."""
+        if holding and self._session_locks is not None:
+            return [("DELETE FROM leases WHERE owner = ?", (self._owner,))]
+        return []
+
+    def _held_elsewhere(self, session_id: str) -> bool:
+        """Whether the session's lock looks held by another store (the lock file can tell)."""
+        with self._locks_mutex:
             locks = self._session_locks
             if locks is None:
                 try:
                     locks = self._session_locks = self._open_session_locks()
                 except (OSError, StoreError):
                     return False  # taking the session will say
-            try:
-                return locks.held_elsewhere(session_id)
-            except OSError:
-                return False
+        try:
+            return locks.held_elsewhere(session_id)
+        except OSError:
+            return False
 
-    def _side_writes_due(self) -> bool:
-        """Lock held: whether writes besides session rows wait for the writer (holder rows)."""
-        return bool(self._holder_ops) and not self._holder_blocked
+    def _lock_session(self, session_id: str) -> bool:
+        with self._locks_mutex:
+            locks = self._session_locks
+            if locks is None:
+                try:
+                    locks = self._session_locks = self._open_session_locks()
+                except OSError as error:
+                    raise StoreError(
+                        f"cannot open the session lock file of {self._path}"
+                        f" ({error.strerror or type(error).__name__})"
+                    ) from None
+                _log.debug("session locks of %s use %s locks", self._path, locks.mechanism)
+        try:
+            return locks.try_lock(session_id)
+        except OSError as error:
+            raise StoreError(
+                f"cannot lock session {show_id(session_id)} in {locks.path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
 
-    def _side_writes_pending(self) -> bool:
-        """Whether writes besides session rows wait, even ones whose last attempt failed."""
-        with self._lock:
-            return bool(self._holder_ops)
+    def _open_session_locks(self) -> SessionLockFile:
+        return SessionLockFile(
+            _sidecar(self._path, ".locks"), mode=self._file_mode, allow_shared=self._allow_shared
+        )
 
-    def _side_writes_synced(self) -> bool:
-        """Lock held: whether every holder row is committed."""
-        return not self._holder_unsynced
+    def _recorded_holder(self, session_id: str) -> str | None:
+        """The holder recorded for ``session_id``, unless it is evidently stale."""
+        try:
+            row = self.read(
+                lambda conn: conn.execute(
+                    "SELECT owner FROM leases WHERE session_id = ?", (session_id,)
+                ).fetchone()
+            )
+        except StoreError:
+            return None
+        owner = None if row is None else row[0]
+        if not isinstance(owner, str) or owner == self._owner:
+            return None
+        return None if _is_dead_local_owner(owner) else owner
 
-    def _is_row_conflict(self, error: BaseException) -> bool:
-        """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
-        return _category(error).startswith(_ROW_ERRORS)
+    # --- writes (writer thread) ------------------------------------------------------
 
-    def _category(self, error: BaseException) -> str:
-        """SQLite's error name of ``error`` (``SQLITE_FULL``...), else its type; no text."""
-        return _category(error)
+    def write(
+        self,
+        rows: list[Op],
+        side: list[SideWrite],
+        check: set[str],
+        stage: Stage,
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> CommitResult:
+        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming.
 
-    def _commit(self, rows: list[Op], check: set[str]) -> CommitResult:
-        """Write ``rows`` in one transaction; returns the failure (rolled back) and lost sessions.
-
-        First moves the session locks to the lock file now at the path if
-        ours was deleted or replaced (:meth:`SessionLockFile.ensure_current`);
-        sessions another holder took meanwhile are lost and their rows are not written.
+        First moves the session locks to the lock file now at the path if ours
+        was deleted or replaced; sessions another holder took meanwhile are
+        lost and their rows are not written.
         """
         lost: dict[str, Loss] = {}
         locks = self._session_locks
@@ -649,32 +474,48 @@ class SqliteEventStore(EventStore):
                 )
             if lost:
                 rows = [op for op in rows if op.session_id not in lost]
-        with self._lock:
-            holders, self._holder_ops = self._holder_ops, []
-        if not (rows or holders):
+        if not (rows or side):
             return None, lost
-        error = self._write(rows, holders)
-        with self._lock:
-            if error is None:
-                self._holder_blocked = False
-                self._holder_unsynced -= len(holders)
-            elif holders:
-                self._holder_ops[:0] = holders
-                self._holder_blocked = True
-        return error, lost
+        return self._write(rows, side, stage), lost
+
+    def is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
+        return _category(error).startswith(_ROW_ERRORS)
+
+    def category(self, error: BaseException) -> str:
+        """SQLite's error name of ``error`` (``SQLITE_FULL``...), else its type; no text."""
+        return _category(error)
+
+    def writer_stopped(self) -> None:
+        """Close the write connection and drop every lock."""
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+            self._writer_conn = None
+        with self._locks_mutex:
+            locks, self._session_locks = self._session_locks, None
+        if locks is not None:
+            locks.close()
+        self._files.close()
+
+    def close(self, writer_stopped: bool) -> None:
+        """Close the read connection (the writer closes its own when it stops)."""
+        with self._read_lock:
+            if self._read_conn is not None:
+                self._read_conn.close()
+                self._read_conn = None
+        if writer_stopped:
+            self._files.close()
 
     def _write(
-        self, batch: list[Op], holders: Sequence[_Statement] = (), *, restored: bool = False
+        self, batch: list[Op], side: Sequence[SideWrite], stage: Stage, *, restored: bool = False
     ) -> BaseException | None:
-        """Write ``batch`` and ``holders`` in one transaction; on failure roll back, return why.
+        """Write ``batch`` and ``side`` in one transaction; on failure roll back, return why.
 
         Just before ``COMMIT`` it checks that the database and WAL files at the
-        store's path are still the ones its connections write to. When they were
-        deleted under the store, a commit would only reach unlinked files that
-        vanish with the process: the round is rolled back, the store file is
-        rebuilt at its path from the open connection (which still sees every
-        committed row, see :meth:`_restore`) and the round is written again.
-        When another file took the path, the round fails and every later one too.
+        path are still the ones its connections write to (:class:`_OpenFiles`).
+        When they were deleted under the store, the round is rolled back, the
+        file is rebuilt at its path from the open connection (:meth:`_restore`)
+        and written again; when another file took the path, the round fails.
         """
         try:
             conn = self._writer_conn
@@ -698,44 +539,20 @@ class SqliteEventStore(EventStore):
                     if isinstance(op, EventRow)
                 ],
             )
-            for statement, params in holders:
+            for statement, params in side:
                 conn.execute(statement, params)
-            plan = self._plan_due_index(batch, lambda sid: _read_due_state(conn, sid))
-            write_due_changes(conn, plan.changes, "?")
-            if self._fault_hook is not None and batch:
-                self._fault_hook()
-            self._check_identity()
+            changes = stage(batch, lambda sid: _read_due_state(conn, sid))
+            write_due_changes(conn, changes, "?")
+            self._files.check()
             conn.execute("COMMIT")
-        except Exception as error:
+        except Exception as error:  # every failure rolls back; the writer names its category
             if isinstance(error, _StoreFileMovedError) and error.restorable and not restored:
                 self._rollback()
                 if self._restore():
-                    return self._write(batch, holders, restored=True)
+                    return self._write(batch, side, stage, restored=True)
             self._rollback()
             return error
-        self._due_committed(plan)
         return None
-
-    def _file_identity(self) -> _Identity:
-        """``(device, inode)`` of the database file and of its WAL file (None when absent)."""
-        return (_inode(self._path), _inode(_sidecar(self._path, "-wal")))
-
-    def _check_identity(self) -> None:
-        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path."""
-        db, wal = self._identity
-        try:
-            now_db = _inode(self._path)
-            now_wal = _inode(_sidecar(self._path, "-wal"))
-        except OSError:
-            raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False) from None
-        if now_db is None:
-            raise _StoreFileMovedError("STORE_FILE_DELETED", restorable=True)
-        if now_db != db:
-            raise _StoreFileMovedError("STORE_FILE_REPLACED", restorable=False)
-        if wal is None:
-            self._identity = (db, now_wal)  # the WAL appears with the first write
-        elif now_wal != wal:
-            raise _StoreFileMovedError("STORE_WAL_DELETED", restorable=True)
 
     def _restore(self) -> bool:
         """Rebuild the store file at its path from the open write connection.
@@ -779,9 +596,8 @@ class SqliteEventStore(EventStore):
                 os.replace(copy, self._path)
                 _fsync_path(self._path.parent)
                 self._writer_conn = self._open_writer(create=False, initialise=False)
-                self._read_conn = self._connect()
-                self._read_conn.execute("PRAGMA query_only = ON")
-            self._identity = self._file_identity()
+                self._read_conn = self._open_reader()
+            self._files.reopen()
         except (OSError, sqlite3.Error, StoreError) as error:
             _log.error(
                 "rebuilding the session store %s failed (%s); a copy may remain at %s",
@@ -808,7 +624,7 @@ class SqliteEventStore(EventStore):
             conn.close()
             self._writer_conn = None
 
-    # --- internals: connections ------------------------------------------------------
+    # --- connections -----------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -822,6 +638,11 @@ class SqliteEventStore(EventStore):
         except BaseException:
             conn.close()
             raise
+        return conn
+
+    def _open_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only = ON")
         return conn
 
     def _open_writer(self, *, create: bool, initialise: bool) -> sqlite3.Connection:
@@ -852,7 +673,7 @@ class SqliteEventStore(EventStore):
         try:
             conn = self._connect()
         except sqlite3.Error as error:
-            raise self._open_error(error) from None
+            raise _open_error(self._path, error) from None
         try:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -864,7 +685,7 @@ class SqliteEventStore(EventStore):
                 self._migrate(conn)
         except sqlite3.Error as error:
             conn.close()
-            raise self._open_error(error) from None
+            raise _open_error(self._path, error) from None
         except BaseException:
             conn.close()
             raise
@@ -895,12 +716,12 @@ class SqliteEventStore(EventStore):
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Bring the schema to :data:`SCHEMA_VERSION`, one table-driven step at a time."""
-        version = self._schema_version(conn)
+        version = schema_version(conn, self._path)
         if version == SCHEMA_VERSION:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = self._schema_version(conn)  # again, now under the write lock
+            version = schema_version(conn, self._path)  # again, now under the write lock
             while version < SCHEMA_VERSION:
                 for step in _MIGRATIONS[version]:
                     if isinstance(step, str):
@@ -919,52 +740,58 @@ class SqliteEventStore(EventStore):
             raise
         _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
 
-    def _schema_version(self, conn: sqlite3.Connection) -> int:
-        return schema_version(conn, self._path)
 
-    def _open_error(self, error: sqlite3.Error) -> StoreError:
-        return _open_error(self._path, error)
+class SqliteEventStore(EventStore):
+    """Durable session logs in one SQLite file; the embedded host's persistence listener.
 
-    # --- internals: reads --------------------------------------------------------------
+    ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
+    With ``create`` (the default) missing parent directories (mode 0700) and
+    the file (0600, like every file of the store, whatever the umask) are
+    created; otherwise a missing file is a :class:`StoreError`. Opening a file
+    that is not a session store, is corrupt, or has a newer schema raises
+    :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
 
-    def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
-        with self._read_lock:
-            conn = self._read_conn
-            if conn is None:
-                raise StoreClosedError(f"the session store {self._label} is closed")
-            try:
-                return query(conn)
-            except sqlite3.Error as error:
-                raise _read_error(self._path, error) from None
+    A store other local users can reach is refused with :class:`SharedStoreError`
+    (see :mod:`host_bridge.embedded.private_files`) unless ``allow_shared_store``.
 
-    def _stored_length(self, session_id: str) -> int | None:
-        """The number of stored events of ``session_id``, or None when it is not stored."""
-        if not is_storable_id(session_id):
-            return None  # such an id can never have been stored
+    ``fault_hook`` is a test seam: the writer calls it inside every write
+    transaction of session rows, just before ``COMMIT``; what it raises fails
+    that attempt like a failed commit, and blocking in it pauses the writer.
+    ``due_cache_sessions`` bounds the due index state kept between commits.
+    """
 
-        def query(conn: sqlite3.Connection) -> tuple[Any, Any, Any]:
-            conn.execute("BEGIN")
-            try:
-                exists = conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
-                ).fetchone()
-                count, last = conn.execute(
-                    "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = ?", (session_id,)
-                ).fetchone()
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            return exists, count, last
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        fault_hook: Callable[[], None] | None = None,
+        allow_shared_store: bool = False,
+        due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+    ) -> None:
+        self._path = Path(os.fspath(path))
+        owner = new_owner()
+        self._sqlite = SqliteRecorder(
+            self._path, create=create, allow_shared=allow_shared_store, owner=owner
+        )
+        super().__init__(
+            self._sqlite,
+            owner=owner,
+            projection=DueProjection(due_cache_sessions),
+            fault_hook=fault_hook,
+            thread_name="dsh-store-writer",
+        )
+        _log.debug("session store open at %s", self._path)
 
-        exists, count, last = self._read(query)
-        if exists is None:
-            return None
-        if count and last != count - 1:
-            raise StoreCorruptError(
-                f"session {show_id(session_id)} has a gap in its stored events",
-                session_id=session_id,
-            )
-        return int(count)
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @property
+    def lock_mechanism(self) -> str | None:
+        """How sessions are locked (``"ofd"`` or ``"flock"``), None before the first lease."""
+        return self._sqlite.lock_mechanism
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -1177,10 +1004,6 @@ def _read_due_state(
     return seed, int(next_seq), [tuple(row) for row in rows]
 
 
-_Inode = tuple[int, int]
-_Identity = tuple[_Inode | None, _Inode | None]
-
-
 class _StoreFileMovedError(Exception):
     """The store's files are no longer the ones at its path (``args[0]`` is the category)."""
 
@@ -1194,12 +1017,90 @@ def _sidecar(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
-def _inode(path: Path) -> _Inode | None:
+def _inode(path: Path) -> tuple[int, int] | None:
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return None
     return (info.st_dev, info.st_ino)
+
+
+class _OpenFiles:
+    """The database and WAL files the connections write, kept open to check them cheaply.
+
+    :meth:`check` runs before every ``COMMIT``: one ``fstat`` per file on a
+    descriptor kept open (a file deleted or renamed over has no link left).
+    Only then, or before the WAL exists, does it look at the path.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._wal_path = _sidecar(path, "-wal")
+        self._db: int | None = None
+        self._wal: int | None = None
+        self.reopen()
+
+    def reopen(self) -> None:
+        """Open the files now at the path (at opening, and after a rebuild)."""
+        self.close()
+        self._db = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        self._wal = self._open_wal()
+
+    def check(self) -> None:
+        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path."""
+        try:
+            if self._wal is None:
+                self._wal = self._open_wal()  # the WAL appears with the first write
+            if self._db is None:
+                raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False)
+            healthy = os.fstat(self._db).st_nlink > 0 and (
+                self._wal is None or os.fstat(self._wal).st_nlink > 0
+            )
+            if healthy:
+                return
+            mine_db = _fd_inode(self._db)
+            mine_wal = None if self._wal is None else _fd_inode(self._wal)
+            now_db, now_wal = _inode(self._path), _inode(self._wal_path)
+        except OSError:
+            raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False) from None
+        if now_db is None:
+            raise _StoreFileMovedError("STORE_FILE_DELETED", restorable=True)
+        if now_db != mine_db:
+            raise _StoreFileMovedError("STORE_FILE_REPLACED", restorable=False)
+        if mine_wal is not None and now_wal != mine_wal:
+            raise _StoreFileMovedError("STORE_WAL_DELETED", restorable=True)
+
+    def close(self) -> None:
+        """Close the descriptors; idempotent."""
+        for fd in (self._db, self._wal):
+            if fd is not None:
+                os.close(fd)
+        self._db = self._wal = None
+
+    def _open_wal(self) -> int | None:
+        try:
+            return os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+
+
+def _fd_inode(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return (info.st_dev, info.st_ino)
+
+
+def _select_length(conn: sqlite3.Connection, session_id: str) -> tuple[Any, Any, Any]:
+    """Whether a session is stored, its event count and last seq, in one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        count, last = conn.execute(
+            "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return exists, count, last
 
 
 def _fsync_path(path: Path) -> None:
@@ -1208,14 +1109,6 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def commit_failed(error: BaseException, rows: int, category: str | None = None) -> StoreWriteError:
-    """Log a failed write round (detail at debug level) and describe it without backend text.
-
-    ``category`` names the error (default: its SQLite error name or type).
-    """
-    return _commit_failed(error, rows, _category(error) if category is None else category)
 
 
 def _is_dead_local_owner(owner: str) -> bool:

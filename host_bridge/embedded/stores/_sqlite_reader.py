@@ -1,36 +1,8 @@
 """A session store file opened strictly read-only, for tools that only look (inspect, verify).
 
-:class:`SqliteStoreReader` never writes the database file: it opens it through
-an SQLite ``file:…?mode=ro`` URI, runs no migration (a schema version 1 file,
-before the ``leases`` table, is read as it is), takes no session lock (no
-``.locks`` file is created) and starts no writer thread. It reads what is
-durably committed, in one snapshot per session, so it works while another
-process writes to the same store; that writer's locks never block it (WAL).
-
-Where SQLite keeps its companions. A WAL reader takes part in SQLite's locking
-through the ``-shm`` file, so in a writable directory a reader creates the
-``-wal`` and ``-shm`` companions when they are missing (empty; the next writer
-uses them as they are) and leaves them there. In a directory it cannot write
-(a read-only mount, no write permission) those files cannot be created, and a
-``mode=ro`` open fails; then, and only when there is no ``-wal`` file with
-content, the file is opened ``immutable=1``: SQLite reads it without any
-locking and ignores a ``-wal``. That is safe there because nothing can be
-writing: a writer in WAL mode needs a ``-wal`` file in that same directory.
-A non-empty ``-wal`` beside the file in such a directory holds committed rows
-an immutable open would not see, so that case keeps ``mode=ro`` (SQLite reads
-it when the ``-shm`` is there too, and says it cannot open the file otherwise).
-
-A store that other local users can reach (its directory writable by others,
-a file of it open to group or others) is read all the same, with a warning
-(:attr:`SqliteStoreReader.exposure`): a reader creates no file of its own, so
-refusing would protect nothing that is not already exposed, and would keep
-the owner from looking at a store before fixing it. Files of another user are
-not reported: reading a store one does not own is a normal thing to do.
-
-A missing file, an empty (zero-length) file and an SQLite database without
-any table are :class:`StoreMissingError` ("there is nothing to read"); a file of
-another application, a corrupt file or a newer schema raise the same errors
-as :class:`~host_bridge.embedded.stores._sqlite.SqliteEventStore` does.
+:class:`SqliteStoreReader` opens a ``file:…?mode=ro`` URI (``immutable=1`` in
+a directory it cannot write), migrates nothing, locks nothing and starts no
+writer. Where SQLite keeps its companions, and shared stores: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -42,7 +14,7 @@ import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import store_exposure
@@ -52,7 +24,7 @@ from host_bridge.embedded.stores._errors import (
     StoreError,
     StoreMissingError,
 )
-from host_bridge.embedded.stores._reads import ReadQueries, StoreReadsBase
+from host_bridge.embedded.stores._reads import SessionReads
 from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
@@ -71,7 +43,7 @@ _log = logging.getLogger(f"dsh_schedule.{__name__}")
 _T = TypeVar("_T")
 
 
-class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
+class SqliteStoreReader(SessionReads[sqlite3.Connection]):
     """Durably stored sessions of one SQLite store file, read without writing anything.
 
     Raises on open: :class:`StoreMissingError` when ``path`` does not exist, is
@@ -80,8 +52,6 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
     :class:`StoreVersionError` like the writable store. Reads are safe from
     any thread; :meth:`close` is idempotent.
     """
-
-    _due_index_version = DUE_INDEX_SCHEMA_VERSION
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(os.fspath(path))
@@ -108,6 +78,9 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
             )
         self._version = version
         self._conn = conn
+        super().__init__(
+            self._label, SQLITE_READS, self._read, lambda: version >= DUE_INDEX_SCHEMA_VERSION
+        )
         self._exposure = store_exposure(self._path, owners=False)
         if self._exposure is not None:
             _log.warning("reading a shared session store: %s", self._exposure.problem)
@@ -122,6 +95,29 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
     def path(self) -> Path:
         """The database file."""
         return self._path
+
+    @property
+    def label(self) -> str:
+        """How messages name the store: its path."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the store (older versions are read as they are)."""
+        return self._version
+
+    def close(self) -> None:
+        """Close the connection; later reads raise ``StoreClosedError``."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def exposure(self) -> SharedStoreError | None:
@@ -149,9 +145,6 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
             )
         except sqlite3.Error as error:
             raise _open_error(self._path, error) from None
-
-    def _reads(self) -> ReadQueries[sqlite3.Connection]:
-        return SQLITE_READS
 
     def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
         with self._lock:
