@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -48,7 +48,7 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores._reads import ReadQueries, SessionReads
+from host_bridge.embedded.stores._reads import OneConnectionReader, ReadQueries
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     CommitResult,
@@ -711,7 +711,7 @@ class PostgresEventStore(EventStore):
         return self._pg.lease_backend_pid
 
 
-class PostgresStoreReader(SessionReads["psycopg.Connection[Any]"]):
+class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
     """Durably stored sessions of a PostgreSQL store, read without writing anything.
 
     One connection in read-only mode (``default_transaction_read_only``): no
@@ -727,7 +727,6 @@ class PostgresStoreReader(SessionReads["psycopg.Connection[Any]"]):
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._label = redact_url(url)
-        self._lock = threading.Lock()
         try:
             conn = psycopg.connect(
                 url,
@@ -757,47 +756,18 @@ class PostgresStoreReader(SessionReads["psycopg.Connection[Any]"]):
                 location=self._label,
                 reason="the database has none of its tables",
             )
-        self._version = version
-        self._conn: psycopg.Connection[Any] | None = conn
         super().__init__(
-            self._label, _POSTGRES_READS, self._read, lambda: version >= DUE_INDEX_SCHEMA_VERSION
+            self._label,
+            _POSTGRES_READS,
+            conn,
+            version=version,
+            due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            errors=(psycopg.Error,),
+            translate=lambda error: StoreError(
+                f"cannot read the session store {self._label} ({_category(error)})"
+            ),
         )
         _log.debug("session store %s open read-only", self._label)
-
-    @property
-    def label(self) -> str:
-        """How messages name the store: the URL without its password."""
-        return self._label
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the store (older versions are read as they are)."""
-        return self._version
-
-    def close(self) -> None:
-        """Close the connection; later reads raise ``StoreClosedError``."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreClosedError(f"the session store {self._label} is closed")
-            try:
-                return query(conn)
-            except psycopg.Error as error:
-                raise StoreError(
-                    f"cannot read the session store {self._label} ({_category(error)})"
-                ) from None
 
 
 def _select_index_rows(conn: psycopg.Connection[Any]) -> dict[str, IndexRow]:

@@ -9,11 +9,13 @@ The writable stores and the read-only readers all build on it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from host_bridge.embedded.stores._due import DueEntry, IndexRow, decode_due_entry
+from host_bridge.embedded.stores._errors import StoreClosedError, StoreError
 from host_bridge.embedded.stores._rows import (
     StoredSession,
     decode_header,
@@ -22,7 +24,7 @@ from host_bridge.embedded.stores._rows import (
 )
 from host_bridge.protocols import SessionHeader
 
-__all__ = ["ReadQueries", "SessionReads"]
+__all__ = ["OneConnectionReader", "ReadQueries", "SessionReads"]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
@@ -170,3 +172,64 @@ class SessionReads(Generic[_C]):
         if stored is not None and self._on_loaded is not None:
             self._on_loaded(session_id, len(stored.events))
         return stored
+
+
+class OneConnectionReader(SessionReads[_C]):
+    """A read-only store: :class:`SessionReads` over one connection behind a lock.
+
+    ``conn`` is open on a store of schema ``version``; ``translate`` turns a
+    driver error (one of ``errors``) into the :class:`StoreError` to raise.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        queries: ReadQueries[_C],
+        conn: _C,
+        *,
+        version: int,
+        due_index_version: int,
+        errors: tuple[type[Exception], ...],
+        translate: Callable[[Exception], StoreError],
+    ) -> None:
+        """Read ``conn`` through ``queries``; ``label`` names the store in errors."""
+        self._label = label
+        self._conn_lock = threading.Lock()
+        self._conn: _C | None = conn
+        self._version = version
+        self._errors = errors
+        self._translate = translate
+        super().__init__(label, queries, self._query, lambda: version >= due_index_version)
+
+    @property
+    def label(self) -> str:
+        """How messages name the store (a path, or a URL without password)."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the store (older versions are read as they are)."""
+        return self._version
+
+    def close(self) -> None:
+        """Close the connection; later reads raise ``StoreClosedError``."""
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _query(self, query: Callable[[_C], _T]) -> _T:
+        with self._conn_lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreClosedError(f"the session store {self._label} is closed")
+            try:
+                return query(conn)
+            except self._errors as error:
+                raise self._translate(error) from None

@@ -11,20 +11,17 @@ import logging
 import os
 import sqlite3
 import stat
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import store_exposure
 from host_bridge.embedded.stores._errors import (
     SharedStoreError,
-    StoreClosedError,
     StoreError,
     StoreMissingError,
 )
-from host_bridge.embedded.stores._reads import SessionReads
+from host_bridge.embedded.stores._reads import OneConnectionReader
 from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
@@ -43,7 +40,7 @@ _log = logging.getLogger(f"dsh_schedule.{__name__}")
 _T = TypeVar("_T")
 
 
-class SqliteStoreReader(SessionReads[sqlite3.Connection]):
+class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
     """Durably stored sessions of one SQLite store file, read without writing anything.
 
     Raises on open: :class:`StoreMissingError` when ``path`` does not exist, is
@@ -55,9 +52,6 @@ class SqliteStoreReader(SessionReads[sqlite3.Connection]):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(os.fspath(path))
-        self._label = str(self._path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
         self._immutable = _needs_immutable(self._path)
         conn = self._open()
         try:
@@ -76,10 +70,14 @@ class SqliteStoreReader(SessionReads[sqlite3.Connection]):
                 location=str(self._path),
                 reason="an SQLite database without tables",
             )
-        self._version = version
-        self._conn = conn
         super().__init__(
-            self._label, SQLITE_READS, self._read, lambda: version >= DUE_INDEX_SCHEMA_VERSION
+            str(self._path),
+            SQLITE_READS,
+            conn,
+            version=version,
+            due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            errors=(sqlite3.Error,),
+            translate=self._read_error,
         )
         self._exposure = store_exposure(self._path, owners=False)
         if self._exposure is not None:
@@ -97,29 +95,6 @@ class SqliteStoreReader(SessionReads[sqlite3.Connection]):
         return self._path
 
     @property
-    def label(self) -> str:
-        """How messages name the store: its path."""
-        return self._label
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the store (older versions are read as they are)."""
-        return self._version
-
-    def close(self) -> None:
-        """Close the connection; later reads raise ``StoreClosedError``."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
     def exposure(self) -> SharedStoreError | None:
         """What lets other local users at this store, found on open (None: it is private)."""
         return self._exposure
@@ -128,8 +103,6 @@ class SqliteStoreReader(SessionReads[sqlite3.Connection]):
     def immutable(self) -> bool:
         """Whether the file was opened ``immutable=1`` (its directory cannot be written)."""
         return self._immutable
-
-    # --- internals -------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
         uri = f"file:{quote(os.fspath(self._path))}?mode=ro"
@@ -146,16 +119,10 @@ class SqliteStoreReader(SessionReads[sqlite3.Connection]):
         except sqlite3.Error as error:
             raise _open_error(self._path, error) from None
 
-    def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreClosedError(f"the session store {self._path} is closed")
-            try:
-                return query(conn)
-            except sqlite3.Error as error:
-                _log.debug("read of %s failed (%s)", self._path, _category(error))
-                raise _read_error(self._path, error) from None
+    def _read_error(self, error: Exception) -> StoreError:
+        _log.debug("read of %s failed (%s)", self._path, _category(error))
+        assert isinstance(error, sqlite3.Error)
+        return _read_error(self._path, error)
 
 
 def _needs_immutable(path: Path) -> bool:

@@ -238,15 +238,14 @@ class EventStore(SessionReads[Any]):
                 last.data,
                 schedule_due_ms,
             )
-        expected = self._writer.next_seq(session_id)
-        stored = expected
+        stored, held = self._writer.append_state(session_id)
         if stored is None:
             stored = self._recorder.stored_length(session_id)
             if stored is None:
                 raise StoreError(
                     f"session {show_id(session_id)} is unknown to the store; create it first"
                 )
-        if not self._writer.held(session_id):
+        if not held:
             self._ensure_lease(session_id)
         self._writer.queue_appends(session_id, stored, checked)
 

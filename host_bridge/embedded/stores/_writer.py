@@ -213,12 +213,15 @@ class WriteBehind:
 
     # --- queue -----------------------------------------------------------------------
 
-    def next_seq(self, session_id: str) -> int | None:
-        """The session's next seq if known here; raises for a closed store or a lost session."""
+    def append_state(self, session_id: str) -> tuple[int | None, bool]:
+        """The session's next seq if known here, and whether it is held here.
+
+        Raises for a closed store or a lost session.
+        """
         with self._lock:
             self._check_open()
             self._raise_if_lost(session_id)
-            return self._next_seq.get(session_id)
+            return self._next_seq.get(session_id), session_id in self._leases
 
     def note_length(self, session_id: str, length: int) -> None:
         """A read found ``length`` stored events: the next seq, unless one is known."""
