@@ -20,9 +20,10 @@ Schema (version :data:`PG_SCHEMA_VERSION`)::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -35,7 +36,6 @@ from host_bridge.embedded.stores._due import (
     DueEntry,
     DueProjection,
     IndexRow,
-    StoredRow,
     project_logs,
     project_session,
     write_due_changes,
@@ -48,7 +48,12 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
     StoreVersionError,
 )
-from host_bridge.embedded.stores._reads import OneConnectionReader, ReadQueries
+from host_bridge.embedded.stores._reads import (
+    OneConnectionReader,
+    ReadQueries,
+    read_due_state,
+    sql_reads,
+)
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     CommitResult,
@@ -268,33 +273,6 @@ class PostgresRecorder:
             doing = doing or f"read the session store {self._label}"
             raise StoreError(f"cannot {doing} ({_category(error)})") from None
 
-    def stored_length(self, session_id: str) -> int | None:
-        """The number of stored events of ``session_id``, or None when it is not stored."""
-        if not is_storable_id(session_id):
-            return None
-
-        def query(conn: psycopg.Connection[Any]) -> tuple[Any, Any, Any]:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                exists = conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = %s", (session_id,)
-                ).fetchone()
-                row = conn.execute(
-                    "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = %s", (session_id,)
-                ).fetchone()
-            assert row is not None
-            return exists, row[0], row[1]
-
-        exists, count, last = self.query(query)
-        if exists is None:
-            return None
-        if count and last != count - 1:
-            raise StoreCorruptError(
-                f"session {show_id(session_id)} has a gap in its stored events",
-                session_id=session_id,
-            )
-        return int(count)
-
     # --- leases ----------------------------------------------------------------------
 
     def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
@@ -393,7 +371,7 @@ class PostgresRecorder:
         def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                stored = _read_due_state(cur, session_id)
+                stored = read_due_state(cur, session_id, "%s")
                 entry = None if stored is None else project_session(stored[0], stored[2]).entry()
                 write_due_changes(cur, {session_id: entry}, "%s")
             return entry
@@ -530,7 +508,7 @@ class PostgresRecorder:
                         " VALUES (%s, %s, %s, %s, %s)",
                         event_rows,
                     )
-                changes = stage(rows, lambda sid: _read_due_state(cur, sid))
+                changes = stage(rows, lambda sid: read_due_state(cur, sid, "%s"))
                 write_due_changes(cur, changes, "%s")
         except Exception as error:  # every failure rolls back; the writer names its category
             conn = self._pg_writer
@@ -770,20 +748,6 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
         _log.debug("session store %s open read-only", self._label)
 
 
-def _select_index_rows(conn: psycopg.Connection[Any]) -> dict[str, IndexRow]:
-    """Every due index row as stored, by session id."""
-    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
-    return {row[0]: IndexRow(*row[1:]) for row in rows.fetchall()}
-
-
-def _select_index_row(conn: psycopg.Connection[Any], session_id: str) -> IndexRow | None:
-    """A session's due index row as stored, or None."""
-    row = conn.execute(
-        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s", (session_id,)
-    ).fetchone()
-    return None if row is None else IndexRow(*row)
-
-
 def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, IndexRow]]:
     """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan).
 
@@ -795,24 +759,6 @@ def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, Ind
         " WHERE due_ms IS DISTINCT FROM LEAST(schedule_ms, inbox_ms)"
     )
     return [(row[0], IndexRow(*row[1:])) for row in rows.fetchall()]
-
-
-def _select_indexed(
-    conn: psycopg.Connection[Any], session_id: str
-) -> tuple[Any, list[tuple[Any, ...]], IndexRow | None]:
-    """A session's header row, event rows (payloads as bytes) and due index row, one snapshot."""
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        head = conn.execute(
-            "SELECT seed_length, parent_session FROM sessions WHERE id = %s", (session_id,)
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
-            (session_id,),
-        ).fetchall()
-        due = _select_index_row(conn, session_id)
-    blobs = [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-    return head, blobs if head is not None else [], due
 
 
 def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
@@ -845,60 +791,6 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     return version
 
 
-def _select_session_ids(conn: psycopg.Connection[Any], label: str) -> list[str]:
-    """Every stored session id, sorted; a non-text id is corruption."""
-    ids = [row[0] for row in conn.execute("SELECT id FROM sessions").fetchall()]
-    if not all(isinstance(session_id, str) for session_id in ids):
-        raise StoreCorruptError(f"{label}: the sessions table holds a non-text id")
-    return sorted(ids)
-
-
-def _select_header(conn: psycopg.Connection[Any], session_id: str) -> tuple[Any, ...] | None:
-    """The ``(seed_length, parent_session)`` row of a session, or None."""
-    row = conn.execute(
-        "SELECT seed_length, parent_session FROM sessions WHERE id = %s", (session_id,)
-    ).fetchone()
-    return None if row is None else tuple(row)
-
-
-def _select_session(
-    conn: psycopg.Connection[Any], session_id: str
-) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-    """A session's header row and event rows (payloads as bytes) in one read-only snapshot."""
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        head = _select_header(conn, session_id)
-        rows = (
-            []
-            if head is None
-            else conn.execute(
-                "SELECT seq, type, time, data FROM events WHERE session_id = %s ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        )
-    return head, [(seq, type_, time_, bytes(data)) for seq, type_, time_, data in rows]
-
-
-def _read_due_state(
-    cur: psycopg.Cursor[Any], session_id: str
-) -> tuple[int | None, int, list[StoredRow]] | None:
-    """A session's seed length, next seq and wake-relevant rows (in the writer's transaction)."""
-    head = cur.execute("SELECT seed_length FROM sessions WHERE id = %s", (session_id,)).fetchone()
-    if head is None:
-        return None
-    seed = int(head[0]) if head[0] is not None else 0
-    count = cur.execute(
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = %s", (session_id,)
-    ).fetchone()
-    rows = cur.execute(
-        "SELECT seq, type, time, data FROM events WHERE session_id = %s AND seq >= %s"
-        " AND type = ANY(%s) ORDER BY seq",
-        (session_id, seed, list(WAKE_EVENT_TYPES)),
-    ).fetchall()
-    next_seq = int(count[0]) if count is not None else 0
-    return seed, next_seq, [(int(r[0]), str(r[1]), int(r[2]), bytes(r[3])) for r in rows]
-
-
 def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> Loss:
     """The loss of a lease the writer could not confirm, with the reason for operators."""
     if held is not None and epoch is not None and epoch != held:
@@ -921,12 +813,14 @@ def _category(error: BaseException) -> str:
     return f"{name} {sqlstate}" if isinstance(sqlstate, str) and sqlstate else name
 
 
-_POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = ReadQueries(
-    session_ids=_select_session_ids,
-    header=_select_header,
-    session=_select_session,
-    index_rows=_select_index_rows,
-    index_row=_select_index_row,
-    indexed=_select_indexed,
-    index_suspects=_select_index_suspects,
+@contextlib.contextmanager
+def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The statements inside read one snapshot (a read-only repeatable-read transaction)."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+_POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = sql_reads(
+    "%s", _snapshot, _select_index_suspects
 )

@@ -11,20 +11,34 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
 
-from host_bridge.embedded.stores._due import DueEntry, IndexRow, decode_due_entry
-from host_bridge.embedded.stores._errors import StoreClosedError, StoreError
+from host_bridge.embedded.stores._due import (
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    IndexRow,
+    StoredRow,
+    decode_due_entry,
+)
+from host_bridge.embedded.stores._errors import StoreClosedError, StoreCorruptError, StoreError
 from host_bridge.embedded.stores._rows import (
     StoredSession,
     decode_header,
     decode_session,
     is_storable_id,
+    show_id,
 )
 from host_bridge.protocols import SessionHeader
 
-__all__ = ["OneConnectionReader", "ReadQueries", "SessionReads"]
+__all__ = [
+    "OneConnectionReader",
+    "ReadQueries",
+    "SessionReads",
+    "read_due_state",
+    "sql_reads",
+]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
@@ -50,6 +64,110 @@ class ReadQueries(Generic[_C]):
     """A session's header row, event rows and due index row, in one snapshot."""
     index_suspects: Callable[[_C], list[tuple[str, IndexRow]]]
     """Every unsound due index row, and maybe a few more (the database filters, one scan)."""
+    length: Callable[[_C, str], tuple[Any, Any, Any]]
+    """Whether a session is stored, its event count and its last seq, in one snapshot."""
+
+
+def sql_reads(
+    mark: str,
+    snapshot: Callable[[Any], AbstractContextManager[object]],
+    index_suspects: Callable[[Any], list[tuple[str, IndexRow]]],
+) -> ReadQueries[Any]:
+    """The read queries of a DB-API backend with placeholder ``mark``.
+
+    ``snapshot(conn)`` makes the statements inside it read one consistent
+    snapshot; ``index_suspects`` is the backend's own scan for unsound rows.
+    """
+    events_sql = f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} ORDER BY seq"
+
+    def header(conn: Any, session_id: str) -> tuple[Any, ...] | None:
+        sql = f"SELECT seed_length, parent_session FROM sessions WHERE id = {mark}"
+        row = conn.execute(sql, (session_id,)).fetchone()
+        return None if row is None else tuple(row)
+
+    def events(conn: Any, session_id: str) -> Rows:
+        return [_blob_row(row) for row in conn.execute(events_sql, (session_id,)).fetchall()]
+
+    def index_row(conn: Any, session_id: str) -> IndexRow | None:
+        sql = f"SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = {mark}"
+        row = conn.execute(sql, (session_id,)).fetchone()
+        return None if row is None else IndexRow(*row)
+
+    def session(conn: Any, session_id: str) -> tuple[Any, Rows]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            return head, [] if head is None else events(conn, session_id)
+
+    def indexed(conn: Any, session_id: str) -> tuple[Any, Rows, IndexRow | None]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            rows = [] if head is None else events(conn, session_id)
+            return head, rows, index_row(conn, session_id)
+
+    def length(conn: Any, session_id: str) -> tuple[Any, Any, Any]:
+        with snapshot(conn):
+            exists = conn.execute(
+                f"SELECT 1 FROM sessions WHERE id = {mark}", (session_id,)
+            ).fetchone()
+            count, last = conn.execute(
+                f"SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = {mark}", (session_id,)
+            ).fetchone()
+            return exists, count, last
+
+    return ReadQueries(
+        session_ids=_session_ids,
+        header=header,
+        session=session,
+        index_rows=_index_rows,
+        index_row=index_row,
+        indexed=indexed,
+        index_suspects=index_suspects,
+        length=length,
+    )
+
+
+def read_due_state(
+    conn: Any, session_id: str, mark: str
+) -> tuple[int | None, int, list[StoredRow]] | None:
+    """A session's seed length, next seq and wake-relevant rows, read on ``conn`` (a cursor)."""
+    head = conn.execute(f"SELECT seed_length FROM sessions WHERE id = {mark}", (session_id,))
+    head = head.fetchone()
+    if head is None:
+        return None
+    seed = head[0] if isinstance(head[0], int) else 0
+    (next_seq,) = conn.execute(
+        f"SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = {mark}", (session_id,)
+    ).fetchone()
+    marks = ", ".join(mark for _ in WAKE_EVENT_TYPES)
+    rows = conn.execute(
+        f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} AND seq >= {mark}"
+        f" AND type IN ({marks}) ORDER BY seq",
+        (session_id, seed, *WAKE_EVENT_TYPES),
+    ).fetchall()
+    return seed, int(next_seq), [_blob_row(row) for row in rows]
+
+
+def _blob_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A stored event row with its payload as ``bytes`` (a driver may hand a memoryview)."""
+    seq, type_, time_ms, data = row
+    return seq, type_, time_ms, bytes(data) if isinstance(data, memoryview) else data
+
+
+def _session_ids(conn: Any, label: str) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption (``label``: the store)."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions").fetchall()]
+    if not all(isinstance(session_id, str) for session_id in ids):
+        raise StoreCorruptError(f"{label}: the sessions table holds an id that is not text")
+    return sorted(ids)
+
+
+def _index_rows(conn: Any) -> dict[str, IndexRow]:
+    """Every due index row as stored; a damaged non-text id is keyed by its ``repr``."""
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {
+        row[0] if isinstance(row[0], str) else repr(row[0]): IndexRow(*row[1:])
+        for row in rows.fetchall()
+    }
 
 
 class SessionReads(Generic[_C]):
@@ -104,6 +222,20 @@ class SessionReads(Generic[_C]):
             return None
         head, rows = self._run(lambda conn: self._queries.session(conn, session_id))
         return self._decoded(session_id, head, rows)
+
+    def stored_length(self, session_id: str) -> int | None:
+        """The number of stored events of ``session_id``, or None when it is not stored."""
+        if not is_storable_id(session_id):
+            return None  # such an id can never have been stored
+        exists, count, last = self._run(lambda conn: self._queries.length(conn, session_id))
+        if exists is None:
+            return None
+        if count and last != count - 1:
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        return int(count)
 
     def due_entries(self) -> dict[str, DueEntry]:
         """Every stored due index row, by session id (empty without a due index).

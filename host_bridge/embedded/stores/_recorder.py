@@ -76,9 +76,6 @@ class Recorder(Protocol):
     def read(self, query: Callable[[Any], _T]) -> _T:
         """Run ``query`` on a read connection; driver errors become ``StoreError``."""
 
-    def stored_length(self, session_id: str) -> int | None:
-        """The number of stored events of ``session_id``, or None when it is not stored."""
-
     def write(
         self,
         rows: list[Op],

@@ -18,15 +18,16 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import (
@@ -41,7 +42,6 @@ from host_bridge.embedded.stores._due import (
     DueEntry,
     DueProjection,
     IndexRow,
-    StoredRow,
     project_logs,
     project_session,
     write_due_changes,
@@ -55,7 +55,7 @@ from host_bridge.embedded.stores._errors import (
     StoreVersionError,
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
-from host_bridge.embedded.stores._reads import ReadQueries
+from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     INT64_MAX,
@@ -64,7 +64,6 @@ from host_bridge.embedded.stores._rows import (
     Loss,
     Op,
     SessionRow,
-    is_storable_id,
     show_id,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
@@ -227,20 +226,6 @@ class SqliteRecorder:
             except sqlite3.Error as error:
                 raise _read_error(self._path, error) from None
 
-    def stored_length(self, session_id: str) -> int | None:
-        """The number of stored events of ``session_id``, or None when it is not stored."""
-        if not is_storable_id(session_id):
-            return None  # such an id can never have been stored
-        exists, count, last = self.read(lambda conn: _select_length(conn, session_id))
-        if exists is None:
-            return None
-        if count and last != count - 1:
-            raise StoreCorruptError(
-                f"session {show_id(session_id)} has a gap in its stored events",
-                session_id=session_id,
-            )
-        return int(count)
-
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
     ) -> list[tuple[str, int]]:
@@ -272,7 +257,7 @@ class SqliteRecorder:
             acquire(session_id)
         except SessionLeaseError:
             return False
-        row = self.read(lambda conn: _select_index_row(conn, session_id))
+        row = self.read(lambda conn: SQLITE_READS.index_row(conn, session_id))
         return row is not None and row.wake_ms <= now_ms
 
     def rebuild_index(self) -> int:
@@ -294,7 +279,7 @@ class SqliteRecorder:
         """Rewrite one session's index row from its log in one transaction."""
 
         def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
-            stored = _read_due_state(conn, session_id)
+            stored = read_due_state(conn, session_id, "?")
             entry = None if stored is None else project_session(stored[0], stored[2]).entry()
             write_due_changes(conn, {session_id: entry}, "?")
             return entry
@@ -522,26 +507,30 @@ class SqliteRecorder:
             if conn is None:
                 conn = self._writer_conn = self._open_writer(create=False, initialise=False)
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                [
-                    (op.session_id, op.seed_length, op.parent_session, op.created_at)
-                    for op in batch
-                    if isinstance(op, SessionRow)
-                ],
-            )
-            conn.executemany(
-                "INSERT INTO events(session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
-                [
-                    (op.session_id, op.seq, op.type, op.time, op.payload)
-                    for op in batch
-                    if isinstance(op, EventRow)
-                ],
-            )
+            sessions = [
+                (op.session_id, op.seed_length, op.parent_session, op.created_at)
+                for op in batch
+                if isinstance(op, SessionRow)
+            ]
+            if sessions:
+                conn.executemany(
+                    "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    sessions,
+                )
+            events = [
+                (op.session_id, op.seq, op.type, op.time, op.payload)
+                for op in batch
+                if isinstance(op, EventRow)
+            ]
+            if events:
+                conn.executemany(
+                    "INSERT INTO events(session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
+                    events,
+                )
             for statement, params in side:
                 conn.execute(statement, params)
-            changes = stage(batch, lambda sid: _read_due_state(conn, sid))
+            changes = stage(batch, lambda sid: read_due_state(conn, sid, "?"))
             write_due_changes(conn, changes, "?")
             self._files.check()
             conn.execute("COMMIT")
@@ -896,60 +885,6 @@ def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
     return StoreError(f"cannot read the session store {path} ({category})")
 
 
-def _select_session_ids(conn: sqlite3.Connection, where: object) -> list[str]:
-    """Every stored session id, sorted; a non-text id is corruption (``where`` names the store)."""
-    ids = [row[0] for row in conn.execute("SELECT id FROM sessions")]
-    if not all(isinstance(session_id, str) for session_id in ids):
-        raise StoreCorruptError(f"{where}: the sessions table holds an id that is not text")
-    return sorted(ids)
-
-
-def _select_header(conn: sqlite3.Connection, session_id: str) -> tuple[Any, ...] | None:
-    """The ``(seed_length, parent_session)`` row of a session, or None."""
-    row: tuple[Any, ...] | None = conn.execute(
-        "SELECT seed_length, parent_session FROM sessions WHERE id = ?", (session_id,)
-    ).fetchone()
-    return row
-
-
-def _select_session(
-    conn: sqlite3.Connection, session_id: str
-) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-    """A session's header row and its event rows in seq order, read in one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        head = _select_header(conn, session_id)
-        rows = (
-            []
-            if head is None
-            else conn.execute(
-                "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        )
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    return head, rows
-
-
-def _select_index_rows(conn: sqlite3.Connection) -> dict[str, IndexRow]:
-    """Every due index row as stored, by session id.
-
-    A damaged row whose id is not text is keyed by its ``repr`` (no stored session has it).
-    """
-    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
-    return {row[0] if isinstance(row[0], str) else repr(row[0]): IndexRow(*row[1:]) for row in rows}
-
-
-def _select_index_row(conn: sqlite3.Connection, session_id: str) -> IndexRow | None:
-    """A session's due index row as stored, or None."""
-    row = conn.execute(
-        "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return None if row is None else IndexRow(*row)
-
-
 _SUSPECT_ROWS = (
     "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
     " WHERE typeof(session_id) = 'text' AND (typeof(due_ms) != 'integer'"
@@ -964,44 +899,6 @@ _SUSPECT_ROWS = (
 def _select_index_suspects(conn: sqlite3.Connection) -> list[tuple[str, IndexRow]]:
     """The due index rows that may be unsound (see :data:`_SUSPECT_ROWS`)."""
     return [(row[0], IndexRow(*row[1:])) for row in conn.execute(_SUSPECT_ROWS)]
-
-
-def _select_indexed(
-    conn: sqlite3.Connection, session_id: str
-) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]], IndexRow | None]:
-    """A session's header row, event rows and due index row as stored, read in one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        head = _select_header(conn, session_id)
-        rows = conn.execute(
-            "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
-            (session_id,),
-        ).fetchall()
-        due = _select_index_row(conn, session_id)
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    return head, rows if head is not None else [], due
-
-
-def _read_due_state(
-    conn: sqlite3.Connection, session_id: str
-) -> tuple[int | None, int, list[StoredRow]] | None:
-    """A session's seed length, next seq and wake-relevant rows, read on ``conn``."""
-    head = conn.execute("SELECT seed_length FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if head is None:
-        return None
-    seed = head[0] if isinstance(head[0], int) else 0
-    (next_seq,) = conn.execute(
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    marks = ", ".join("?" for _ in WAKE_EVENT_TYPES)
-    rows = conn.execute(
-        "SELECT seq, type, time, data FROM events WHERE session_id = ? AND seq >= ?"
-        f" AND type IN ({marks}) ORDER BY seq",
-        (session_id, seed, *WAKE_EVENT_TYPES),
-    ).fetchall()
-    return seed, int(next_seq), [tuple(row) for row in rows]
 
 
 class _StoreFileMovedError(Exception):
@@ -1089,20 +986,6 @@ def _fd_inode(fd: int) -> tuple[int, int]:
     return (info.st_dev, info.st_ino)
 
 
-def _select_length(conn: sqlite3.Connection, session_id: str) -> tuple[Any, Any, Any]:
-    """Whether a session is stored, its event count and last seq, in one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        count, last = conn.execute(
-            "SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = ?", (session_id,)
-        ).fetchone()
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    return exists, count, last
-
-
 def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -1130,13 +1013,16 @@ def _category(error: BaseException) -> str:
     return name if isinstance(name, str) and name else type(error).__name__
 
 
-SQLITE_READS: ReadQueries[sqlite3.Connection] = ReadQueries(
-    session_ids=_select_session_ids,
-    header=_select_header,
-    session=_select_session,
-    index_rows=_select_index_rows,
-    index_row=_select_index_row,
-    indexed=_select_indexed,
-    index_suspects=_select_index_suspects,
-)
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """The statements inside read one snapshot (a read transaction, rolled back)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+SQLITE_READS: ReadQueries[sqlite3.Connection] = sql_reads("?", _snapshot, _select_index_suspects)
 """The read queries of an SQLite store file (writable and read-only alike)."""

@@ -176,7 +176,7 @@ class EventStore(SessionReads[Any]):
                     f"seed event {index} of session {show_id(session_id)} has seq {row.seq}"
                 )
         self._ensure_lease(session_id)
-        if self._recorder.stored_length(session_id) is not None:
+        if self.stored_length(session_id) is not None:
             raise StoreError(f"session {show_id(session_id)} already exists in the store")
         session_row = SessionRow(
             session_id, seed_length, header.parent_session, time.time_ns() // 1_000_000
@@ -240,7 +240,7 @@ class EventStore(SessionReads[Any]):
             )
         stored, held = self._writer.append_state(session_id)
         if stored is None:
-            stored = self._recorder.stored_length(session_id)
+            stored = self.stored_length(session_id)
             if stored is None:
                 raise StoreError(
                     f"session {show_id(session_id)} is unknown to the store; create it first"

@@ -325,7 +325,9 @@ class WriteBehind:
         with self._wake:
             first = not self._closed
             if first:
-                self._side.extend(self._recorder.closing(bool(self._leases)))
+                final = self._recorder.closing(bool(self._leases))
+                self._side.extend(final)
+                self._side_unsynced += len(final)
             self._closed = True
             self._wake.notify_all()
         abandoned: StoreWriteError | None = None
