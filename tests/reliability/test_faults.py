@@ -81,7 +81,7 @@ def test_a_failing_store_answers_persistence_uncertain_and_recovers(
     agent = rig.agent()
     assert rig.create(agent, "kept", 60)["id"] == "schedule-1"
     fault = FailingCommit()
-    monkeypatch.setattr(rig.store, "_fault_hook", fault)
+    monkeypatch.setattr(rig.store, "fault_hook", fault)
     fault.error = sqlite3.OperationalError(message)
 
     assert without_message(rig.create(agent, "during", 120)) == uncertain("create", "schedule-2")
@@ -619,13 +619,13 @@ def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
         stuck.set()
         gate.wait(timeout=60)
 
-    monkeypatch.setattr(rig.store, "_fault_hook", hook)
+    monkeypatch.setattr(rig.store, "fault_hook", hook)
     pending = rig.submit(agent, "schedule_create", {"prompt": "during", "after_seconds": HOUR})
     assert stuck.wait(timeout=10)  # the writer is inside the commit of the barrier
     created = rig.value("schedule_create", expire(rig, agent, pending))
     assert without_message(created) == uncertain("create", "schedule-2")
     gate.set()  # the disk moves again
-    monkeypatch.setattr(rig.store, "_fault_hook", None)
+    monkeypatch.setattr(rig.store, "fault_hook", None)
     assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
     owner = rig.plugin.owner_of(agent)
     assert owner is not None
