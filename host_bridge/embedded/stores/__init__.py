@@ -2,7 +2,7 @@
 
 Hosts open one with :func:`open_store` (or construct :class:`SqliteEventStore`
 or :class:`PostgresEventStore`); tools that only look use a :class:`StoreReader`.
-How the engine is put together is described in docs/architecture.md.
+How the engine is put together: docs/storage.md.
 The PostgreSQL names are imported on first use (they need the ``postgres`` extra).
 """
 

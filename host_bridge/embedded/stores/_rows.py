@@ -1,11 +1,9 @@
 """Rows a durable store queues and stores, and the checks both backends share.
 
-The write-behind machinery (:mod:`host_bridge.embedded.stores._writer`) queues
-:class:`SessionRow` and :class:`EventRow` values, validated on the way in by
-:func:`event_row` and :func:`check_id` so a queued row can always be written;
-reads decode stored rows back with :func:`decode_session`,
-:func:`decode_header` and :func:`decode_due_entry`, whatever the backend.
-Nothing here does I/O.
+:class:`SessionRow` and :class:`EventRow` are what the writer queues,
+validated on the way in (:func:`event_row`, :func:`check_id`) so a queued row
+can always be written; :func:`decode_session` reads stored rows back, whatever
+the backend. Nothing here does I/O.
 """
 
 from __future__ import annotations

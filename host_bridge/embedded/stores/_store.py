@@ -9,14 +9,13 @@ The backends' stores only build those parts and add their own ownership reads.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Self
 
@@ -360,17 +359,6 @@ class EventStore(SessionReads[Any]):
         """Raise :class:`StoreClosedError` once the store is closed or its writer stopped."""
         self._writer.check_open()
 
-    @contextlib.contextmanager
-    def _claiming(self, session_id: str) -> Iterator[None]:
-        """Around a claim: when the block raises, give back ``session_id`` if it took it."""
-        held = self._writer.held(session_id)
-        try:
-            yield
-        except BaseException:
-            if not held and self._writer.held(session_id):
-                self.release_session(session_id)
-            raise
-
     # --- due index -------------------------------------------------------------------
 
     def add_due_listener(
@@ -414,13 +402,17 @@ class EventStore(SessionReads[Any]):
         """
         if refuses_claim_clock(session_id, now_ms):
             return False
-        with self._claiming(session_id):
-            held = self._writer.held(session_id)
+        held = self._writer.held(session_id)
+        try:
             if self._recorder.claim(session_id, now_ms, self.acquire_session):
                 return True
+        except BaseException:  # whatever failed, a session taken by this claim goes back
             if not held and self._writer.held(session_id):
                 self.release_session(session_id)
-            return False
+            raise
+        if not held and self._writer.held(session_id):
+            self.release_session(session_id)
+        return False
 
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction; the rows written.

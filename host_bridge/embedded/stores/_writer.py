@@ -146,11 +146,6 @@ class WriteBehind:
     def fault_hook(self, hook: Callable[[], None] | None) -> None:
         self._fault_hook = hook
 
-    @property
-    def writer_alive(self) -> bool:
-        """Whether the writer thread still runs."""
-        return self._thread.is_alive()
-
     # --- ownership bookkeeping -------------------------------------------------------
 
     def held(self, session_id: str) -> bool:
