@@ -405,8 +405,10 @@ class WriteBehind:
                         batch, self._queue, self._queued_bytes = self._queue, [], 0
                     # (else only side writes are due: queued session rows wait for a flush)
                     waiters, self._waiters = self._waiters, []
+                    side, self._side = self._side, []
                     self._in_flight = waiters
-                result = self._write_round(batch, waiters)
+                    check = self._checks(waiters)
+                result = self._write_round(batch, side, check)
                 settle_all(self._settle(result, waiters))
                 if final:
                     error = result.error
@@ -429,37 +431,39 @@ class WriteBehind:
             )
             self._recorder.writer_stopped()
 
-    def _write_round(self, batch: list[Op], waiters: list[Waiter]) -> WriteRound:
+    def _checks(self, waiters: list[Waiter]) -> set[str]:
+        """Lock held: the sessions whose ownership this round must confirm (leases only)."""
+        if not self._recorder.confirms_on_flush:
+            return set()
+        return {
+            w.session_id
+            for w in waiters
+            if w.session_id is not None
+            and w.session_id in self._leases
+            and w.session_id not in self._lost
+        }
+
+    def _write_round(self, batch: list[Op], side: list[SideWrite], check: set[str]) -> WriteRound:
         """Write everything taken for this round; group commit, isolation on a row conflict."""
         result = WriteRound()
-        with self._lock:
-            check = (
-                {
-                    w.session_id
-                    for w in waiters
-                    if w.session_id is not None
-                    and w.session_id in self._leases
-                    and w.session_id not in self._lost
-                }
-                if self._recorder.confirms_on_flush
-                else set()
-            )
-            side_pending = bool(self._side)
-        if not (batch or check or side_pending):
+        if not (batch or check or side):
             return result
-        outcome, groups = self._attempt(by_session(batch), check, result, side=True)
+        outcome, groups = self._attempt(by_session(batch), check, result, side)
         if outcome == "conflict":
             # (a conflict comes from an INSERT, after the ownership check ran: its answers stand)
             self._isolate(groups, result)
         return result
 
     def _attempt(
-        self, groups: list[list[Op]], check: set[str], result: WriteRound, *, side: bool = False
+        self,
+        groups: list[list[Op]],
+        check: set[str],
+        result: WriteRound,
+        writes: list[SideWrite] | None = None,
     ) -> tuple[_Attempt, list[list[Op]]]:
-        """Commit ``groups`` (rows by session) in one transaction and book it in ``result``."""
+        """Commit ``groups`` (rows by session) and ``writes`` in one transaction; book it."""
         rows = [op for group in groups for op in group]
-        with self._lock:
-            writes, self._side = (self._side, []) if side else ([], self._side)
+        writes = writes or []
         plans: list[Any] = []
 
         def stage(written: Sequence[Op], read: ReadSession) -> Mapping[str, DueEntry | None]:
@@ -471,13 +475,14 @@ class WriteBehind:
             return changes
 
         error, lost = self._recorder.write(rows, writes, check, stage, self.epochs)
-        with self._lock:
-            if error is None:
-                self._side_unsynced -= len(writes)
-                self._side_blocked = False
-            elif writes:
-                self._side[:0] = writes
-                self._side_blocked = True
+        if writes or self._side_blocked:
+            with self._lock:
+                if error is None:
+                    self._side_unsynced -= len(writes)
+                    self._side_blocked = False
+                elif writes:
+                    self._side[:0] = writes
+                    self._side_blocked = True
         if error is None and plans:
             self._projection.committed(plans[-1])
         result.lost.update(lost)
