@@ -63,8 +63,8 @@ def _pause_before_the_dispatch_commit(server: Server) -> None:
         store: Any = host.persistence
         hand_over = store.record_appends
 
-        def record_appends(session_id: str, rows: Sequence[Any]) -> None:
-            hand_over(session_id, rows)
+        def record_appends(session_id: str, rows: Sequence[Any], **options: Any) -> None:
+            hand_over(session_id, rows, **options)
             for event, _ in rows:
                 data = event.data
                 if event.type == SCHEDULE_CHANGE_TYPE and data.get("operation") == "dispatch":
@@ -75,7 +75,7 @@ def _pause_before_the_dispatch_commit(server: Server) -> None:
                 _pause("commit")
 
         store.record_appends = record_appends
-        store._fault_hook = hook  # the constructor's test seam, armed after opening
+        store.fault_hook = hook  # the constructor's test seam, armed after opening
 
     server.start = start  # type: ignore[method-assign]
 

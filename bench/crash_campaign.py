@@ -72,7 +72,6 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench._common import data_root
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -82,7 +81,7 @@ from host_bridge.embedded.inbox import (
 )
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreError
+from host_bridge.embedded.stores import EventStore, SqliteEventStore, StoreError
 from host_bridge.protocols import Session, SessionEvent, SessionHeader, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers
 from messages import (
@@ -174,7 +173,9 @@ class _HandOverCheck:
         self._real = store.record_appends
         self._journal = journal
 
-    def __call__(self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]]) -> None:
+    def __call__(
+        self, session_id: str, rows: Sequence[tuple[SessionEvent, bytes]], **options: Any
+    ) -> None:
         reminders = [
             event.seq
             for event, _ in rows
@@ -187,7 +188,7 @@ class _HandOverCheck:
         )
         if reminders and dispatches < len(reminders):
             self._journal("split", session=session_id, entries=reminders)
-        self._real(session_id, rows)
+        self._real(session_id, rows, **options)
 
 
 def _entry_text(data: Any) -> str:
@@ -250,7 +251,7 @@ def _child_main(argv: Sequence[str]) -> None:
             _block_forever()
 
     assert host.persistence is not None
-    host.persistence._fault_hook = fault_hook  # the store's test seam, set before any write
+    host.persistence.fault_hook = fault_hook  # the store's test seam, set before any write
     host.persistence.record_appends = _HandOverCheck(host.persistence, journal)  # type: ignore[method-assign]
 
     def dispatch_guard(

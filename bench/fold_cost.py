@@ -45,7 +45,7 @@ from bench._common import (
 )
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,

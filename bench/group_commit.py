@@ -91,7 +91,7 @@ def measure(
             raise BenchError("the embedded host has no durable store")
         if commit_delay_ms > 0:
             delay = commit_delay_ms / 1000
-            store._fault_hook = lambda: time.sleep(delay)  # emulate a slower fsync
+            store.fault_hook = lambda: time.sleep(delay)  # emulate a slower fsync
         spawned = [host.spawn() for _ in range(agents)]
         quota = [total // agents + (1 if i < total % agents else 0) for i in range(agents)]
         start_line = threading.Barrier(agents + 1)

@@ -183,8 +183,8 @@ def burst_run(root: Path, runtime: str, agents: int, reminders: int) -> dict[str
         spawned = [host.spawn(model=_answer) for _ in range(agents)]
         for agent in spawned:
             followups.watch(agent)
-        # Creating takes about a millisecond each; the due instant lies well after the last.
-        due_ms = time.time_ns() // 1_000_000 + BURST_LEAD_MS + reminders * 2
+        # Creating takes 1-3 ms each; the due instant lies well after the last.
+        due_ms = time.time_ns() // 1_000_000 + BURST_LEAD_MS + reminders * 6
         at = format_instant(due_ms)
         for index in range(reminders):
             agent = spawned[index % agents]

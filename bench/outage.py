@@ -52,7 +52,7 @@ from host_bridge.embedded.inbox import (
     message_of,
 )
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.stores import SqliteEventStore, StoreWriteError
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE, parse_instant, parse_reminder_framing
 
@@ -113,7 +113,7 @@ class _Incarnation:
         self.timers = FakeTimers(self.clock)
         self.host = EmbeddedHost(data_dir, clock=self.clock, timers=self.timers)
         assert self.host.persistence is not None
-        self.host.persistence._fault_hook = disk  # the store's test seam
+        self.host.persistence.fault_hook = disk  # the store's test seam
         self.plugin: SchedulePlugin = install_schedule(self.host.context())
         self.agents: list[EmbeddedAgent] = []
         for session_id in sessions:

@@ -56,7 +56,7 @@ from host_bridge._plugin import WakePolicy
 from host_bridge.cli._serve import Presented, Server
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader, wall_clock_ms
 
 GROWTH_TARGET_BYTES = 64

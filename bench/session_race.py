@@ -123,7 +123,7 @@ def _child_main(argv: Sequence[str]) -> None:
     from host_bridge.cli._common import settle
     from host_bridge.embedded.host import EmbeddedHost
     from host_bridge.embedded.sessions import SessionError
-    from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+    from host_bridge.embedded.stores import SessionLeaseError, StoreError
     from host_bridge.testing import FakeClock, FakeTimers
 
     timers: FakeTimers | None = None

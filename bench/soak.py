@@ -54,7 +54,7 @@ from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.testing import FakeClock, FakeTimers
 from messages import (
     SCHEDULE_CHANGE_TYPE,

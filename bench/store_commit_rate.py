@@ -34,7 +34,7 @@ from pathlib import Path
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 PAYLOAD = {"version": 1, "operation": "dispatch", "id": "schedule-1"}

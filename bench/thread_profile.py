@@ -51,7 +51,7 @@ AREAS: tuple[tuple[str, str], ...] = (
     ("/actors/", "actors (other)"),
     ("/messages/fold.py", "fold"),
     ("/messages/", "messages (records, instants, values)"),
-    ("/host_bridge/embedded/sqlite_store.py", "SQLite store (Python)"),
+    ("/host_bridge/embedded/stores/", "session store (Python)"),
     ("/host_bridge/embedded/", "embedded host (sessions, agents, tools, codec)"),
     ("/host_bridge/", "host_bridge (tools, futures, timers)"),
     ("/pykka/", "pykka"),

@@ -52,7 +52,7 @@ from bench._common import (
     write_results,
 )
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionHeader, wall_clock_ms
 
 REPO = Path(__file__).resolve().parent.parent

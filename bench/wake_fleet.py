@@ -66,7 +66,7 @@ from bench._common import (
     write_results,
 )
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.embedded.stores import PostgresEventStore
 from host_bridge.protocols import SessionHeader, wall_clock_ms
 from messages._instant import parse_instant
 

@@ -62,7 +62,7 @@ from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import Agent, SessionEvent, SessionHeader, wall_clock_ms
 from messages._instant import parse_instant
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoredSession
+from host_bridge.embedded.stores import SqliteEventStore, StoredSession
 from host_bridge.protocols import SessionEvent
 from messages import SCHEDULE_CHANGE_TYPE, validate_schedule_stream
 

@@ -28,7 +28,7 @@ from host_bridge.cli._serve import serve_command
 from host_bridge.cli._tool_catalog import catalog_command
 from host_bridge.cli._verify import verify_command
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import SharedStoreError, StoreError
+from host_bridge.embedded.stores import SharedStoreError, StoreError
 
 __all__ = ["cli", "main"]
 

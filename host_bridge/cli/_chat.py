@@ -52,7 +52,7 @@ from host_bridge.cli._common import (
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.stores import StoreError
 from messages import PresentedReminder, parse_reminder_framing
 from messages._instant import parse_instant
 from messages._presentation import REMINDER_BATCH_HEADER

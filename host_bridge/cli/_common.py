@@ -32,16 +32,17 @@ from actors._contract import Timers
 from host_bridge._plugin import SchedulePlugin
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.paths import default_data_dir, redact_url, store_path
+from host_bridge.embedded.paths import default_data_dir, is_postgres_url, redact_url, store_path
 from host_bridge.embedded.private_files import store_exposure
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     SharedStoreError,
+    SqliteStoreReader,
     StoreError,
     StoreMissingError,
+    StoreReader,
     check_write_lock,
+    open_store,
 )
-from host_bridge.embedded.stores import StoreReader, is_postgres_url, open_store
 from messages._instant import format_instant
 
 __all__ = [

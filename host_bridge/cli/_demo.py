@@ -73,7 +73,7 @@ from host_bridge.cli._serve import Presented, Server
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.sqlite_store import StoreError
+from host_bridge.embedded.stores import StoreError
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     PresentedReminder,

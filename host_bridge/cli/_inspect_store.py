@@ -22,8 +22,7 @@ from host_bridge.cli._common import (
     show_text,
     visible,
 )
-from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
-from host_bridge.embedded.stores import StoreReader
+from host_bridge.embedded.stores import StoreCorruptError, StoreError, StoreReader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     ScheduleLogError,

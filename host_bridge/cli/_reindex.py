@@ -18,8 +18,7 @@ from host_bridge.cli._common import (
     visible,
 )
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SharedStoreError, SqliteEventStore, StoreError
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import SharedStoreError, SqliteEventStore, StoreError, open_store
 
 __all__ = ["reindex_command"]
 

@@ -1,7 +1,7 @@
 """``dsh-schedule verify``: run the Schedule stream check over every stored session.
 
 It also compares every column of each session's due index row (the store's
-projection of its log, see :mod:`host_bridge.embedded.due_index`) with what the
+projection of its log, see :mod:`host_bridge.embedded.stores`) with what the
 log says, read in the same snapshot, and reports index rows of sessions that are
 not stored. A damaged row is its session's problem, never the whole store's.
 """
@@ -22,9 +22,13 @@ from host_bridge.cli._common import (
     resolve_data_dir,
     visible,
 )
-from host_bridge.embedded.due_index import index_problem, project_session
-from host_bridge.embedded.sqlite_store import StoreCorruptError, StoreError
-from host_bridge.embedded.stores import StoreReader
+from host_bridge.embedded.stores import (
+    StoreCorruptError,
+    StoreError,
+    StoreReader,
+    index_problem,
+    project_session,
+)
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
 
 __all__ = ["REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]

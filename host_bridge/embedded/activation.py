@@ -5,7 +5,7 @@
 :class:`~host_bridge.protocols.SessionPassivation` for
 :class:`~host_bridge.embedded.host.EmbeddedHost` (see
 :meth:`EmbeddedHost.enable_activation`). It reads the store's due index
-(:mod:`host_bridge.embedded.due_index`) and takes a session the way every host
+(:mod:`host_bridge.embedded.stores`) and takes a session the way every host
 does, so a session is live in one host at a time:
 
 * on SQLite the session's lock decides (a session live in another process is
@@ -44,11 +44,14 @@ from actors._contract import Agent, DueSession
 from actors._runtime import run_blocking
 from host_bridge._futures import chain
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
-from host_bridge.embedded.due_index import index_problem, project_session
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore, SessionError
-from host_bridge.embedded.store_errors import StoreError
-from host_bridge.embedded.store_rows import show_id
+from host_bridge.embedded.stores import (
+    EventStore,
+    StoreError,
+    index_problem,
+    project_session,
+    show_id,
+)
 
 __all__ = ["FILTER_WINDOW", "INDEX_AUDIT_MS", "ActivatedHost", "EmbeddedActivation"]
 

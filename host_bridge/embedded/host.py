@@ -15,10 +15,9 @@ from actors._contract import HostContext, Timers, wall_clock_ms
 from actors._runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import EventStore, open_store
 from host_bridge.embedded.tools import ScopedToolRegistry
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "EmbeddedHost"]
@@ -39,7 +38,7 @@ class EmbeddedHost:
     ``durable=False`` runs without a persistence listener (every flush resolves
     ``False``). ``store`` overrides where sessions are kept: the path of an
     SQLite file, or a ``postgresql://`` URL for a database shared by many host
-    processes (see :mod:`host_bridge.embedded.postgres_store`). On either, a
+    processes (see :mod:`host_bridge.embedded.stores`). On either, a
     session is owned by one host at a time: opening one that is live elsewhere
     raises :class:`~host_bridge.embedded.sessions.SessionLeaseRefusedError`
     naming the holder (``lease_wait``: how many seconds a PostgreSQL store waits
@@ -61,7 +60,7 @@ class EmbeddedHost:
 
     The SQLite store is private (directory 0700, files 0600); one that other
     local users can reach is refused with
-    :class:`~host_bridge.embedded.store_errors.SharedStoreError` unless
+    :class:`~host_bridge.embedded.stores.SharedStoreError` unless
     ``allow_shared_store`` (see :func:`~host_bridge.embedded.stores.open_store`).
     """
 
@@ -191,7 +190,7 @@ class EmbeddedHost:
         durable; those sessions stay locked until that write ends or the
         process exits (see :meth:`EventStore.close`).
         """
-        from host_bridge.embedded.sqlite_store import StoreError
+        from host_bridge.embedded.stores import StoreError
 
         if self._closed:
             return None

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from host_bridge.embedded.store_errors import SharedStoreError
+from host_bridge.embedded.stores._errors import SharedStoreError
 
 __all__ = [
     "PRIVATE_DIR_MODE",

@@ -19,22 +19,15 @@ from typing import Any, TypeAlias
 
 import pykka
 
-from actors._contract import (
-    AppendGuard,
-    Session,
-    SessionDetachedError,
-    SessionEvent,
-    SessionHeader,
-    wall_clock_ms,
-)
-from actors._futures import failed
+from actors._contract import AppendGuard, SessionDetachedError, wall_clock_ms
 from actors._runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog, LogBackedSession
+from host_bridge._futures import failed
 from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
-from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+from host_bridge.embedded.stores import EventStore, SessionLeaseError, StoreError
+from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [

@@ -53,7 +53,7 @@ from click.testing import CliRunner
 from host_bridge.cli import cli
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
     StoreCorruptError,
@@ -73,7 +73,7 @@ from tests.cli.helpers import (
 )
 
 try:
-    from host_bridge.embedded.postgres_store import SCHEMA_VERSION as PG_SCHEMA_VERSION
+    from host_bridge.embedded.stores import PG_SCHEMA_VERSION
 except ImportError:  # psycopg missing: the PostgreSQL cases skip
     PG_SCHEMA_VERSION = 0
 
@@ -483,7 +483,7 @@ CASES = [
 _SESSION_HOLDER = textwrap.dedent(
     """
     import sys
-    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.embedded.stores import SqliteEventStore
     store = SqliteEventStore(sys.argv[1], create=False)
     store.acquire_session("s1")
     assert store.flush_all().result(30) is True  # the holder is recorded
@@ -705,7 +705,7 @@ def _pg_execute(url: str, *statements: str) -> None:
 
 
 def _pg_good(url: str) -> None:
-    from host_bridge.embedded.postgres_store import PostgresEventStore
+    from host_bridge.embedded.stores import PostgresEventStore
 
     store = PostgresEventStore(url)
     try:
@@ -831,7 +831,7 @@ def test_every_command_on_every_bad_postgres_store(
     before = None if case.unreachable else _pg_tables(url)
     with contextlib.ExitStack() as stack:
         if case.leased:
-            from host_bridge.embedded.postgres_store import PostgresEventStore
+            from host_bridge.embedded.stores import PostgresEventStore
 
             holder = PostgresEventStore(url)
             stack.callback(holder.close)
@@ -872,7 +872,7 @@ _STUCK_DISK = textwrap.dedent(
         # Every commit of rows hangs, as on a disk that stopped answering.
         def __init__(self, *args, **kwargs):
             super().__init__(*args, close_timeout=0, **kwargs)
-            self.persistence._fault_hook = threading.Event().wait
+            self.persistence.fault_hook = threading.Event().wait
 
         def context(self):
             return dataclasses.replace(super().context(), flush_timeout_ms=200)

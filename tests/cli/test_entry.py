@@ -157,7 +157,7 @@ def test_quiet_by_default_and_verbose_logs_to_stderr(home: Path, data_dir: Path)
     assert quiet.err == ""
     loud = run_cli(["-vv", "verify", "--data", str(data_dir)], home)
     assert loud.code == 0
-    assert "DEBUG dsh_schedule.host_bridge.embedded.sqlite_reader" in loud.err
+    assert "DEBUG dsh_schedule.host_bridge.embedded.stores" in loud.err
     assert loud.out == quiet.out
 
 

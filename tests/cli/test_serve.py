@@ -26,7 +26,7 @@ from pytest_mock import MockerFixture
 from host_bridge.cli._serve import Server, WarningsOnStderr
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import wall_clock_ms
 from tests.cli.helpers import (
     EOF_LINE,

@@ -15,7 +15,7 @@ from typing import Any
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+from host_bridge.embedded.stores import SqliteStoreReader
 from host_bridge.protocols import Agent, SessionEvent, SessionHeader
 from host_bridge.testing import FakeAgent, FakeHost
 from host_bridge.testing.conformance import ConformanceHost, TurnModel

@@ -23,7 +23,7 @@ from actors._runtime import Runtime
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from tests.changes import reopened_changes
 

@@ -16,8 +16,7 @@ import pykka
 import pytest
 
 from host_bridge.embedded.host import DEFAULT_CLOSE_TIMEOUT, EmbeddedHost
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreWriteError
+from host_bridge.embedded.stores import SqliteEventStore, SqliteStoreReader, StoreWriteError
 from host_bridge.testing import FakeClock
 
 TIMEOUT = 20.0
@@ -51,11 +50,11 @@ def test_close_returns_while_a_commit_is_blocked_and_reports_what_is_not_durable
     disk = StuckDisk()
     host = EmbeddedHost(tmp_path / "data", clock=FakeClock(5_000), close_timeout=0, runtime=runtime)
     assert host.persistence is not None
-    writer = host.persistence._thread
+    writer = host.persistence._writer._thread
     try:
         durable = host.sessions.create("durable")
         assert durable.request_flush().result(TIMEOUT) is True
-        host.persistence._fault_hook = disk
+        host.persistence.fault_hook = disk
         stuck = host.sessions.create("stuck")
         stuck.append("note", {"n": 1})
         flushed = stuck.request_flush()

@@ -20,7 +20,6 @@ from host_bridge.embedded.agents import (
     TurnInterrupted,
 )
 from host_bridge.embedded.codec import PayloadError
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -31,7 +30,7 @@ from host_bridge.embedded.inbox import (
     pending_entries,
     queued_data,
 )
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import EventStore, SqliteEventStore
 from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import SCHEDULE_CHANGE_TYPE

@@ -19,10 +19,13 @@ import pytest
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.private_files import make_private_dirs, open_private_file
-from host_bridge.embedded.session_locks import SessionLockFile
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import SharedStoreError, SqliteEventStore
-from host_bridge.embedded.stores import open_store
+from host_bridge.embedded.stores import (
+    SessionLockFile,
+    SharedStoreError,
+    SqliteEventStore,
+    SqliteStoreReader,
+    open_store,
+)
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 TIMEOUT = 20.0

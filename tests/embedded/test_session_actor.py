@@ -19,7 +19,7 @@ from host_bridge.embedded.codec import (
     encode_payload,
     encode_payload_copy,
 )
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle
 from host_bridge.testing._settle import settle_all
@@ -478,7 +478,9 @@ def test_a_stage_reaches_sqlite_in_one_commit(tmp_path: Path) -> None:
         store.create_session(header)
         ref, _ = start(store, header=header)
         assert send_flush(ref).result(TIMEOUT) is True
-        store._fault_hook = lambda: commits.append(list(store._queue))  # empty: round taken whole
+        store.fault_hook = lambda: commits.append(
+            list(store._writer._queue)
+        )  # empty: round taken whole
         before = store.commit_count
         send_staged(ref, "inbox", "queued")
         assert store.pending_rows == 0  # staged: not queued in the store yet

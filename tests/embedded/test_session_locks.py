@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from host_bridge.embedded import session_locks
-from host_bridge.embedded.session_locks import (
+from host_bridge.embedded.stores import (
     SessionLockFile,
     lock_offset,
     ofd_locks_available,
 )
+from host_bridge.embedded.stores import _locks as session_locks
 from tests.embedded.helpers import python_child
 
 needs_ofd = pytest.mark.skipif(not ofd_locks_available(), reason="OFD locks are Linux-only")
@@ -155,7 +155,7 @@ def test_the_fallback_is_chosen_without_ofd_locks(
 _HOLDER = textwrap.dedent(
     """
     import sys
-    from host_bridge.embedded.session_locks import SessionLockFile
+    from host_bridge.embedded.stores import SessionLockFile
     locks = SessionLockFile(sys.argv[1], mechanism=sys.argv[2])
     assert locks.try_lock("shared")
     print("held", flush=True)

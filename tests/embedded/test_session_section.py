@@ -17,7 +17,7 @@ from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog
 from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, settle
 from tests.embedded.helpers import TIMEOUT, FakeListener, send_append

@@ -15,16 +15,19 @@ from pathlib import Path
 import pykka
 import pytest
 
-from host_bridge.embedded import session_locks
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.session_locks import SessionLockFile
 from host_bridge.embedded.sessions import (
     EmbeddedSessionStore,
     SessionError,
     SessionLeaseRefusedError,
 )
-from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.embedded.store_errors import SessionLeaseError, StoreError
+from host_bridge.embedded.stores import (
+    SessionLeaseError,
+    SessionLockFile,
+    SqliteEventStore,
+    StoreError,
+)
+from host_bridge.embedded.stores import _locks as session_locks
 from host_bridge.protocols import SessionEvent
 from tests.embedded.helpers import python_child
 
@@ -66,7 +69,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys
     from host_bridge.embedded.sessions import EmbeddedSessionStore
-    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.embedded.stores import SqliteEventStore
 
     store = SqliteEventStore(sys.argv[1])
     sessions = EmbeddedSessionStore(store)

@@ -22,17 +22,17 @@ from typing import Any
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     SCHEMA_VERSION,
     SqliteEventStore,
+    SqliteStoreReader,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
     StoreMissingError,
     StoreVersionError,
+    open_store,
 )
-from host_bridge.embedded.stores import open_store
 from host_bridge.protocols import SessionEvent, SessionHeader
 from tests.cli.helpers import read_only_prefix, write_locked
 
@@ -282,7 +282,7 @@ def test_a_read_only_file_is_read(db: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+        from host_bridge.embedded.stores import SqliteStoreReader
         with SqliteStoreReader(sys.argv[1]) as reader:
             print(reader.immutable, reader.session_ids())
         """
@@ -296,7 +296,7 @@ def test_a_store_in_a_read_only_directory_is_opened_immutable(db: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+        from host_bridge.embedded.stores import SqliteStoreReader
         with SqliteStoreReader(sys.argv[1]) as reader:
             stored = reader.load("a")
             print(reader.immutable, reader.session_ids(), len(stored.events))

@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from host_bridge.embedded import event_store, sqlite_store, store_rows
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.paths import DEFAULT_DATA_ENV, default_data_dir, store_path
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores import (
     SCHEMA_VERSION,
     SqliteEventStore,
     StoreCorruptError,
     StoreError,
 )
+from host_bridge.embedded.stores import _sqlite as sqlite_store
+from host_bridge.embedded.stores import _writer as event_store
 from host_bridge.protocols import SessionHeader
 from tests.stores.case import event, ok, record
 
@@ -60,20 +61,16 @@ def test_open_creates_directories_and_a_versioned_wal_schema(db: Path) -> None:
             assert {"meta", "sessions", "events", "leases"} <= tables
 
 
-def test_the_shared_names_stay_importable_from_the_sqlite_module() -> None:
-    assert sqlite_store.StoredSession is store_rows.StoredSession
-    assert sqlite_store.decode_session is store_rows.decode_session
-    for name in ("AUTO_WRITE_ROWS", "AUTO_WRITE_BYTES", "CLOSE_TIMEOUT"):
-        assert getattr(sqlite_store, name) == getattr(event_store, name)
+def test_a_failed_commit_is_named_by_sqlite_never_by_its_text() -> None:
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorname = "SQLITE_FULL"
-    error = sqlite_store.commit_failed(full, 3)  # the SQLite name by default, never the text
+    error = event_store.commit_failed(full, 3, sqlite_store._category(full))
     assert error.category == "SQLITE_FULL"
     assert "disk is full" not in str(error)
 
 
 def test_write_connection_is_synchronous_full(store: SqliteEventStore) -> None:
-    conn = store._writer_conn  # the writer is idle: inspecting its pragma is safe
+    conn = store._sqlite.writer_connection  # the writer is idle: inspecting its pragma is safe
     assert conn is not None
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
@@ -175,7 +172,7 @@ def test_missing_tables_are_corrupt(db: Path, table: str) -> None:
 def test_record_appends_takes_the_queue_lock_once(store: SqliteEventStore, mocker: Any) -> None:
     store.acquire_session("s")
     store.create_session(SessionHeader("s"))
-    enqueue = mocker.spy(store, "_enqueue")
+    enqueue = mocker.spy(store._writer, "_enqueue")
     rows = [event(0), event(1), event(2)]
     store.record_appends("s", [(item, encode_payload(item.data)) for item in rows])
     assert enqueue.call_count == 1  # one lock hold: the writer cannot split the unit

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from host_bridge.embedded.postgres_store import PostgresEventStore
+    from host_bridge.embedded.stores import PostgresEventStore
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.embedded.stores import PostgresEventStore
 from host_bridge.protocols import SessionEvent
 
 __all__ = ["append", "open_pg"]

@@ -10,9 +10,12 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
-from host_bridge.embedded.postgres_store import PostgresEventStore  # noqa: E402
 from host_bridge.embedded.sessions import EmbeddedSessionStore  # noqa: E402
-from host_bridge.embedded.store_errors import SessionLeaseError, StoreWriteError  # noqa: E402
+from host_bridge.embedded.stores import (  # noqa: E402
+    PostgresEventStore,
+    SessionLeaseError,
+    StoreWriteError,
+)
 from host_bridge.protocols import SessionHeader  # noqa: E402
 from tests.postgres.helpers import append, open_pg  # noqa: E402
 

@@ -19,12 +19,10 @@ psycopg = pytest.importorskip("psycopg")
 from host_bridge._plugin import install_schedule  # noqa: E402
 from host_bridge.embedded.agents import Turn  # noqa: E402
 from host_bridge.embedded.host import EmbeddedHost  # noqa: E402
-from host_bridge.embedded.postgres_store import (  # noqa: E402
+from host_bridge.embedded.sessions import SessionError  # noqa: E402
+from host_bridge.embedded.stores import (  # noqa: E402
     PostgresEventStore,
     SessionLeaseError,
-)
-from host_bridge.embedded.sessions import SessionError  # noqa: E402
-from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreError,
     StoreWriteError,
 )

@@ -9,18 +9,16 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from host_bridge.embedded.codec import encode_payload  # noqa: E402
-from host_bridge.embedded.postgres_store import (  # noqa: E402
+from host_bridge.embedded.stores import (  # noqa: E402  # noqa: E402
     PostgresEventStore,
     PostgresStoreReader,
-)
-from host_bridge.embedded.sqlite_store import (  # noqa: E402
     StoreClosedError,
     StoreCorruptError,
     StoreError,
     StoreMissingError,
     StoreVersionError,
+    open_store,
 )
-from host_bridge.embedded.stores import open_store  # noqa: E402
 from host_bridge.protocols import SessionEvent, SessionHeader  # noqa: E402
 
 TIMEOUT = 20.0

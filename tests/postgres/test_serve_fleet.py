@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from host_bridge.embedded.codec import encode_payload
-from host_bridge.embedded.postgres_store import PostgresEventStore
+from host_bridge.embedded.stores import PostgresEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader, wall_clock_ms
 from messages._instant import format_instant
 from tests.cli.helpers import EOF_LINE, TIMEOUT, Proc

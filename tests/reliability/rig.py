@@ -10,9 +10,9 @@ from typing import Any
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import decode_payload
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.stores import EventStore
 from host_bridge.protocols import ToolResult
 from host_bridge.testing import FakeClock, FakeTimers, call_tool, settle
 from messages import SCHEDULE_CHANGE_TYPE

@@ -23,13 +23,12 @@ from typing import Any
 
 import pytest
 
-from actors._contract import DEFAULT_FLUSH_TIMEOUT_MS
 from host_bridge._futures import resolved
-from host_bridge.embedded import sqlite_store
 from host_bridge.embedded.agents import RETRY_FIRST_MS, EmbeddedAgent
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
-from host_bridge.embedded.sqlite_store import StoreWriteError
-from host_bridge.protocols import ToolResult
+from host_bridge.embedded.stores import StoreWriteError
+from host_bridge.embedded.stores import _sqlite as sqlite_store
+from host_bridge.protocols import DEFAULT_FLUSH_TIMEOUT_MS, ToolResult
 from host_bridge.testing import settle
 from messages import SCHEDULE_CHANGE_TYPE
 from tests.changes import reopened, reopened_changes
@@ -82,7 +81,7 @@ def test_a_failing_store_answers_persistence_uncertain_and_recovers(
     agent = rig.agent()
     assert rig.create(agent, "kept", 60)["id"] == "schedule-1"
     fault = FailingCommit()
-    monkeypatch.setattr(rig.store, "_fault_hook", fault)
+    monkeypatch.setattr(rig.store, "fault_hook", fault)
     fault.error = sqlite3.OperationalError(message)
 
     assert without_message(rig.create(agent, "during", 120)) == uncertain("create", "schedule-2")
@@ -170,7 +169,7 @@ def on_a_tiny_file_system(script: str, tmp_path: Path) -> Any:
 _TINY_FS = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.embedded.sqlite_store import SqliteEventStore
+    from host_bridge.embedded.stores import SqliteEventStore
     from host_bridge._plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers
 
@@ -278,7 +277,7 @@ def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_on
     agent = rig.agent()
     assert rig.create(agent, "due soon", 60)["id"] == "schedule-1"
     fault = FailingCommit()
-    rig.store._fault_hook = fault
+    rig.store.fault_hook = fault
     fault.error = full  # the disk fills up before the reminder is due
 
     rig.timers.advance(60_000)  # due: preflight passes (nothing queued), the dispatch commit fails
@@ -298,7 +297,7 @@ def test_a_disk_full_outage_across_the_due_time_with_a_clean_restart_delivers_on
     again = Rig(data)
     try:
         if restart == "while the disk is still full":
-            again.store._fault_hook = fault
+            again.store.fault_hook = fault
         agent = again.agent()
         again.timers.advance(60_000)
         owner_quiet(again, agent)
@@ -331,7 +330,7 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
     agent = rig.agent()
     rig.create(agent, "due soon", 60)
     fault = FailingCommit()
-    rig.store._fault_hook = fault
+    rig.store.fault_hook = fault
     fault.error = sqlite3.OperationalError("database or disk is full")
     rig.timers.advance(60_000)
     owner_quiet(rig, agent)
@@ -357,7 +356,7 @@ def test_a_disk_full_outage_that_clears_while_running_delivers_once(rig: Rig) ->
 _TINY_FS_OUTAGE = textwrap.dedent(
     """
     from host_bridge.embedded.host import EmbeddedHost
-    from host_bridge.embedded.sqlite_store import StoreWriteError
+    from host_bridge.embedded.stores import StoreWriteError
     from host_bridge._plugin import install_schedule
     from host_bridge.testing import FakeClock, FakeTimers, settle
 
@@ -620,13 +619,13 @@ def test_a_stuck_disk_times_out_then_commits_when_it_moves_again(
         stuck.set()
         gate.wait(timeout=60)
 
-    monkeypatch.setattr(rig.store, "_fault_hook", hook)
+    monkeypatch.setattr(rig.store, "fault_hook", hook)
     pending = rig.submit(agent, "schedule_create", {"prompt": "during", "after_seconds": HOUR})
     assert stuck.wait(timeout=10)  # the writer is inside the commit of the barrier
     created = rig.value("schedule_create", expire(rig, agent, pending))
     assert without_message(created) == uncertain("create", "schedule-2")
     gate.set()  # the disk moves again
-    monkeypatch.setattr(rig.store, "_fault_hook", None)
+    monkeypatch.setattr(rig.store, "fault_hook", None)
     assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
     owner = rig.plugin.owner_of(agent)
     assert owner is not None

@@ -33,10 +33,9 @@ from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.cli._verify import verify_command, verify_session
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
-from host_bridge.embedded.due_index import project_session
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore, StoreCorruptError
+from host_bridge.embedded.stores import SqliteEventStore, StoreCorruptError, project_session
 from host_bridge.protocols import SessionEvent, ToolResult
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from messages import (

@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.soak import run_soak
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.testing import FakeClock, FakeTimers
 
 

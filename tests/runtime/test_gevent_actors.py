@@ -17,7 +17,7 @@ from actors._runtime import get_runtime, run_blocking, wait_for
 from actors.gevent import GeventFuture, GeventInbox, GeventRuntime, default_runtime
 from actors.gevent._inbox import StopFlag
 from host_bridge.embedded.sessions import EmbeddedSessionStore
-from host_bridge.embedded.sqlite_store import SqliteEventStore
+from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.testing import settle
 from host_bridge.testing._settle import settle_all
 

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-from host_bridge.embedded import event_store as writer_module
-from host_bridge.embedded import sqlite_store as sqlite_module
-from host_bridge.embedded.due_index import DueEntry, IndexRow, project_session
-from host_bridge.embedded.event_store import EventStore as Store
-from host_bridge.embedded.postgres_store import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
-from host_bridge.embedded.postgres_store import PostgresEventStore
-from host_bridge.embedded.sqlite_store import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
-from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores import (
+    PG_SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION,
+)
+from host_bridge.embedded.stores import (
+    SCHEMA_VERSION as SQLITE_SCHEMA_VERSION,
+)
+from host_bridge.embedded.stores import (
+    DueEntry,
+    IndexRow,
+    PostgresEventStore,
     SessionLeaseError,
+    SqliteEventStore,
     StoreClosedError,
     StoreCorruptError,
+    StoredSession,
     StoreError,
+    StoreReader,
     StoreVersionError,
     StoreWriteError,
+    open_store,
+    project_session,
 )
-from host_bridge.embedded.store_rows import StoredSession
-from host_bridge.embedded.stores import StoreReader, open_store
+from host_bridge.embedded.stores import EventStore as Store
+from host_bridge.embedded.stores import _sqlite as sqlite_module
+from host_bridge.embedded.stores import _writer as writer_module
 
 __all__ = [
     "POSTGRES_SCHEMA_VERSION",

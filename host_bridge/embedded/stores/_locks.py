@@ -1,38 +1,9 @@
 """Per-session exclusive locks for the SQLite store: one byte of a lock file per session.
 
-:class:`SessionLockFile` opens ``<store>.locks`` beside the database and locks
-one byte of it per session, at :func:`lock_offset` (a stable 63-bit hash of the
-session id; byte 0 is kept for probing). The locks are Linux *open file description* locks
-(``F_OFD_SETLK``):
-
-* the kernel drops them when the descriptor is closed, so a process that dies
-  (even by SIGKILL) leaves nothing behind and nobody needs a heartbeat;
-* they belong to the open file description, not to the process, so two
-  :class:`SessionLockFile` objects in one process exclude each other, and
-  closing some other descriptor of the file does not drop them. Classic POSIX
-  record locks (``fcntl.lockf``) have neither property: they are per process,
-  so two stores in one process would share every lock, and closing *any*
-  descriptor of the file would silently release them all.
-
-The descriptor is opened close-on-exec; a child made by ``fork()`` without
-``exec`` shares the description and so the locks until it exits.
-
-Anyone who can open the lock file can lock its bytes (a read lock is enough to
-keep a session from being taken), so the file is private: created ``0600``
-whatever the umask, and a lock file of another user, or one that group or
-others may open, is refused with :class:`~host_bridge.embedded.store_errors.SharedStoreError`
-unless the store was told to accept a shared store.
-
-Where OFD locks are unavailable (not Linux, a kernel older than 3.15, or a
-file system that refuses them), the fallback is one ``flock()`` on the whole
-file, also per open file description and dropped with the descriptor: it is
-taken with the first session a store locks and released with the last, so
-while one store holds any session of the file, every other store is refused
-every session. That is coarser, never less safe.
-
-Two distinct session ids whose hashes collide share a byte: the second is
-refused while the first is held elsewhere (and within one store, see
-:meth:`SessionLockFile.try_lock`); with 63 bits this does not happen in practice.
+:class:`SessionLockFile` locks one byte of ``<store>.locks`` per session with
+Linux open file description locks (``F_OFD_SETLK``; dropped by the kernel with
+the descriptor, so a dead process leaves nothing behind), falling back to one
+``flock()`` on the whole file. Why OFD locks, and the fallback: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -52,7 +23,7 @@ from host_bridge.embedded.private_files import (
     files_exposure,
     open_private_file,
 )
-from host_bridge.embedded.store_errors import StoreError
+from host_bridge.embedded.stores._errors import StoreError
 
 __all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]
 
@@ -151,7 +122,7 @@ class SessionLockFile:
     ``mechanism`` forces ``"ofd"`` or ``"flock"``; by default OFD locks are used
     when a probe on the file shows they work. A missing file is created with
     ``mode``. Thread-safe. Raises ``OSError`` when the file cannot be opened or
-    created, and :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+    created, and :class:`~host_bridge.embedded.stores._errors.SharedStoreError`
     when it belongs to another user or group or others may open it, unless
     ``allow_shared``.
     """
@@ -260,13 +231,15 @@ class SessionLockFile:
         with self._mutex:
             if self._closed:
                 return []
+            mine = os.fstat(self._fd)
+            if mine.st_nlink > 0:
+                return []  # still linked: deleting or renaming over it would unlink it
             try:
                 now = os.stat(self._path)
             except FileNotFoundError:
                 now = None
             except OSError:
                 return []
-            mine = os.fstat(self._fd)
             if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
                 return []
             try:

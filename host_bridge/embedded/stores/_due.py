@@ -1,39 +1,19 @@
 """The due index: a projection of the session logs that says when each stored session is due.
 
-A host that wakes cold sessions (see :class:`host_bridge.protocols.SessionActivation`)
-must find the sessions with something to deliver without reading every log.
-The embedded stores keep one row per such session::
+One row per session with something to deliver::
 
     due_index(session_id, due_ms, schedule_ms, inbox_ms)
 
-* ``schedule_ms``: the earliest target of the session's active reminders, all
-  kinds (the fold of its own ``schedule/change`` suffix, ``events[seed_length:]``;
-  a fork does not inherit its parent's reminders); ``None`` when nothing is
-  active or the stream is corrupt (a corrupt stream delivers nothing);
-* ``inbox_ms``: the queue time of the oldest *reminder* inbox entry whose turn
-  never completed (see :mod:`host_bridge.embedded.inbox`): a reminder whose
-  ``dispatch`` is durable but whose turn a crash cut is still owed to the
-  person, so the session is due at once; person prompts do not count;
-* ``due_ms``: the earlier of the two. A session with neither has no row.
-
-The row is written by the store's writer **in the same transaction** as the
-rows that moved it, so the index can never disagree with the committed logs,
-whatever crashes in between; it is rebuilt from the logs when the schema is
-migrated and by ``dsh-schedule reindex``, and ``dsh-schedule verify`` compares
-every column of it with the logs (:func:`index_problem`). A row damaged by
-other means (a hand edit, a restored backup) is read as an :class:`IndexRow`
-of whatever it holds: a host that wakes sessions takes such a row as "due at
-once" and decides from the session's log (:attr:`IndexRow.wake_ms`).
-
-This module is the projection itself (pure, apart from decoding payloads):
-:class:`SessionProjection` folds one session's events, and :class:`DueProjector`
-keeps the writer's per-session state between commits (a bounded cache; a
-session whose state is missing or not contiguous with the rows being written is
-re-read inside the write transaction).
+``schedule_ms`` is the earliest target of the session's active reminders,
+``inbox_ms`` the queue time of the oldest reminder inbox entry whose turn never
+completed, ``due_ms`` the earlier of the two. :class:`SessionProjection` folds
+one session's events; :class:`DueProjection` is the writer's projection
+object, told the decoded rows it commits. The rules: docs/storage.md.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -47,25 +27,31 @@ from host_bridge.embedded.inbox import (
     completed_entry,
     message_of,
 )
+from host_bridge.embedded.stores._errors import StoreCorruptError
+from host_bridge.embedded.stores._rows import UNTOLD, EventRow, Op, show_id
 from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules, check_schedule_candidate
 from messages._instant import format_instant
 from messages._presentation import REMINDER_SOURCE
 from messages._records import SCHEDULE_CHANGE_TYPE
 
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
 __all__ = [
     "DEFAULT_CACHE_SESSIONS",
     "WAKE_EVENT_TYPES",
     "DueEntry",
-    "DueProjector",
+    "DueProjection",
     "IndexPlan",
     "IndexRow",
     "SessionProjection",
     "StoredRow",
+    "decode_due_entry",
     "describe_due",
     "index_problem",
     "project_logs",
     "project_session",
+    "write_due_changes",
 ]
 
 WAKE_EVENT_TYPES: tuple[str, ...] = (SCHEDULE_CHANGE_TYPE, INBOX_EVENT, TURN_COMPLETED_EVENT)
@@ -218,15 +204,29 @@ class SessionProjection:
     next_seq: int = 0
     folded: FoldedSchedules | None = field(default_factory=FoldedSchedules)  # None: corrupt
     pending: dict[int, int] = field(default_factory=dict)  # reminder inbox seq -> queue time
+    told: bool = False  # the schedule target was told (``told_ms``), ``folded`` is stale
+    told_ms: int | None = None
 
     def copy(self) -> SessionProjection:
         """An independent copy (the fold is immutable; the pending map is copied)."""
-        return SessionProjection(self.seed_length, self.next_seq, self.folded, dict(self.pending))
+        return SessionProjection(
+            self.seed_length,
+            self.next_seq,
+            self.folded,
+            dict(self.pending),
+            self.told,
+            self.told_ms,
+        )
 
-    def apply(self, seq: int, type_: str, time_ms: int, data: Any) -> None:
-        """Fold one event (``data`` decoded, or msgpack bytes decoded here when needed)."""
+    def apply(self, seq: int, type_: str, time_ms: int, data: Any, *, fold: bool = True) -> None:
+        """Fold one event (``data`` decoded, or stored msgpack bytes decoded here).
+
+        ``fold=False`` skips a schedule change (its effect is told instead).
+        """
         self.next_seq = seq + 1
         if seq < self.seed_length or type_ not in WAKE_EVENT_TYPES:
+            return
+        if type_ == SCHEDULE_CHANGE_TYPE and not fold:
             return
         if isinstance(data, bytes | bytearray | memoryview):
             try:
@@ -250,8 +250,11 @@ class SessionProjection:
 
     def entry(self) -> DueEntry | None:
         """The session's due index row now (``None``: no row)."""
-        earliest = None if self.folded is None else self.folded.earliest()
-        schedule_ms = None if earliest is None else earliest.target_ms
+        if self.told:
+            schedule_ms = self.told_ms
+        else:
+            earliest = None if self.folded is None else self.folded.earliest()
+            schedule_ms = None if earliest is None else earliest.target_ms
         inbox_ms = min(self.pending.values()) if self.pending else None
         return DueEntry.of(schedule_ms, inbox_ms)
 
@@ -300,60 +303,62 @@ class IndexPlan:
     """What one write transaction changes in the due index, and the state to keep after it.
 
     ``changes`` maps each session whose row must be written to its new entry
-    (``None``: delete the row). Call :meth:`adopt` only once the transaction committed.
+    (``None``: delete the row). Keep ``states`` only once the transaction committed.
     """
 
     changes: dict[str, DueEntry | None]
     states: dict[str, SessionProjection]
-    projector: DueProjector
-
-    def adopt(self) -> None:
-        """The transaction committed: keep the new per-session states."""
-        self.projector._adopt(self.states)
 
 
-class DueProjector:
-    """The writer-side projection: per-session state kept across commits (LRU-bounded)."""
+class DueProjection:
+    """The due index as the writer's projection: per-session state kept across commits.
+
+    Told, not re-derived: it folds the *decoded* events of the rows being
+    written (never their payload bytes), and a row's ``schedule_due_ms`` (the
+    appender's earliest schedule target after it) replaces folding the
+    session's schedule changes. A session whose state is not cached (LRU
+    bounded), not contiguous with its rows, or whose schedule was told and then
+    changed untold, is read inside the write transaction and folded from its log.
+    """
 
     def __init__(self, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
+        """Keep the state of at most ``cache_sessions`` sessions between commits."""
         self._cache: OrderedDict[str, SessionProjection] = OrderedDict()
         self._limit = max(0, cache_sessions)
         self._mutex = threading.Lock()  # the writer plans and adopts; any thread may forget
+        self._listeners: list[Callable[[dict[str, int | None]], None]] = []
         self.reads = 0  # sessions re-read inside a write transaction (cache misses)
 
-    def plan(
-        self,
-        rows: Sequence[tuple[str, int, str, int, bytes]],
-        new_sessions: Mapping[str, int | None],
-        read: ReadSession,
-    ) -> IndexPlan:
-        """The index changes of a batch about to be committed.
+    def plan(self, rows: Sequence[Op], read: ReadSession) -> IndexPlan:
+        """The index changes of rows about to be committed (inside the transaction).
 
-        ``rows`` are the batch's event rows ``(session_id, seq, type, time,
-        payload)`` in queue order; ``new_sessions`` maps the sessions the batch
-        creates to their ``seed_length``. ``read`` is called (inside the write
-        transaction, after the rows were inserted) for a session whose state is
-        not cached or not contiguous with its rows and that has a wake-relevant row.
+        ``read`` is called for a session whose state cannot be carried on from
+        the cache and that has a wake-relevant row.
         """
-        by_session: dict[str, list[tuple[str, int, str, int, bytes]]] = {}
-        for row in rows:
-            by_session.setdefault(row[0], []).append(row)
+        created: dict[str, int | None] = {}
+        groups: dict[str, list[EventRow]] = {}
+        for op in rows:
+            if isinstance(op, EventRow):
+                groups.setdefault(op.session_id, []).append(op)
+            else:
+                created[op.session_id] = op.seed_length
         changes: dict[str, DueEntry | None] = {}
         states: dict[str, SessionProjection] = {}
-        for session_id, group in by_session.items():
+        for session_id, group in groups.items():
             with self._mutex:
                 cached = self._cache.get(session_id)
-            first = group[0][1]
-            relevant = any(row[2] in WAKE_EVENT_TYPES for row in group)
-            if session_id in new_sessions:
+            relevant = any(row.type in WAKE_EVENT_TYPES for row in group)
+            if session_id in created:
                 before: DueEntry | None = None
-                state = SessionProjection(seed_length=new_sessions[session_id] or 0)
-            elif cached is not None and cached.next_seq == first:
+                state = SessionProjection(seed_length=created[session_id] or 0)
+            elif cached is not None and cached.next_seq == group[0].seq:
                 before = cached.entry()
                 state = cached.copy()
             elif not relevant:
                 continue  # nothing here moves the row; the state is read when something does
             else:
+                state = None
+            if state is None or not _apply_told(state, group):
                 stored = read(session_id)
                 self.reads += 1
                 if stored is None:
@@ -364,13 +369,42 @@ class DueProjector:
                 changes[session_id] = state.entry()
                 states[session_id] = state
                 continue
-            for _, seq, type_, time_ms, payload in group:
-                state.apply(seq, type_, time_ms, payload)
             after = state.entry()
             if after != before:
                 changes[session_id] = after
             states[session_id] = state
-        return IndexPlan(changes, states, self)
+        return IndexPlan(changes, states)
+
+    def committed(self, plan: IndexPlan) -> None:
+        """After ``COMMIT``: keep the plan's states and tell the listeners; never raises."""
+        with self._mutex:
+            cache = self._cache
+            for session_id, state in plan.states.items():
+                cache[session_id] = state
+                cache.move_to_end(session_id)
+            while len(cache) > self._limit:
+                cache.popitem(last=False)
+            listeners = tuple(self._listeners)
+        if not plan.changes or not listeners:
+            return
+        moved = {sid: None if e is None else e.due_ms for sid, e in plan.changes.items()}
+        for listener in listeners:
+            try:
+                listener(dict(moved))
+            except Exception:  # a listener's bug must not fail the writer: log it
+                _log.warning("a due index listener failed", exc_info=True)
+
+    def add_listener(self, listener: Callable[[dict[str, int | None]], None]) -> Callable[[], None]:
+        """Hear of every commit that moved the index; returns ``remove``."""
+        with self._mutex:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._mutex:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
 
     def forget(self, session_id: str) -> None:
         """Drop a session's state (it went offline; the next write re-reads it)."""
@@ -388,11 +422,51 @@ class DueProjector:
         with self._mutex:
             return len(self._cache)
 
-    def _adopt(self, states: Mapping[str, SessionProjection]) -> None:
-        with self._mutex:
-            cache = self._cache
-            for session_id, state in states.items():
-                cache[session_id] = state
-                cache.move_to_end(session_id)
-            while len(cache) > self._limit:
-                cache.popitem(last=False)
+
+def _apply_told(state: SessionProjection, group: Sequence[EventRow]) -> bool:
+    """Fold ``group`` (decoded) into ``state``; False when only the log can tell.
+
+    Schedule changes up to the last row that tells ``schedule_due_ms`` are not
+    folded: that value is taken. An untold schedule change after a told one
+    (or after the state was told earlier) cannot be folded onto a stale fold.
+    """
+    told = max((i for i, row in enumerate(group) if row.schedule_due_ms is not UNTOLD), default=-1)
+    for index, row in enumerate(group):
+        if index > told and row.type == SCHEDULE_CHANGE_TYPE and state.told:
+            return False
+        state.apply(row.seq, row.type, row.time, row.data, fold=index > told)
+    if told >= 0:
+        hint = group[told].schedule_due_ms
+        state.told = True
+        state.told_ms = None if hint is UNTOLD else hint
+    return True
+
+
+def write_due_changes(conn: Any, changes: Mapping[str, DueEntry | None], mark: str) -> None:
+    """Write index rows on ``conn`` (``None``: delete the row; ``mark``: the placeholder)."""
+    upserts = [
+        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+        for session_id, entry in changes.items()
+        if entry is not None
+    ]
+    deletes = [(session_id,) for session_id, entry in changes.items() if entry is None]
+    if upserts:
+        conn.executemany(
+            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
+            f" VALUES ({mark}, {mark}, {mark}, {mark})"
+            " ON CONFLICT (session_id) DO UPDATE SET due_ms = EXCLUDED.due_ms,"
+            " schedule_ms = EXCLUDED.schedule_ms, inbox_ms = EXCLUDED.inbox_ms",
+            upserts,
+        )
+    if deletes:
+        conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
+
+
+def decode_due_entry(session_id: str, row: IndexRow) -> DueEntry:
+    """A due index row's value; :class:`StoreCorruptError` when it is unsound (see ``defect``)."""
+    entry = row.entry()
+    if entry is None:
+        raise StoreCorruptError(
+            f"the due index row of session {show_id(session_id)} is {row.defect()}"
+        )
+    return entry

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
-from host_bridge.embedded.due_index import DueEntry, IndexRow
-from host_bridge.embedded.event_store import EventStore
 from host_bridge.embedded.paths import is_postgres_url, names_a_connection, redact_url
-from host_bridge.embedded.sqlite_store import SqliteEventStore
-from host_bridge.embedded.store_errors import StoreError
+from host_bridge.embedded.stores._due import DueEntry, IndexRow
+from host_bridge.embedded.stores._errors import StoreError
+from host_bridge.embedded.stores._sqlite import SqliteEventStore
+from host_bridge.embedded.stores._store import EventStore
 
 if TYPE_CHECKING:
-    from actors._contract import SessionHeader
-    from host_bridge.embedded.store_rows import StoredSession
+    from host_bridge.embedded.stores._rows import StoredSession
+    from host_bridge.protocols import SessionHeader
 
 __all__ = ["StoreReader", "is_postgres_url", "open_store"]
 
@@ -22,7 +22,7 @@ class StoreReader(Protocol):
     """What tools that only look at a store need: durable sessions, read without writing.
 
     :func:`open_store` with ``read_only=True`` returns one; the writable stores
-    (:class:`~host_bridge.embedded.event_store.EventStore`: SQLite's and PostgreSQL's)
+    (:class:`~host_bridge.embedded.stores.EventStore`: SQLite's and PostgreSQL's)
     offer the same reads.
     """
 
@@ -99,24 +99,24 @@ def open_store(
     """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
     A ``postgresql://…`` URL opens a
-    :class:`~host_bridge.embedded.postgres_store.PostgresEventStore` (shared by
+    :class:`~host_bridge.embedded.stores.PostgresEventStore` (shared by
     many host processes, sessions leased; needs the ``postgres`` extra);
     anything else is the path of an SQLite file (``create``: make it if missing).
     ``lease_wait`` is how long a PostgreSQL store waits for a lease held elsewhere.
     An SQLite store other local users can reach (its files or directory) is
-    refused with :class:`~host_bridge.embedded.store_errors.SharedStoreError`
+    refused with :class:`~host_bridge.embedded.stores.SharedStoreError`
     unless ``allow_shared_store`` (PostgreSQL access is the database's grants:
     the keyword does nothing there).
 
     ``read_only=True`` opens a :class:`StoreReader` instead, which never writes:
-    :class:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader` (a
+    :class:`~host_bridge.embedded.stores.SqliteStoreReader` (a
     ``mode=ro`` SQLite connection) or
-    :class:`~host_bridge.embedded.postgres_store.PostgresStoreReader` (a
+    :class:`~host_bridge.embedded.stores.PostgresStoreReader` (a
     read-only PostgreSQL session). Neither creates nor migrates anything, takes
     session locks or leases, or runs a writer thread; a missing or empty store
-    raises :class:`~host_bridge.embedded.store_errors.StoreMissingError`. A
+    raises :class:`~host_bridge.embedded.stores.StoreMissingError`. A
     reader refuses no shared store: it logs a warning (see
-    :attr:`~host_bridge.embedded.sqlite_reader.SqliteStoreReader.exposure`).
+    :attr:`~host_bridge.embedded.stores.SqliteStoreReader.exposure`).
 
     A spec that reads as a connection string but is not a PostgreSQL URL (a
     libpq ``host=… password=…`` string, ``POSTGRESQL://…``, another scheme) is
@@ -132,7 +132,7 @@ def open_store(
     if is_postgres_url(spec):
         assert isinstance(spec, str)
         try:
-            from host_bridge.embedded.postgres_store import (
+            from host_bridge.embedded.stores._postgres import (
                 PostgresEventStore,
                 PostgresStoreReader,
             )
@@ -145,7 +145,7 @@ def open_store(
             return PostgresStoreReader(spec)
         return PostgresEventStore(spec, lease_wait=lease_wait)
     if read_only:
-        from host_bridge.embedded.sqlite_reader import SqliteStoreReader
+        from host_bridge.embedded.stores._sqlite_reader import SqliteStoreReader
 
         return SqliteStoreReader(spec)
     return SqliteEventStore(spec, create=create, allow_shared_store=allow_shared_store)

@@ -1,24 +1,22 @@
 """Rows a durable store queues and stores, and the checks both backends share.
 
-The write-behind machinery (:mod:`host_bridge.embedded.event_store`) queues
-:class:`SessionRow` and :class:`EventRow` values, validated on the way in by
-:func:`event_row` and :func:`check_id` so a queued row can always be written;
-reads decode stored rows back with :func:`decode_session`,
-:func:`decode_header` and :func:`decode_due_entry`, whatever the backend.
-Nothing here does I/O.
+:class:`SessionRow` and :class:`EventRow` are what the writer queues,
+validated on the way in (:func:`event_row`, :func:`check_id`) so a queued row
+can always be written; :func:`decode_session` reads stored rows back, whatever
+the backend. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import Enum
+from typing import Any, Final, Literal
 
 from actors._contract import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
-from host_bridge.embedded.due_index import DueEntry, IndexRow
-from host_bridge.embedded.store_errors import (
+from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreCorruptError,
     StoreError,
@@ -28,6 +26,7 @@ from host_bridge.embedded.store_errors import (
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
+    "UNTOLD",
     "CommitResult",
     "EventRow",
     "Loss",
@@ -39,7 +38,6 @@ __all__ = [
     "WriteRound",
     "by_session",
     "check_id",
-    "decode_due_entry",
     "decode_event",
     "decode_header",
     "decode_session",
@@ -48,7 +46,6 @@ __all__ = [
     "is_storable_id",
     "settle_all",
     "show_id",
-    "write_due_changes",
 ]
 
 INT64_MIN = -(2**63)
@@ -76,15 +73,31 @@ class SessionRow:
     created_at: int
 
 
+class Untold(Enum):
+    """The type of :data:`UNTOLD`."""
+
+    UNTOLD = "untold"
+
+
+UNTOLD: Final = Untold.UNTOLD
+"""An append that does not tell the session's next schedule target."""
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
-    """A queued ``events`` row: one committed event with its encoded payload."""
+    """A queued ``events`` row: one committed event, its decoded data and encoded payload.
+
+    ``schedule_due_ms``, when told, is the appender's earliest schedule target
+    of the session after this row (``None``: nothing active).
+    """
 
     session_id: str
     seq: int
     type: str
     time: int
     payload: bytes
+    data: Any = None
+    schedule_due_ms: int | Untold | None = UNTOLD
 
 
 Op = SessionRow | EventRow
@@ -156,36 +169,6 @@ def decode_session(
     return StoredSession(header, events)
 
 
-def write_due_changes(conn: Any, changes: Mapping[str, DueEntry | None], mark: str) -> None:
-    """Write index rows on ``conn`` (``None``: delete the row; ``mark``: the placeholder)."""
-    upserts = [
-        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-        for session_id, entry in changes.items()
-        if entry is not None
-    ]
-    deletes = [(session_id,) for session_id, entry in changes.items() if entry is None]
-    if upserts:
-        conn.executemany(
-            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
-            f" VALUES ({mark}, {mark}, {mark}, {mark})"
-            " ON CONFLICT (session_id) DO UPDATE SET due_ms = EXCLUDED.due_ms,"
-            " schedule_ms = EXCLUDED.schedule_ms, inbox_ms = EXCLUDED.inbox_ms",
-            upserts,
-        )
-    if deletes:
-        conn.executemany(f"DELETE FROM due_index WHERE session_id = {mark}", deletes)
-
-
-def decode_due_entry(session_id: str, row: IndexRow) -> DueEntry:
-    """A due index row's value; :class:`StoreCorruptError` when it is unsound (see ``defect``)."""
-    entry = row.entry()
-    if entry is None:
-        raise StoreCorruptError(
-            f"the due index row of session {show_id(session_id)} is {row.defect()}"
-        )
-    return entry
-
-
 def is_storable_id(value: object) -> bool:
     """Whether ``value`` is a string both backends store faithfully (non-empty, no NUL)."""
     if not isinstance(value, str) or not value or "\x00" in value:
@@ -233,7 +216,7 @@ def event_row(session_id: str, event: SessionEvent, payload: bytes) -> EventRow:
         raise StoreError(
             f"event payload of {len(payload)} bytes is larger than {MAX_PAYLOAD_BYTES}"
         )
-    return EventRow(session_id, event.seq, event.type, event.time, bytes(payload))
+    return EventRow(session_id, event.seq, event.type, event.time, bytes(payload), event.data)
 
 
 def decode_header(session_id: str, row: tuple[Any, ...]) -> SessionHeader:

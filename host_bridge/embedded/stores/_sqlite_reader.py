@@ -1,36 +1,8 @@
 """A session store file opened strictly read-only, for tools that only look (inspect, verify).
 
-:class:`SqliteStoreReader` never writes the database file: it opens it through
-an SQLite ``file:…?mode=ro`` URI, runs no migration (a schema version 1 file,
-before the ``leases`` table, is read as it is), takes no session lock (no
-``.locks`` file is created) and starts no writer thread. It reads what is
-durably committed, in one snapshot per session, so it works while another
-process writes to the same store; that writer's locks never block it (WAL).
-
-Where SQLite keeps its companions. A WAL reader takes part in SQLite's locking
-through the ``-shm`` file, so in a writable directory a reader creates the
-``-wal`` and ``-shm`` companions when they are missing (empty; the next writer
-uses them as they are) and leaves them there. In a directory it cannot write
-(a read-only mount, no write permission) those files cannot be created, and a
-``mode=ro`` open fails; then, and only when there is no ``-wal`` file with
-content, the file is opened ``immutable=1``: SQLite reads it without any
-locking and ignores a ``-wal``. That is safe there because nothing can be
-writing: a writer in WAL mode needs a ``-wal`` file in that same directory.
-A non-empty ``-wal`` beside the file in such a directory holds committed rows
-an immutable open would not see, so that case keeps ``mode=ro`` (SQLite reads
-it when the ``-shm`` is there too, and says it cannot open the file otherwise).
-
-A store that other local users can reach (its directory writable by others,
-a file of it open to group or others) is read all the same, with a warning
-(:attr:`SqliteStoreReader.exposure`): a reader creates no file of its own, so
-refusing would protect nothing that is not already exposed, and would keep
-the owner from looking at a store before fixing it. Files of another user are
-not reported: reading a store one does not own is a normal thing to do.
-
-A missing file, an empty (zero-length) file and an SQLite database without
-any table are :class:`StoreMissingError` ("there is nothing to read"); a file of
-another application, a corrupt file or a newer schema raise the same errors
-as :class:`~host_bridge.embedded.sqlite_store.SqliteEventStore` does.
+:class:`SqliteStoreReader` opens a ``file:…?mode=ro`` URI (``immutable=1`` in
+a directory it cannot write), migrates nothing, locks nothing and starts no
+writer. Where SQLite keeps its companions, and shared stores: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -39,14 +11,18 @@ import logging
 import os
 import sqlite3
 import stat
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import store_exposure
-from host_bridge.embedded.sqlite_store import (
+from host_bridge.embedded.stores._errors import (
+    SharedStoreError,
+    StoreError,
+    StoreMissingError,
+)
+from host_bridge.embedded.stores._reads import OneConnectionReader
+from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
     DUE_INDEX_SCHEMA_VERSION,
     SQLITE_READS,
@@ -56,13 +32,6 @@ from host_bridge.embedded.sqlite_store import (
     _sidecar,
     schema_version,
 )
-from host_bridge.embedded.store_errors import (
-    SharedStoreError,
-    StoreClosedError,
-    StoreError,
-    StoreMissingError,
-)
-from host_bridge.embedded.store_reads import ReadQueries, StoreReadsBase
 
 __all__ = ["SqliteStoreReader"]
 
@@ -71,7 +40,7 @@ _log = logging.getLogger(f"dsh_schedule.{__name__}")
 _T = TypeVar("_T")
 
 
-class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
+class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
     """Durably stored sessions of one SQLite store file, read without writing anything.
 
     Raises on open: :class:`StoreMissingError` when ``path`` does not exist, is
@@ -81,13 +50,8 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
     any thread; :meth:`close` is idempotent.
     """
 
-    _due_index_version = DUE_INDEX_SCHEMA_VERSION
-
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(os.fspath(path))
-        self._label = str(self._path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
         self._immutable = _needs_immutable(self._path)
         conn = self._open()
         try:
@@ -106,8 +70,15 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
                 location=str(self._path),
                 reason="an SQLite database without tables",
             )
-        self._version = version
-        self._conn = conn
+        super().__init__(
+            str(self._path),
+            SQLITE_READS,
+            conn,
+            version=version,
+            due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            errors=(sqlite3.Error,),
+            translate=self._read_error,
+        )
         self._exposure = store_exposure(self._path, owners=False)
         if self._exposure is not None:
             _log.warning("reading a shared session store: %s", self._exposure.problem)
@@ -133,8 +104,6 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
         """Whether the file was opened ``immutable=1`` (its directory cannot be written)."""
         return self._immutable
 
-    # --- internals -------------------------------------------------------------------
-
     def _open(self) -> sqlite3.Connection:
         uri = f"file:{quote(os.fspath(self._path))}?mode=ro"
         if self._immutable:
@@ -150,19 +119,10 @@ class SqliteStoreReader(StoreReadsBase[sqlite3.Connection]):
         except sqlite3.Error as error:
             raise _open_error(self._path, error) from None
 
-    def _reads(self) -> ReadQueries[sqlite3.Connection]:
-        return SQLITE_READS
-
-    def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreClosedError(f"the session store {self._path} is closed")
-            try:
-                return query(conn)
-            except sqlite3.Error as error:
-                _log.debug("read of %s failed (%s)", self._path, _category(error))
-                raise _read_error(self._path, error) from None
+    def _read_error(self, error: Exception) -> StoreError:
+        _log.debug("read of %s failed (%s)", self._path, _category(error))
+        assert isinstance(error, sqlite3.Error)
+        return _read_error(self._path, error)
 
 
 def _needs_immutable(path: Path) -> bool:

@@ -1,0 +1,826 @@
+"""PostgreSQL's recorder, store and reader: session logs shared by many hosts, leased.
+
+:class:`PostgresRecorder` is the backend: each round confirms the leases of
+its sessions (fencing epochs, ``FOR SHARE``) and writes their rows in one
+transaction, committed with ``synchronous_commit = on``; driver errors are
+named by class and SQLSTATE, never the server's text. :class:`PostgresEventStore`
+composes it with the writer; :class:`PostgresStoreReader` reads without
+writing. Leases and claims: see docs/storage.md.
+
+Schema (version :data:`PG_SCHEMA_VERSION`)::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)                 -- schema_version
+    sessions(id TEXT PRIMARY KEY, seed_length BIGINT, parent_session TEXT, created_at BIGINT)
+    events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT, data BYTEA,
+           PRIMARY KEY(session_id, seq))
+    leases(session_id TEXT PRIMARY KEY, epoch BIGINT, owner TEXT, acquired_at TIMESTAMPTZ)
+    due_index(session_id TEXT PRIMARY KEY, due_ms BIGINT NOT NULL,     -- v2: the due index
+              schedule_ms BIGINT, inbox_ms BIGINT)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+
+from host_bridge.embedded.paths import is_postgres_url, redact_url
+from host_bridge.embedded.stores._due import (
+    DEFAULT_CACHE_SESSIONS,
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    DueProjection,
+    IndexRow,
+    project_logs,
+    project_session,
+    write_due_changes,
+)
+from host_bridge.embedded.stores._errors import (
+    SessionLeaseError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreMissingError,
+    StoreVersionError,
+)
+from host_bridge.embedded.stores._reads import (
+    OneConnectionReader,
+    ReadQueries,
+    read_due_state,
+    sql_reads,
+)
+from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._rows import (
+    CommitResult,
+    EventRow,
+    Loss,
+    Op,
+    SessionRow,
+    is_storable_id,
+    show_id,
+)
+from host_bridge.embedded.stores._store import EventStore, new_owner
+
+__all__ = [
+    "PG_SCHEMA_VERSION",
+    "PostgresEventStore",
+    "PostgresRecorder",
+    "PostgresStoreReader",
+]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+PG_SCHEMA_VERSION = 2
+"""The PostgreSQL schema version this code reads and writes."""
+
+DUE_INDEX_SCHEMA_VERSION = 2
+"""The first PostgreSQL schema version with the ``due_index`` table."""
+
+_MIGRATION_LOCK = 0x64736873  # advisory lock key serialising migrations ("dshs")
+
+_LEASE_APP = "dsh-lease "
+"""``application_name`` prefix of a store's lease connection; the rest names its owner."""
+
+_ROW_ERROR_CLASSES = ("22", "23", "54")
+"""SQLSTATE classes of rows that can never be written: data exception, integrity, limits."""
+
+_KEY_OF_LOCK = "((k.classid::bigint << 32) | k.objid::bigint)"
+"""The bigint key of an advisory lock row ``k`` of ``pg_locks`` (``objsubid = 1``)."""
+
+_ADVISORY_HERE = (
+    "k.locktype = 'advisory' AND k.granted AND k.objsubid = 1"
+    " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+_LEASE_READ = (
+    "SELECT l.session_id, l.epoch,"
+    " EXISTS (SELECT 1 FROM pg_stat_get_activity(%s) a WHERE a.backend_start = %s)"
+    " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id"
+)
+"""Per session: its epoch, and whether the lease connection (backend pid and start time)
+still runs. The advisory locks of a session-level connection go only with it (or when
+this store unlocks them), so a live lease connection still holds every lease taken on it.
+One statement: a preflight with nothing to write runs it alone."""
+
+_LEASE_CHECK = _LEASE_READ + " FOR SHARE OF l"
+""":data:`_LEASE_READ` in a write transaction: the lease rows stay locked until it commits."""
+
+_LOCK_HOLDER = (
+    "SELECT k.pid, a.application_name FROM pg_locks k"
+    " LEFT JOIN pg_stat_activity a ON a.pid = k.pid"
+    f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
+)
+
+
+def _build_due_index(conn: psycopg.Connection[Any]) -> None:
+    """Fill ``due_index`` from the stored logs (inside the migrating or reindexing transaction)."""
+    with conn.cursor(name="dsh_due_build") as rows:
+        rows.itersize = 2000
+        rows.execute(
+            "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
+            " FROM events e JOIN sessions s ON s.id = e.session_id"
+            " WHERE e.type = ANY(%s) ORDER BY e.session_id, e.seq",
+            (list(WAKE_EVENT_TYPES),),
+        )
+        entries = [
+            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+            for session_id, entry in project_logs(
+                (sid, seed, seq, type_, time_, bytes(data))
+                for sid, seed, seq, type_, time_, data in rows
+            )
+        ]
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
+            " VALUES (%s, %s, %s, %s)",
+            entries,
+        )
+
+
+_PG_TABLES = frozenset({"sessions", "events", "leases", "due_index"})
+"""The tables besides ``meta`` that a store of :data:`PG_SCHEMA_VERSION` has."""
+
+_DUE_HELD = (
+    "WITH held AS MATERIALIZED ("
+    f" SELECT {_KEY_OF_LOCK} AS key FROM pg_locks k WHERE {_ADVISORY_HERE})"
+    " SELECT d.session_id, d.due_ms FROM due_index d"
+    " WHERE d.due_ms <= %s"
+    " AND NOT EXISTS (SELECT 1 FROM held WHERE held.key = hashtextextended(d.session_id, 0))"
+    " ORDER BY d.due_ms, d.session_id LIMIT %s"
+)
+"""Due sessions whose lease nobody holds (one snapshot of the advisory locks per query)."""
+
+_MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = {
+    0: (
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+        "CREATE TABLE sessions("
+        " id TEXT PRIMARY KEY,"
+        " seed_length BIGINT,"
+        " parent_session TEXT,"
+        " created_at BIGINT)",
+        "CREATE TABLE events("
+        " session_id TEXT,"
+        " seq BIGINT,"
+        " type TEXT,"
+        " time BIGINT,"
+        " data BYTEA,"
+        " PRIMARY KEY(session_id, seq))",
+        "CREATE TABLE leases("
+        " session_id TEXT PRIMARY KEY,"
+        " epoch BIGINT NOT NULL,"
+        " owner TEXT,"
+        " acquired_at TIMESTAMPTZ)",
+    ),
+    1: (
+        "CREATE TABLE due_index("
+        " session_id TEXT PRIMARY KEY,"
+        " due_ms BIGINT NOT NULL,"
+        " schedule_ms BIGINT,"
+        " inbox_ms BIGINT)",
+        "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)",
+        _build_due_index,
+    ),
+}
+"""Statements that migrate schema version N to N+1, keyed by N (0 is an empty database)."""
+
+_T = TypeVar("_T")
+
+
+class PostgresRecorder:
+    """The PostgreSQL backend's transactions, reads and leases (see the module docstring).
+
+    One write connection (the writer thread's), one autocommit lease connection
+    that holds the advisory locks, and a pool of read connections.
+    """
+
+    confirms_on_flush = True
+    takes_free_sessions = False
+
+    def __init__(self, url: str, *, owner: str, pool_size: int, lease_wait: float) -> None:
+        """Connect (migrating the schema), open the lease connection and the read pool."""
+        self._url = url
+        self._label = redact_url(url)
+        self._owner = owner
+        self._lease_wait = lease_wait
+        self._lease_mutex = threading.Lock()  # the lease connection and closing
+        self._checks_lock = threading.Lock()
+        self._lease_checks = 0
+        self._pg_writer: psycopg.Connection[Any] | None = self._pg_connect(migrate=True)
+        self._lease_conn: psycopg.Connection[Any] | None = None
+        self._lease_backend: tuple[int, Any] = (0, None)  # its pid and backend start time
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
+        try:
+            self._open_lease_connection(None)
+            self._pool = psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(1, pool_size),
+                open=True,
+                name="dsh-store-read",
+                kwargs={"autocommit": True},
+            )
+            self._pool.wait(timeout=30)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+            self.close(True)
+            raise StoreError(
+                f"cannot connect to the session store {self._label} ({_category(error)})"
+            ) from None
+        except BaseException:
+            self.close(True)
+            raise
+
+    @property
+    def label(self) -> str:
+        """The connection URL without its password."""
+        return self._label
+
+    @property
+    def queries(self) -> ReadQueries[psycopg.Connection[Any]]:
+        """The read queries of a PostgreSQL store."""
+        return _POSTGRES_READS
+
+    @property
+    def lease_checks(self) -> int:
+        """How many writer transactions confirmed leases in the database so far."""
+        with self._checks_lock:
+            return self._lease_checks
+
+    @property
+    def lease_backend_pid(self) -> int:
+        """The server process id of the connection holding this store's advisory locks."""
+        return int(self._lease_backend[0])
+
+    # --- reads -----------------------------------------------------------------------
+
+    def read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run ``query`` on a pooled connection; driver errors become ``StoreError``."""
+        return self.query(query)
+
+    def query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
+        """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
+        pool = self._pool
+        if pool is None:
+            raise StoreClosedError(f"the session store {self._label} is closed")
+        try:
+            with pool.connection(timeout=30) as conn:
+                return query(conn)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+            doing = doing or f"read the session store {self._label}"
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
+
+    # --- leases ----------------------------------------------------------------------
+
+    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+        """Take the lease: the advisory lock on the lease connection, and a new epoch.
+
+        Waits ``lease_wait`` seconds for a lease held elsewhere. A lease
+        connection the server closed is opened again first (every lease it held
+        is lost already, and ``lose_held`` is told).
+        """
+        with self._lease_mutex:
+            try:
+                return self._take_lease(session_id)
+            except psycopg.OperationalError:
+                conn = self._lease_conn
+                if conn is not None and not (conn.closed or conn.broken):
+                    raise StoreError(
+                        f"cannot take the lease of session {show_id(session_id)}"
+                    ) from None
+                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
+                try:
+                    self._open_lease_connection(lose_held)
+                    return self._take_lease(session_id)
+                except psycopg.Error as error:
+                    raise StoreError(
+                        f"cannot take the lease of session {show_id(session_id)}"
+                        f" ({_category(error)})"
+                    ) from None
+            except psycopg.Error as error:
+                raise StoreError(
+                    f"cannot take the lease of session {show_id(session_id)} ({_category(error)})"
+                ) from None
+
+    def took(self, session_id: str) -> list[SideWrite]:
+        """Nothing to write: the lease row was written with the epoch."""
+        return []
+
+    def unlock(self, session_id: str, lost: bool) -> list[SideWrite]:
+        """Drop the advisory lock unless the lease was lost with it."""
+        with self._lease_mutex:
+            conn = self._lease_conn
+            if lost or conn is None or conn.closed:
+                return []
+            try:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (session_id,))
+            except psycopg.Error as error:
+                _log.warning(
+                    "releasing the lease of session %r failed (%s)", session_id, _category(error)
+                )
+        return []
+
+    def closing(self, holding: bool) -> list[SideWrite]:
+        """Nothing to write: the leases go with the lease connection."""
+        return []
+
+    def due_sessions(
+        self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """Due sessions whose lease nobody holds (this store included), one lock snapshot."""
+        bound = until_ms if until_ms is not None else 2**63 - 1
+        rows = self.query(lambda conn: conn.execute(_DUE_HELD, (bound, limit)).fetchall())
+        return [(str(row[0]), int(row[1])) for row in rows]
+
+    def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
+        """In one short transaction: lock the index row, check it is due, ``acquire`` the lease.
+
+        The row is locked ``FOR UPDATE SKIP LOCKED`` (a row another host is
+        claiming right now is skipped, not waited for); it is due at ``now_ms``
+        or unsound (:attr:`IndexRow.wake_ms`: its log decides). The lease stays
+        held after the transaction.
+        """
+        if not is_storable_id(session_id):
+            return False
+
+        def claim(conn: psycopg.Connection[Any]) -> bool:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = %s"
+                    " FOR UPDATE SKIP LOCKED",
+                    (session_id,),
+                ).fetchone()
+                if row is None or IndexRow(*row).wake_ms > now_ms:
+                    return False
+                try:
+                    acquire(session_id)
+                except SessionLeaseError:
+                    return False
+                return True
+
+        return self.query(claim)
+
+    def rebuild_session_index(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's index row from its log (``REPEATABLE READ``: a commit of
+        the session by another host after its snapshot fails it rather than write a stale row).
+        """
+
+        def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                stored = read_due_state(cur, session_id, "%s")
+                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+                write_due_changes(cur, {session_id: entry}, "%s")
+            return entry
+
+        doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
+        return self.query(rewrite, doing)
+
+    def _take_lease(self, session_id: str) -> int:
+        """Lock ``session_id`` on the lease connection and bump its epoch (mutex held)."""
+        conn = self._lease_conn
+        if conn is None or conn.closed:
+            raise StoreClosedError(f"the session store {self._label} is closed")
+        if self._lease_wait > 0:
+            conn.execute(f"SET lock_timeout = {int(self._lease_wait * 1000):d}")
+            try:
+                conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (session_id,))
+                got = True
+            except psycopg.errors.LockNotAvailable:
+                got = False
+            finally:
+                conn.execute("SET lock_timeout = 0")
+        else:
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (session_id,)
+            ).fetchone()
+            got = bool(row and row[0])
+        if not got:
+            holder = self._lease_holder(conn, session_id)
+            raise SessionLeaseError(
+                f"session {show_id(session_id)} is live in another process"
+                f"{f' (held by {holder})' if holder else ''}; it cannot be resumed here "
+                "until that process detaches it or exits",
+                session_id=session_id,
+                holder=holder,
+            )
+        row = conn.execute(
+            "INSERT INTO leases(session_id, epoch, owner, acquired_at)"
+            " VALUES (%s, 1, %s, now())"
+            " ON CONFLICT (session_id) DO UPDATE"
+            " SET epoch = leases.epoch + 1, owner = EXCLUDED.owner, acquired_at = now()"
+            " RETURNING epoch",
+            (session_id, self._owner),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _open_lease_connection(
+        self, lose_held: Callable[[Callable[[str], Loss]], None] | None
+    ) -> None:
+        """(Re)open the connection that holds this store's advisory locks.
+
+        Replacing a dead one loses every lease taken on it, here and now: the
+        liveness check of later rounds looks at the new connection.
+        """
+        old = self._lease_conn
+        if old is not None:
+            old.close()
+            if lose_held is not None:
+                lose_held(lambda session_id: _lease_loss(session_id, None, None, False))
+        self._lease_conn = self._pg_connect(
+            migrate=False, autocommit=True, application_name=(_LEASE_APP + self._owner)[:63]
+        )
+        row = self._lease_conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_get_activity(pg_backend_pid())"
+        ).fetchone()
+        assert row is not None
+        self._lease_backend = (int(row[0]), row[1])
+
+    def _lease_holder(self, conn: psycopg.Connection[Any], session_id: str) -> str | None:
+        """Who holds ``session_id``'s advisory lock now: the owner named by its connection."""
+        row = conn.execute(_LOCK_HOLDER, (session_id,)).fetchone()
+        if row is None:
+            return None
+        name = row[1]
+        if isinstance(name, str) and name.startswith(_LEASE_APP):
+            return name[len(_LEASE_APP) :]
+        return f"PostgreSQL backend {row[0]}"
+
+    # --- writes (writer thread) ------------------------------------------------------
+
+    def write(
+        self,
+        rows: list[Op],
+        side: list[SideWrite],
+        check: set[str],
+        stage: Stage,
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> CommitResult:
+        """One transaction: confirm the leases, then write the rows of sessions still held.
+
+        The leases of every session in ``rows`` and in ``check`` are confirmed
+        first: the epoch in ``leases`` must still be the one this store took
+        (the rows stay share-locked until ``COMMIT``, so nobody can take the
+        session over meanwhile) and the lease connection holding the advisory
+        locks must still run. Sessions that fail either are lost (``"lease"``)
+        and their rows are not written. (This backend asks for no side writes.)
+        """
+        sessions = sorted({op.session_id for op in rows} | check)
+        lost: dict[str, Loss] = {}
+        try:
+            conn = self._pg_writer
+            if conn is None or conn.closed:
+                conn = self._pg_writer = self._pg_connect(migrate=False)
+            if not rows:  # only preflights: one statement, one round trip, nothing to lock
+                conn.autocommit = True
+                try:
+                    found = conn.execute(_LEASE_READ, (*self._lease_backend, sessions)).fetchall()
+                finally:
+                    conn.autocommit = False
+                return None, self._confirm(sessions, found, epochs)
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
+                lost = self._confirm(sessions, cur.fetchall(), epochs)
+                rows = [op for op in rows if op.session_id not in lost]
+                session_rows = [
+                    (op.session_id, op.seed_length, op.parent_session, op.created_at)
+                    for op in rows
+                    if isinstance(op, SessionRow)
+                ]
+                if session_rows:
+                    cur.executemany(
+                        "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
+                        " VALUES (%s, %s, %s, %s)",
+                        session_rows,
+                    )
+                event_rows = [
+                    (op.session_id, op.seq, op.type, op.time, op.payload)
+                    for op in rows
+                    if isinstance(op, EventRow)
+                ]
+                if event_rows:
+                    cur.executemany(
+                        "INSERT INTO events(session_id, seq, type, time, data)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        event_rows,
+                    )
+                changes = stage(rows, lambda sid: read_due_state(cur, sid, "%s"))
+                write_due_changes(cur, changes, "%s")
+        except Exception as error:  # every failure rolls back; the writer names its category
+            conn = self._pg_writer
+            if conn is not None and (conn.closed or conn.broken):
+                conn.close()
+                self._pg_writer = None
+            return error, lost
+        return None, lost
+
+    def _confirm(
+        self,
+        sessions: list[str],
+        found: list[Any],
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> dict[str, Loss]:
+        """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
+        current = {row[0]: (row[1], bool(row[2])) for row in found}
+        held = epochs(sessions)
+        with self._checks_lock:
+            self._lease_checks += 1
+        lost: dict[str, Loss] = {}
+        for session_id in sessions:
+            epoch, locked = current.get(session_id, (None, False))
+            mine = held.get(session_id)
+            if mine is not None and epoch == mine and locked:
+                continue
+            lost[session_id] = _lease_loss(session_id, mine, epoch, locked)
+        return lost
+
+    def is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` is a data, integrity or limit error of some rows."""
+        sqlstate = getattr(error, "sqlstate", None)
+        return isinstance(sqlstate, str) and sqlstate[:2] in _ROW_ERROR_CLASSES
+
+    def category(self, error: BaseException) -> str:
+        """The driver's error class and SQLSTATE (``UniqueViolation 23505``); never its text."""
+        return _category(error)
+
+    def writer_stopped(self) -> None:
+        """Nothing to do: the leases go with the lease connection at close."""
+
+    def rebuild_index(self) -> int:
+        """Rebuild the due index from the logs in one transaction; the rows written.
+
+        The transaction locks ``due_index`` against every writer's update
+        first, so no commit can fall between reading the logs and replacing the index.
+        """
+        try:
+            with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
+                conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
+                conn.execute("DELETE FROM due_index")
+                _build_due_index(conn)
+                row = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot rebuild the due index of {self._label} ({_category(error)})"
+            ) from None
+        return int(row[0]) if row is not None else 0
+
+    def close(self, writer_stopped: bool) -> None:
+        """Close the lease connection and the read pool; the writer's once it stopped."""
+        with self._lease_mutex:
+            lease, self._lease_conn = self._lease_conn, None
+            if lease is not None:
+                lease.close()
+            if writer_stopped and self._pg_writer is not None:
+                self._pg_writer.close()
+                self._pg_writer = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _pg_connect(
+        self, *, migrate: bool, autocommit: bool = False, application_name: str = "dsh-schedule"
+    ) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(
+                self._url,
+                autocommit=autocommit,
+                connect_timeout=30,
+                application_name=application_name,
+            )
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot connect to the session store {self._label} ({_category(error)})"
+            ) from None
+        try:
+            conn.execute("SET synchronous_commit = on")
+            if not autocommit:
+                conn.commit()
+            if migrate:
+                self._pg_migrate(conn)
+        except psycopg.Error as error:
+            conn.close()
+            raise StoreError(
+                f"cannot open the session store {self._label} ({_category(error)})"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the schema to :data:`PG_SCHEMA_VERSION` under a transaction-scoped lock."""
+        fsync = conn.execute("SHOW fsync").fetchone()
+        if fsync is not None and fsync[0] != "on":
+            _log.warning(
+                "PostgreSQL at %s runs with fsync=%s: commits are not durable",
+                self._label,
+                fsync[0],
+            )
+        conn.commit()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            version = _pg_schema_version(conn, self._label)
+            start = version
+            while version < PG_SCHEMA_VERSION:
+                for step in _MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
+                version += 1
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('schema_version', %s)"
+                    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (str(version),),
+                )
+        if start != PG_SCHEMA_VERSION:
+            _log.info("session store %s migrated to schema version %d", self._label, version)
+
+
+class PostgresEventStore(EventStore):
+    """Durable, leased session logs in a PostgreSQL database shared by many host processes.
+
+    ``url`` is a libpq connection URL (``postgresql://user@host:port/db``).
+    ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
+    :meth:`acquire_session` waits for a lease held elsewhere before refusing
+    (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
+    called inside every writer transaction that writes rows, just before ``COMMIT``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        lease_wait: float = 0.0,
+        fault_hook: Callable[[], None] | None = None,
+        due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+    ) -> None:
+        if not is_postgres_url(url):
+            raise StoreError("a PostgreSQL store needs a postgresql:// URL")
+        owner = new_owner()
+        self._pg = PostgresRecorder(url, owner=owner, pool_size=pool_size, lease_wait=lease_wait)
+        super().__init__(
+            self._pg,
+            owner=owner,
+            projection=DueProjection(due_cache_sessions),
+            fault_hook=fault_hook,
+            thread_name="dsh-pg-writer",
+        )
+        _log.debug("session store open at %s", self.label)
+
+    @property
+    def url(self) -> str:
+        """The connection URL without its password."""
+        return self.label
+
+    @property
+    def lease_checks(self) -> int:
+        """How many writer transactions confirmed leases in the database so far."""
+        return self._pg.lease_checks
+
+    @property
+    def lease_backend_pid(self) -> int:
+        """The server process id of the connection holding this store's advisory locks."""
+        return self._pg.lease_backend_pid
+
+
+class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
+    """Durably stored sessions of a PostgreSQL store, read without writing anything.
+
+    One connection in read-only mode (``default_transaction_read_only``): no
+    schema is created or migrated, no lease connection is opened, no writer
+    thread runs, so it reads while host processes write to the same database.
+    Raises on open: :class:`StoreMissingError` when the database holds no
+    session store (none of its tables), :class:`StoreError` when the server
+    cannot be reached or the tables belong to another application, and
+    :class:`StoreCorruptError` / :class:`StoreVersionError` like the writable store.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+        if not is_postgres_url(url):
+            raise StoreError("a PostgreSQL store needs a postgresql:// URL")
+        self._label = redact_url(url)
+        try:
+            conn = psycopg.connect(
+                url,
+                autocommit=True,
+                connect_timeout=connect_timeout,
+                application_name="dsh-schedule-reader",
+            )
+        except psycopg.Error as error:
+            raise StoreError(
+                f"cannot connect to the session store {self._label} ({_category(error)})"
+            ) from None
+        try:
+            conn.execute("SET default_transaction_read_only = on")
+            version = _pg_schema_version(conn, self._label)
+        except psycopg.Error as error:
+            conn.close()
+            raise StoreError(
+                f"cannot open the session store {self._label} ({_category(error)})"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        if version == 0:
+            conn.close()
+            raise StoreMissingError(
+                f"there is no session store in {self._label} (the database has none of its tables)",
+                location=self._label,
+                reason="the database has none of its tables",
+            )
+        super().__init__(
+            self._label,
+            _POSTGRES_READS,
+            conn,
+            version=version,
+            due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            errors=(psycopg.Error,),
+            translate=lambda error: StoreError(
+                f"cannot read the session store {self._label} ({_category(error)})"
+            ),
+        )
+        _log.debug("session store %s open read-only", self._label)
+
+
+def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, IndexRow]]:
+    """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan).
+
+    The columns are ``BIGINT``: a row is never unreadable, only inconsistent.
+    ``LEAST`` ignores NULLs and is NULL when both are: a row with neither is found too.
+    """
+    rows = conn.execute(
+        "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+        " WHERE due_ms IS DISTINCT FROM LEAST(schedule_ms, inbox_ms)"
+    )
+    return [(row[0], IndexRow(*row[1:])) for row in rows.fetchall()]
+
+
+def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
+    """The schema version of the database on ``conn``; 0 when it has none of the tables.
+
+    Only reads. Raises like :func:`host_bridge.embedded.stores._sqlite.schema_version`.
+    """
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = current_schema()"
+        " AND table_name IN ('meta', 'sessions', 'events', 'leases', 'due_index')"
+    ).fetchall()
+    tables = {row[0] for row in rows}
+    if "meta" not in tables:
+        if tables:
+            raise StoreError(f"{label} has tables {sorted(tables)} but is not a dsh-schedule store")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    value = None if row is None else row[0]
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9):
+        raise StoreCorruptError(f"{label} has no valid schema_version")
+    version = int(value)
+    if version > PG_SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{label} has schema version {version}, newer than the {PG_SCHEMA_VERSION} "
+            "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
+        )
+    if version == PG_SCHEMA_VERSION and not tables >= _PG_TABLES:
+        raise StoreCorruptError(f"{label} is missing session tables")
+    return version
+
+
+def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> Loss:
+    """The loss of a lease the writer could not confirm, with the reason for operators."""
+    if held is not None and epoch is not None and epoch != held:
+        reason = f"another process took it over (epoch {held} became {epoch})"
+    elif not locked:
+        reason = "its lease connection was closed (a network cut, failover or restart)"
+    else:
+        reason = "its lease row is gone"  # (``held`` None: released meanwhile, see release_session)
+    return Loss(
+        session_id,
+        "lease",
+        f"lost the lease of session {show_id(session_id)}: {reason}; its unwritten events "
+        "were discarded and it accepts no more writes here until it is taken again",
+    )
+
+
+def _category(error: BaseException) -> str:
+    sqlstate = getattr(error, "sqlstate", None)
+    name = type(error).__name__
+    return f"{name} {sqlstate}" if isinstance(sqlstate, str) and sqlstate else name
+
+
+@contextlib.contextmanager
+def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The statements inside read one snapshot (a read-only repeatable-read transaction)."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+_POSTGRES_READS: ReadQueries[psycopg.Connection[Any]] = sql_reads(
+    "%s", _snapshot, _select_index_suspects
+)

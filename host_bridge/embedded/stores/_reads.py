@@ -1,0 +1,367 @@
+"""The reads every store offers, written once over a backend's queries.
+
+:class:`SessionReads` answers the read API (ids checked before anything is
+read, one snapshot per session, rows decoded by
+:func:`~host_bridge.embedded.stores._rows.decode_session`) over a backend's
+:class:`ReadQueries` and a function that runs one on the backend's connection.
+The writable stores and the read-only readers all build on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Generic, Self, TypeVar
+
+from host_bridge.embedded.stores._due import (
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    IndexRow,
+    StoredRow,
+    decode_due_entry,
+)
+from host_bridge.embedded.stores._errors import StoreClosedError, StoreCorruptError, StoreError
+from host_bridge.embedded.stores._rows import (
+    StoredSession,
+    decode_header,
+    decode_session,
+    is_storable_id,
+    show_id,
+)
+from host_bridge.protocols import SessionHeader
+
+__all__ = [
+    "OneConnectionReader",
+    "ReadQueries",
+    "SessionReads",
+    "read_due_state",
+    "sql_reads",
+]
+
+_T = TypeVar("_T")
+_C = TypeVar("_C")
+
+Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadQueries(Generic[_C]):
+    """A backend's read queries, each run inside :meth:`SessionReads._read`."""
+
+    session_ids: Callable[[_C, str], list[str]]
+    """Every stored session id, sorted (the ``str`` names the store in errors)."""
+    header: Callable[[_C, str], tuple[Any, ...] | None]
+    """A session's ``(seed_length, parent_session)`` row, or None."""
+    session: Callable[[_C, str], tuple[Any, Rows]]
+    """A session's header row and event rows, in one snapshot."""
+    index_rows: Callable[[_C], dict[str, IndexRow]]
+    """Every due index row as stored, by session id."""
+    index_row: Callable[[_C, str], IndexRow | None]
+    """A session's due index row as stored, or None."""
+    indexed: Callable[[_C, str], tuple[Any, Rows, IndexRow | None]]
+    """A session's header row, event rows and due index row, in one snapshot."""
+    index_suspects: Callable[[_C], list[tuple[str, IndexRow]]]
+    """Every unsound due index row, and maybe a few more (the database filters, one scan)."""
+    length: Callable[[_C, str], tuple[Any, Any, Any]]
+    """Whether a session is stored, its event count and its last seq, in one snapshot."""
+
+
+def sql_reads(
+    mark: str,
+    snapshot: Callable[[Any], AbstractContextManager[object]],
+    index_suspects: Callable[[Any], list[tuple[str, IndexRow]]],
+) -> ReadQueries[Any]:
+    """The read queries of a DB-API backend with placeholder ``mark``.
+
+    ``snapshot(conn)`` makes the statements inside it read one consistent
+    snapshot; ``index_suspects`` is the backend's own scan for unsound rows.
+    """
+    events_sql = f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} ORDER BY seq"
+
+    def header(conn: Any, session_id: str) -> tuple[Any, ...] | None:
+        sql = f"SELECT seed_length, parent_session FROM sessions WHERE id = {mark}"
+        row = conn.execute(sql, (session_id,)).fetchone()
+        return None if row is None else tuple(row)
+
+    def events(conn: Any, session_id: str) -> Rows:
+        return [_blob_row(row) for row in conn.execute(events_sql, (session_id,)).fetchall()]
+
+    def index_row(conn: Any, session_id: str) -> IndexRow | None:
+        sql = f"SELECT due_ms, schedule_ms, inbox_ms FROM due_index WHERE session_id = {mark}"
+        row = conn.execute(sql, (session_id,)).fetchone()
+        return None if row is None else IndexRow(*row)
+
+    def session(conn: Any, session_id: str) -> tuple[Any, Rows]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            return head, [] if head is None else events(conn, session_id)
+
+    def indexed(conn: Any, session_id: str) -> tuple[Any, Rows, IndexRow | None]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            rows = [] if head is None else events(conn, session_id)
+            return head, rows, index_row(conn, session_id)
+
+    def length(conn: Any, session_id: str) -> tuple[Any, Any, Any]:
+        with snapshot(conn):
+            exists = conn.execute(
+                f"SELECT 1 FROM sessions WHERE id = {mark}", (session_id,)
+            ).fetchone()
+            count, last = conn.execute(
+                f"SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = {mark}", (session_id,)
+            ).fetchone()
+            return exists, count, last
+
+    return ReadQueries(
+        session_ids=_session_ids,
+        header=header,
+        session=session,
+        index_rows=_index_rows,
+        index_row=index_row,
+        indexed=indexed,
+        index_suspects=index_suspects,
+        length=length,
+    )
+
+
+def read_due_state(
+    conn: Any, session_id: str, mark: str
+) -> tuple[int | None, int, list[StoredRow]] | None:
+    """A session's seed length, next seq and wake-relevant rows, read on ``conn`` (a cursor)."""
+    head = conn.execute(f"SELECT seed_length FROM sessions WHERE id = {mark}", (session_id,))
+    head = head.fetchone()
+    if head is None:
+        return None
+    seed = head[0] if isinstance(head[0], int) else 0
+    (next_seq,) = conn.execute(
+        f"SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = {mark}", (session_id,)
+    ).fetchone()
+    marks = ", ".join(mark for _ in WAKE_EVENT_TYPES)
+    rows = conn.execute(
+        f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} AND seq >= {mark}"
+        f" AND type IN ({marks}) ORDER BY seq",
+        (session_id, seed, *WAKE_EVENT_TYPES),
+    ).fetchall()
+    return seed, int(next_seq), [_blob_row(row) for row in rows]
+
+
+def _blob_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A stored event row with its payload as ``bytes`` (a driver may hand a memoryview)."""
+    seq, type_, time_ms, data = row
+    return seq, type_, time_ms, bytes(data) if isinstance(data, memoryview) else data
+
+
+def _session_ids(conn: Any, label: str) -> list[str]:
+    """Every stored session id, sorted; a non-text id is corruption (``label``: the store)."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions").fetchall()]
+    if not all(isinstance(session_id, str) for session_id in ids):
+        raise StoreCorruptError(f"{label}: the sessions table holds an id that is not text")
+    return sorted(ids)
+
+
+def _index_rows(conn: Any) -> dict[str, IndexRow]:
+    """Every due index row as stored; a damaged non-text id is keyed by its ``repr``."""
+    rows = conn.execute("SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index")
+    return {
+        row[0] if isinstance(row[0], str) else repr(row[0]): IndexRow(*row[1:])
+        for row in rows.fetchall()
+    }
+
+
+class SessionReads(Generic[_C]):
+    """Reads of durably stored sessions through a backend's :class:`ReadQueries`.
+
+    ``run`` runs one query on the backend's connection and turns its driver's
+    errors into :class:`~host_bridge.embedded.stores._errors.StoreError`;
+    ``due_index`` says whether the schema has a due index; ``on_loaded`` hears
+    the length of every session log read (a writable store notes its next seq).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        queries: ReadQueries[_C],
+        run: Callable[[Callable[[_C], Any]], Any],
+        due_index: Callable[[], bool],
+        on_loaded: Callable[[str, int], None] | None = None,
+    ) -> None:
+        """Read through ``queries`` run by ``run``; ``label`` names the store in errors."""
+        self._reads_label = label
+        self._queries = queries
+        self._run = run
+        self._due_index = due_index
+        self._on_loaded = on_loaded
+
+    @property
+    def has_due_index(self) -> bool:
+        """Whether the store's schema has a due index (older stores have none)."""
+        return self._due_index()
+
+    def session_ids(self) -> list[str]:
+        """The ids of every durably stored session, sorted."""
+        ids: list[str] = self._run(lambda conn: self._queries.session_ids(conn, self._reads_label))
+        return ids
+
+    def load_header(self, session_id: str) -> SessionHeader | None:
+        """The stored header of ``session_id``, or ``None`` when it is not stored."""
+        if not is_storable_id(session_id):
+            return None
+        row = self._run(lambda conn: self._queries.header(conn, session_id))
+        return None if row is None else decode_header(session_id, tuple(row))
+
+    def load(self, session_id: str) -> StoredSession | None:
+        """The stored session (header and decoded log), or ``None`` when it is not stored.
+
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
+        naming the session and seq when its rows are not ``0 … n-1``
+        contiguous or a row does not decode.
+        """
+        if not is_storable_id(session_id):
+            return None
+        head, rows = self._run(lambda conn: self._queries.session(conn, session_id))
+        return self._decoded(session_id, head, rows)
+
+    def stored_length(self, session_id: str) -> int | None:
+        """The number of stored events of ``session_id``, or None when it is not stored."""
+        if not is_storable_id(session_id):
+            return None  # such an id can never have been stored
+        exists, count, last = self._run(lambda conn: self._queries.length(conn, session_id))
+        if exists is None:
+            return None
+        if count and last != count - 1:
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        return int(count)
+
+    def due_entries(self) -> dict[str, DueEntry]:
+        """Every stored due index row, by session id (empty without a due index).
+
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
+        when a row does not read (see :meth:`index_rows` for the rows as stored).
+        """
+        rows = self.index_rows()
+        return {session_id: decode_due_entry(session_id, row) for session_id, row in rows.items()}
+
+    def due_entry(self, session_id: str) -> DueEntry | None:
+        """The durably stored due index row of ``session_id`` (``None``: no row).
+
+        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
+        when the row does not read (see :meth:`due_row`).
+        """
+        row = self.due_row(session_id)
+        return None if row is None else decode_due_entry(session_id, row)
+
+    def index_rows(self) -> dict[str, IndexRow]:
+        """Every due index row as stored, sound or not, by session id (empty without an index)."""
+        if not self.has_due_index:
+            return {}
+        rows: dict[str, IndexRow] = self._run(self._queries.index_rows)
+        return rows
+
+    def due_row(self, session_id: str) -> IndexRow | None:
+        """The due index row of ``session_id`` as stored, sound or not (``None``: no row)."""
+        if not self.has_due_index or not is_storable_id(session_id):
+            return None
+        row: IndexRow | None = self._run(lambda conn: self._queries.index_row(conn, session_id))
+        return row
+
+    def unsound_due_rows(self) -> list[tuple[str, str]]:
+        """``(session_id, defect)`` of every due index row unreadable or inconsistent in itself.
+
+        One read of the whole index (see :meth:`IndexRow.defect`); it cannot
+        see a sound row that disagrees with its log (``dsh-schedule verify`` does).
+        """
+        if not self.has_due_index:
+            return []
+        found: list[tuple[str, IndexRow]] = self._run(self._queries.index_suspects)
+        return [
+            (session_id, defect)
+            for session_id, row in found
+            if (defect := row.defect()) is not None
+        ]
+
+    def load_indexed(self, session_id: str) -> tuple[StoredSession | None, IndexRow | None]:
+        """The stored session and its due index row as stored, read in one snapshot.
+
+        Without a due index (an older store) the row is always ``None``.
+        """
+        if not self.has_due_index:
+            return self.load(session_id), None
+        if not is_storable_id(session_id):
+            return None, None
+        head, rows, due = self._run(lambda conn: self._queries.indexed(conn, session_id))
+        return self._decoded(session_id, head, rows), due
+
+    def _decoded(
+        self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
+    ) -> StoredSession | None:
+        """Decode a header row and event rows read in one snapshot; tell ``on_loaded``."""
+        stored = decode_session(session_id, head, rows)
+        if stored is not None and self._on_loaded is not None:
+            self._on_loaded(session_id, len(stored.events))
+        return stored
+
+
+class OneConnectionReader(SessionReads[_C]):
+    """A read-only store: :class:`SessionReads` over one connection behind a lock.
+
+    ``conn`` is open on a store of schema ``version``; ``translate`` turns a
+    driver error (one of ``errors``) into the :class:`StoreError` to raise.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        queries: ReadQueries[_C],
+        conn: _C,
+        *,
+        version: int,
+        due_index_version: int,
+        errors: tuple[type[Exception], ...],
+        translate: Callable[[Exception], StoreError],
+    ) -> None:
+        """Read ``conn`` through ``queries``; ``label`` names the store in errors."""
+        self._label = label
+        self._conn_lock = threading.Lock()
+        self._conn: _C | None = conn
+        self._version = version
+        self._errors = errors
+        self._translate = translate
+        super().__init__(label, queries, self._query, lambda: version >= due_index_version)
+
+    @property
+    def label(self) -> str:
+        """How messages name the store (a path, or a URL without password)."""
+        return self._label
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the store (older versions are read as they are)."""
+        return self._version
+
+    def close(self) -> None:
+        """Close the connection; later reads raise ``StoreClosedError``."""
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _query(self, query: Callable[[_C], _T]) -> _T:
+        with self._conn_lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreClosedError(f"the session store {self._label} is closed")
+            try:
+                return query(conn)
+            except self._errors as error:
+                raise self._translate(error) from None

@@ -1,0 +1,139 @@
+"""What the write-behind component needs from a backend and from a projection.
+
+A :class:`Recorder` is one backend's transactions: write a round's rows and
+confirm ownership in one transaction, read, lock or lease a session. A
+:class:`Projection` is a same-transaction view of the rows (the due index):
+the recorder asks it, inside the write transaction, what to change, and the
+writer tells it after ``COMMIT``. Neither knows the other's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from host_bridge.embedded.stores._due import DueEntry, ReadSession
+from host_bridge.embedded.stores._reads import ReadQueries
+from host_bridge.embedded.stores._rows import CommitResult, Loss, Op
+
+__all__ = ["Plan", "Projection", "Recorder", "SideWrite", "Stage"]
+
+_T = TypeVar("_T")
+_P = TypeVar("_P", bound="Plan")
+
+SideWrite = tuple[str, tuple[object, ...]]
+"""A statement a backend writes beside session rows (SQLite's holder rows), soon, unflushed."""
+
+
+class Plan(Protocol):
+    """What one write transaction changes in a projection (``None``: delete the row)."""
+
+    @property
+    def changes(self) -> Mapping[str, DueEntry | None]:
+        """The index rows to write, by session."""
+
+
+Stage = Callable[[Sequence[Op], ReadSession], Mapping[str, DueEntry | None]]
+"""Called by a recorder inside its write transaction, after the rows are inserted and
+before ``COMMIT``, with the rows it wrote; returns the index rows to write with them."""
+
+
+class Projection(Protocol[_P]):
+    """A view kept in the same transaction as the rows that move it (the due index)."""
+
+    def plan(self, rows: Sequence[Op], read: ReadSession) -> _P:
+        """The changes of ``rows`` (writer thread, in the transaction; ``read``: on a miss)."""
+
+    def committed(self, plan: _P) -> None:
+        """After ``COMMIT``: keep the state of ``plan`` and tell listeners; never raises."""
+
+
+class Recorder(Protocol):
+    """One backend's transactions, reads and session ownership; used by one store.
+
+    ``write`` runs on the writer thread only; ``lock``/``unlock`` under the
+    store's ownership lock; reads from any thread. Each backend turns its
+    driver's errors into :mod:`~host_bridge.embedded.stores._errors` values
+    (or names them with :meth:`category`) at these calls and nowhere else.
+    """
+
+    @property
+    def label(self) -> str:
+        """How messages name the store (a path, or a URL without password)."""
+
+    @property
+    def confirms_on_flush(self) -> bool:
+        """Whether a flush of a held session must confirm ownership in a round (a lease)."""
+
+    @property
+    def takes_free_sessions(self) -> bool:
+        """Whether a write to a session nobody holds takes it on the way (a local lock)."""
+
+    @property
+    def queries(self) -> ReadQueries[Any]:
+        """The read queries, run by :meth:`read`."""
+
+    def read(self, query: Callable[[Any], _T]) -> _T:
+        """Run ``query`` on a read connection; driver errors become ``StoreError``."""
+
+    def write(
+        self,
+        rows: list[Op],
+        side: list[SideWrite],
+        check: set[str],
+        stage: Stage,
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> CommitResult:
+        """Write ``rows`` and ``side``, confirm ownership of ``check``, in one transaction.
+
+        ``epochs`` gives the fencing epoch of each of those sessions held here.
+        Returns the failure (rolled back, nothing written) and the sessions
+        found lost, whose rows are not written. ``stage`` runs before ``COMMIT``.
+        """
+
+    def is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
+
+    def category(self, error: BaseException) -> str:
+        """The backend's short name of ``error`` for messages: never the driver's text."""
+
+    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+        """Take the session's lock or lease; returns its fencing epoch.
+
+        Raises ``SessionLeaseError`` naming the holder when another one holds it.
+        ``lose_held(loss_of)`` loses every session held so far (a lease
+        connection was replaced).
+        """
+
+    def took(self, session_id: str) -> list[SideWrite]:
+        """What to write beside the rows once ``session_id`` was taken."""
+
+    def unlock(self, session_id: str, lost: bool) -> list[SideWrite]:
+        """Give the session's lock or lease back; returns what to write beside the rows."""
+
+    def closing(self, holding: bool) -> list[SideWrite]:
+        """At the first close: what the final round must also write."""
+
+    def due_sessions(
+        self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """Up to ``limit`` due sessions, earliest first, held neither here nor elsewhere."""
+
+    def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
+        """Take the session with ``acquire`` if its index row says it is due at ``now_ms``.
+
+        False when it is not due or held elsewhere; the caller gives back a
+        session taken here when the answer is False or anything raises.
+        """
+
+    def rebuild_index(self) -> int:
+        """Rebuild the whole due index from the logs in one transaction; the rows written."""
+
+    def rebuild_session_index(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's index row from its log in one transaction."""
+
+    def writer_stopped(self) -> None:
+        """On the writer thread, once it stopped: close its connection, drop the locks."""
+
+    def close(self, writer_stopped: bool) -> None:
+        """Close every connection (the writer's only once it stopped)."""

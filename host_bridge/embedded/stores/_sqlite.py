@@ -1,0 +1,1028 @@
+"""SQLite's recorder and store: session logs in one file, group-committed, locked per session.
+
+:class:`SqliteRecorder` is the backend (one transaction per round, WAL,
+``synchronous=FULL``, errors named by SQLite's error name, never its text);
+:class:`SqliteEventStore` composes it with the writer. Ownership, file
+identity checks and the rebuild of a deleted file: see docs/storage.md.
+
+Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)              -- schema_version
+    sessions(id TEXT PRIMARY KEY, seed_length INTEGER, parent_session TEXT, created_at INTEGER)
+    events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER, data BLOB,
+           PRIMARY KEY(session_id, seq)) WITHOUT ROWID   -- data: msgpack (see codec)
+    leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
+    due_index(session_id TEXT PRIMARY KEY, due_ms INTEGER NOT NULL,         -- v3: when each
+              schedule_ms INTEGER, inbox_ms INTEGER)                        --     session is due
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import quote
+
+from host_bridge.embedded.private_files import (
+    PRIVATE_FILE_MODE,
+    make_private_dirs,
+    open_private_file,
+    store_exposure,
+)
+from host_bridge.embedded.stores._due import (
+    DEFAULT_CACHE_SESSIONS,
+    WAKE_EVENT_TYPES,
+    DueEntry,
+    DueProjection,
+    IndexRow,
+    project_logs,
+    project_session,
+    write_due_changes,
+)
+from host_bridge.embedded.stores._errors import (
+    SessionLeaseError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreMissingError,
+    StoreVersionError,
+)
+from host_bridge.embedded.stores._locks import SessionLockFile
+from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
+from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._rows import (
+    INT64_MAX,
+    CommitResult,
+    EventRow,
+    Loss,
+    Op,
+    SessionRow,
+    show_id,
+)
+from host_bridge.embedded.stores._store import EventStore, new_owner
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DUE_INDEX_SCHEMA_VERSION",
+    "SCHEMA_VERSION",
+    "SqliteEventStore",
+    "SqliteRecorder",
+    "check_write_lock",
+    "schema_version",
+]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+SCHEMA_VERSION = 3
+"""The schema version this code reads and writes."""
+
+DUE_INDEX_SCHEMA_VERSION = 3
+"""The first schema version with the ``due_index`` table."""
+
+BUSY_TIMEOUT_MS = 5000
+"""How long a connection waits for another connection's lock before failing."""
+
+_Migration = str | Callable[[sqlite3.Connection], None]
+"""One migration step: an SQL statement, or a function run on the migrating connection."""
+
+_DUE_INDEX_TABLE = (
+    "CREATE TABLE due_index("
+    " session_id TEXT PRIMARY KEY,"
+    " due_ms INTEGER NOT NULL,"
+    " schedule_ms INTEGER,"
+    " inbox_ms INTEGER)"
+)
+_DUE_INDEX_ORDER = "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)"
+
+
+def _build_due_index(conn: sqlite3.Connection) -> None:
+    """Fill ``due_index`` from the stored logs (inside the migrating transaction)."""
+    marks = ", ".join("?" for _ in WAKE_EVENT_TYPES)
+    rows = conn.execute(
+        "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
+        " FROM events e JOIN sessions s ON s.id = e.session_id"
+        f" WHERE e.type IN ({marks}) ORDER BY e.session_id, e.seq",
+        WAKE_EVENT_TYPES,
+    )
+    conn.executemany(
+        "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms) VALUES (?, ?, ?, ?)",
+        (
+            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
+            for session_id, entry in project_logs(rows)
+        ),
+    )
+
+
+_MIGRATIONS: dict[int, tuple[_Migration, ...]] = {
+    0: (
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+        "CREATE TABLE sessions("
+        " id TEXT PRIMARY KEY,"
+        " seed_length INTEGER,"
+        " parent_session TEXT,"
+        " created_at INTEGER)",
+        "CREATE TABLE events("
+        " session_id TEXT,"
+        " seq INTEGER,"
+        " type TEXT,"
+        " time INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(session_id, seq)) WITHOUT ROWID",
+    ),
+    1: (
+        "CREATE TABLE leases("
+        " session_id TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " acquired_at INTEGER NOT NULL)",
+    ),
+    2: (_DUE_INDEX_TABLE, _DUE_INDEX_ORDER, _build_due_index),
+}
+"""Statements that migrate schema version N to N+1, keyed by N (0 is an empty file)."""
+
+_ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
+"""SQLite error names of rows that can never be written, whatever the retry."""
+
+_TABLES: dict[int, frozenset[str]] = {
+    1: frozenset({"sessions", "events"}),
+    2: frozenset({"sessions", "events", "leases"}),
+    3: frozenset({"sessions", "events", "leases", "due_index"}),
+}
+"""The tables besides ``meta`` that a store of each schema version has."""
+
+
+_T = TypeVar("_T")
+
+
+class SqliteRecorder:
+    """The SQLite backend's transactions, reads and session locks (see the module docstring).
+
+    One write connection (used by the writer thread only, WAL, ``synchronous=FULL``)
+    and one read connection (``query_only``, any thread, behind a lock).
+    """
+
+    confirms_on_flush = False
+    takes_free_sessions = True
+
+    def __init__(self, path: Path, *, create: bool, allow_shared: bool, owner: str) -> None:
+        """Open (create, migrate) the file at ``path``; ``owner`` names this store in ``leases``."""
+        self._path = path
+        self._owner = owner
+        self._allow_shared = allow_shared
+        self._file_mode = PRIVATE_FILE_MODE  # of the files this store creates
+        self._read_lock = threading.Lock()
+        self._locks_mutex = threading.Lock()  # opening and closing the lock file
+        self._session_locks: SessionLockFile | None = None  # opened with the first lease
+        self._writer_conn: sqlite3.Connection | None = self._open_writer(
+            create=create, initialise=True
+        )
+        try:
+            self._read_conn: sqlite3.Connection | None = self._open_reader()
+            self._files = _OpenFiles(path)
+        except sqlite3.Error as error:
+            self._writer_conn.close()
+            raise _open_error(path, error) from None
+        except BaseException:
+            self._writer_conn.close()
+            raise
+
+    @property
+    def label(self) -> str:
+        """The database file's path."""
+        return str(self._path)
+
+    @property
+    def queries(self) -> ReadQueries[sqlite3.Connection]:
+        """The read queries of an SQLite store file."""
+        return SQLITE_READS
+
+    @property
+    def lock_mechanism(self) -> str | None:
+        """How sessions are locked (``"ofd"`` or ``"flock"``), None before the first lease."""
+        locks = self._session_locks
+        return None if locks is None else locks.mechanism
+
+    @property
+    def writer_connection(self) -> sqlite3.Connection | None:
+        """The write connection (for inspection while the writer is idle)."""
+        return self._writer_conn
+
+    # --- reads -----------------------------------------------------------------------
+
+    def read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``query`` on the read connection; SQLite errors become ``StoreError``."""
+        with self._read_lock:
+            conn = self._read_conn
+            if conn is None:
+                raise StoreClosedError(f"the session store {self._path} is closed")
+            try:
+                return query(conn)
+            except sqlite3.Error as error:
+                raise _read_error(self._path, error) from None
+
+    def due_sessions(
+        self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
+    ) -> list[tuple[str, int]]:
+        """Due sessions not ``held_here`` whose lock looks free (the lock file can tell).
+
+        With the ``flock`` fallback only taking the session decides.
+        """
+        found: list[tuple[str, int]] = []
+        after: tuple[int, str] | None = None
+        page = limit + 16  # a few more than asked: some may be held
+        while len(found) < limit:
+            rows = self._due_page(after, until_ms, page)
+            for session_id, due_ms in rows:
+                if not (held_here(session_id) or self._held_elsewhere(session_id)):
+                    found.append((session_id, due_ms))
+                    if len(found) == limit:
+                        break
+            if len(rows) < page:
+                break
+            after = (rows[-1][1], rows[-1][0])
+        return found
+
+    def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
+        """``acquire`` the session, then keep it only if its index row says it is due.
+
+        An unsound row (:attr:`IndexRow.wake_ms`) counts as due: its log decides.
+        """
+        try:
+            acquire(session_id)
+        except SessionLeaseError:
+            return False
+        row = self.read(lambda conn: SQLITE_READS.index_row(conn, session_id))
+        return row is not None and row.wake_ms <= now_ms
+
+    def rebuild_index(self) -> int:
+        """Rebuild the due index from the logs in one transaction; the rows written.
+
+        The transaction excludes every writer of the file, so no commit can
+        fall between reading the logs and replacing the index.
+        """
+
+        def rebuild(conn: sqlite3.Connection) -> int:
+            conn.execute("DELETE FROM due_index")
+            _build_due_index(conn)
+            (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+            return int(count)
+
+        return self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
+
+    def rebuild_session_index(self, session_id: str) -> DueEntry | None:
+        """Rewrite one session's index row from its log in one transaction."""
+
+        def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
+            stored = read_due_state(conn, session_id, "?")
+            entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+            write_due_changes(conn, {session_id: entry}, "?")
+            return entry
+
+        return self._index_transaction(
+            rewrite, f"rewrite the due index row of session {show_id(session_id)} in {self._path}"
+        )
+
+    def _due_page(
+        self, after: tuple[int, str] | None, until_ms: int | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if after is not None:
+            clauses.append("(due_ms, session_id) > (?, ?)")
+            params += list(after)
+        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
+        params.append(INT64_MAX if until_ms is None else until_ms)
+        where = f" WHERE {' AND '.join(clauses)}"
+        params.append(limit)
+        rows = self.read(
+            lambda conn: conn.execute(
+                f"SELECT session_id, due_ms FROM due_index{where}"
+                " ORDER BY due_ms, session_id LIMIT ?",
+                params,
+            ).fetchall()
+        )
+        return [(str(row[0]), int(row[1])) for row in rows]
+
+    def _index_transaction(self, work: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
+        """Run ``work`` in one write transaction on a connection of its own (``doing``: for errors).
+
+        The transaction excludes every writer of the file, so no commit can
+        fall between what ``work`` reads and what it writes.
+        """
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot {doing} ({_category(error)})") from None
+        finally:
+            conn.close()
+        return result
+
+    # --- session locks ---------------------------------------------------------------
+
+    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+        """Take the session's byte in the lock file (no waiting); the epoch is always 0."""
+        if not self._lock_session(session_id):
+            holder = self._recorded_holder(session_id)
+            named = f"held by {holder}" if holder else "its holder is not recorded yet"
+            raise SessionLeaseError(
+                f"session {show_id(session_id)} is live in another process or store "
+                f"({named}); it cannot be taken here until its holder detaches it or exits",
+                session_id=session_id,
+                holder=holder,
+            )
+        return 0
+
+    def took(self, session_id: str) -> list[SideWrite]:
+        """Record this store as the holder in ``leases`` (for refusal messages only)."""
+        return [
+            (
+                "INSERT OR REPLACE INTO leases(session_id, owner, acquired_at) VALUES (?, ?, ?)",
+                (session_id, self._owner, time.time_ns() // 1_000_000),
+            )
+        ]
+
+    def unlock(self, session_id: str, lost: bool) -> list[SideWrite]:
+        """Drop the session's lock; the holder row is forgotten by the writer."""
+        locks = self._session_locks
+        if locks is not None:
+            try:
+                locks.unlock(session_id)
+            except OSError as error:
+                _log.warning(
+                    "unlocking session %r failed (%s)", session_id, error.strerror or error
+                )
+        return [
+            ("DELETE FROM leases WHERE session_id = ? AND owner = ?", (session_id, self._owner))
+        ]
+
+    def closing(self, holding: bool) -> list[SideWrite]:
+        """The final round forgets this store's holder rows."""
+        if holding and self._session_locks is not None:
+            return [("DELETE FROM leases WHERE owner = ?", (self._owner,))]
+        return []
+
+    def _held_elsewhere(self, session_id: str) -> bool:
+        """Whether the session's lock looks held by another store (the lock file can tell)."""
+        with self._locks_mutex:
+            locks = self._session_locks
+            if locks is None:
+                try:
+                    locks = self._session_locks = self._open_session_locks()
+                except (OSError, StoreError):
+                    return False  # taking the session will say
+        try:
+            return locks.held_elsewhere(session_id)
+        except OSError:
+            return False
+
+    def _lock_session(self, session_id: str) -> bool:
+        with self._locks_mutex:
+            locks = self._session_locks
+            if locks is None:
+                try:
+                    locks = self._session_locks = self._open_session_locks()
+                except OSError as error:
+                    raise StoreError(
+                        f"cannot open the session lock file of {self._path}"
+                        f" ({error.strerror or type(error).__name__})"
+                    ) from None
+                _log.debug("session locks of %s use %s locks", self._path, locks.mechanism)
+        try:
+            return locks.try_lock(session_id)
+        except OSError as error:
+            raise StoreError(
+                f"cannot lock session {show_id(session_id)} in {locks.path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
+
+    def _open_session_locks(self) -> SessionLockFile:
+        return SessionLockFile(
+            _sidecar(self._path, ".locks"), mode=self._file_mode, allow_shared=self._allow_shared
+        )
+
+    def _recorded_holder(self, session_id: str) -> str | None:
+        """The holder recorded for ``session_id``, unless it is evidently stale."""
+        try:
+            row = self.read(
+                lambda conn: conn.execute(
+                    "SELECT owner FROM leases WHERE session_id = ?", (session_id,)
+                ).fetchone()
+            )
+        except StoreError:
+            return None
+        owner = None if row is None else row[0]
+        if not isinstance(owner, str) or owner == self._owner:
+            return None
+        return None if _is_dead_local_owner(owner) else owner
+
+    # --- writes (writer thread) ------------------------------------------------------
+
+    def write(
+        self,
+        rows: list[Op],
+        side: list[SideWrite],
+        check: set[str],
+        stage: Stage,
+        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+    ) -> CommitResult:
+        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming.
+
+        First moves the session locks to the lock file now at the path if ours
+        was deleted or replaced; sessions another holder took meanwhile are
+        lost and their rows are not written.
+        """
+        lost: dict[str, Loss] = {}
+        locks = self._session_locks
+        if locks is not None and rows:
+            for session_id in locks.ensure_current():
+                lost[session_id] = Loss(
+                    session_id,
+                    "lease",
+                    f"session {show_id(session_id)} was taken by another store after the lock "
+                    "file was deleted; its unwritten events were discarded and it accepts no "
+                    "more writes here",
+                )
+            if lost:
+                rows = [op for op in rows if op.session_id not in lost]
+        if not (rows or side):
+            return None, lost
+        return self._write(rows, side, stage), lost
+
+    def is_row_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
+        return _category(error).startswith(_ROW_ERRORS)
+
+    def category(self, error: BaseException) -> str:
+        """SQLite's error name of ``error`` (``SQLITE_FULL``...), else its type; no text."""
+        return _category(error)
+
+    def writer_stopped(self) -> None:
+        """Close the write connection and drop every lock."""
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+            self._writer_conn = None
+        with self._locks_mutex:
+            locks, self._session_locks = self._session_locks, None
+        if locks is not None:
+            locks.close()
+        self._files.close()
+
+    def close(self, writer_stopped: bool) -> None:
+        """Close the read connection (the writer closes its own when it stops)."""
+        with self._read_lock:
+            if self._read_conn is not None:
+                self._read_conn.close()
+                self._read_conn = None
+        if writer_stopped:
+            self._files.close()
+
+    def _write(
+        self, batch: list[Op], side: Sequence[SideWrite], stage: Stage, *, restored: bool = False
+    ) -> BaseException | None:
+        """Write ``batch`` and ``side`` in one transaction; on failure roll back, return why.
+
+        Just before ``COMMIT`` it checks that the database and WAL files at the
+        path are still the ones its connections write to (:class:`_OpenFiles`).
+        When they were deleted under the store, the round is rolled back, the
+        file is rebuilt at its path from the open connection (:meth:`_restore`)
+        and written again; when another file took the path, the round fails.
+        """
+        try:
+            conn = self._writer_conn
+            if conn is None:
+                conn = self._writer_conn = self._open_writer(create=False, initialise=False)
+            conn.execute("BEGIN IMMEDIATE")
+            sessions = [
+                (op.session_id, op.seed_length, op.parent_session, op.created_at)
+                for op in batch
+                if isinstance(op, SessionRow)
+            ]
+            if sessions:
+                conn.executemany(
+                    "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    sessions,
+                )
+            events = [
+                (op.session_id, op.seq, op.type, op.time, op.payload)
+                for op in batch
+                if isinstance(op, EventRow)
+            ]
+            if events:
+                conn.executemany(
+                    "INSERT INTO events(session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
+                    events,
+                )
+            for statement, params in side:
+                conn.execute(statement, params)
+            changes = stage(batch, lambda sid: read_due_state(conn, sid, "?"))
+            write_due_changes(conn, changes, "?")
+            self._files.check()
+            conn.execute("COMMIT")
+        except Exception as error:  # every failure rolls back; the writer names its category
+            if isinstance(error, _StoreFileMovedError) and error.restorable and not restored:
+                self._rollback()
+                if self._restore():
+                    return self._write(batch, side, stage, restored=True)
+            self._rollback()
+            return error
+        return None
+
+    def _restore(self) -> bool:
+        """Rebuild the store file at its path from the open write connection.
+
+        The connection still reads the unlinked files, so an online backup
+        copies every committed row. The copy is written and fsync'ed beside the
+        path first; only then are the old connections closed, stale WAL/SHM
+        files removed and the copy renamed into place. Returns False (leaving
+        everything as it was) when the copy cannot be made, e.g. while the data
+        directory itself is missing: the next flush tries again.
+        """
+        conn = self._writer_conn
+        if conn is None:
+            return False
+        copy = _sidecar(self._path, ".restore")
+        try:
+            copy.unlink(missing_ok=True)
+            os.close(open_private_file(copy, os.O_WRONLY, mode=self._file_mode))
+            target = sqlite3.connect(copy, isolation_level=None)
+            try:
+                conn.backup(target)
+            finally:
+                target.close()
+            _fsync_path(copy)
+        except (OSError, sqlite3.Error) as error:
+            _log.error(
+                "the session store %s was deleted while open and cannot be rebuilt yet (%s)",
+                self._path,
+                _category(error),
+            )
+            return False
+        try:
+            conn.close()
+            self._writer_conn = None
+            with self._read_lock:
+                if self._read_conn is not None:
+                    self._read_conn.close()
+                    self._read_conn = None
+                for suffix in ("-wal", "-shm"):
+                    _sidecar(self._path, suffix).unlink(missing_ok=True)
+                os.replace(copy, self._path)
+                _fsync_path(self._path.parent)
+                self._writer_conn = self._open_writer(create=False, initialise=False)
+                self._read_conn = self._open_reader()
+            self._files.reopen()
+        except (OSError, sqlite3.Error, StoreError) as error:
+            _log.error(
+                "rebuilding the session store %s failed (%s); a copy may remain at %s",
+                self._path,
+                _category(error),
+                copy,
+            )
+            return False
+        _log.warning(
+            "the session store %s was deleted while open; rebuilt it from the open connection",
+            self._path,
+        )
+        return True
+
+    def _rollback(self) -> None:
+        conn = self._writer_conn
+        if conn is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            _log.warning("session store rollback failed; the write connection will be reopened")
+            conn.close()
+            self._writer_conn = None
+
+    # --- connections -----------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    def _open_writer(self, *, create: bool, initialise: bool) -> sqlite3.Connection:
+        """Open the write connection: WAL, synchronous=FULL, schema checked or migrated."""
+        if create:
+            try:
+                make_private_dirs(self._path.parent)
+            except OSError as error:
+                raise StoreError(
+                    f"cannot create the data directory {self._path.parent}"
+                    f" ({error.strerror or type(error).__name__})"
+                ) from None
+        try:
+            found = self._path.exists()
+        except OSError as error:  # a directory on the way cannot be searched
+            reason = error.strerror or type(error).__name__
+            raise StoreError(f"cannot read the session store {self._path} ({reason})") from None
+        if not found and not create:
+            raise StoreMissingError(
+                f"there is no session store at {self._path}",
+                location=str(self._path),
+                reason="no such file",
+            )
+        if found and not self._path.is_file():
+            raise StoreError(f"{self._path} is not a file")
+        if initialise:
+            self._make_private_file()
+        try:
+            conn = self._connect()
+        except sqlite3.Error as error:
+            raise _open_error(self._path, error) from None
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                _log.warning("session store %s runs in journal mode %s, not WAL", self._path, mode)
+            conn.execute("PRAGMA synchronous = FULL")
+            if conn.execute("PRAGMA synchronous").fetchone()[0] != 2:
+                raise StoreError(f"session store {self._path} refused synchronous=FULL")
+            if initialise:
+                self._migrate(conn)
+        except sqlite3.Error as error:
+            conn.close()
+            raise _open_error(self._path, error) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _make_private_file(self) -> None:
+        """Before SQLite opens the file: refuse a shared store, or create the file 0600.
+
+        SQLite would create a missing file with its default mode (``0644`` less
+        the umask); made here first, it is private, and so are the ``-wal`` and
+        ``-shm`` files SQLite then gives the database file's mode.
+        """
+        exposure = store_exposure(self._path)
+        if exposure is not None:
+            if not self._allow_shared:
+                raise exposure
+            _log.warning("using a shared session store (allowed): %s", exposure.problem)
+        try:
+            if self._path.exists():
+                self._file_mode = os.stat(self._path).st_mode & 0o666 | 0o600
+            else:
+                os.close(open_private_file(self._path, os.O_WRONLY))
+        except OSError as error:
+            raise StoreError(
+                f"cannot create the session store {self._path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION`, one table-driven step at a time."""
+        version = schema_version(conn, self._path)
+        if version == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = schema_version(conn, self._path)  # again, now under the write lock
+            while version < SCHEMA_VERSION:
+                for step in _MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
+                version += 1
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                    (str(version),),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
+
+
+class SqliteEventStore(EventStore):
+    """Durable session logs in one SQLite file; the embedded host's persistence listener.
+
+    ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
+    With ``create`` (the default) missing parent directories (mode 0700) and
+    the file (0600, like every file of the store, whatever the umask) are
+    created; otherwise a missing file is a :class:`StoreError`. Opening a file
+    that is not a session store, is corrupt, or has a newer schema raises
+    :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
+
+    A store other local users can reach is refused with :class:`SharedStoreError`
+    (see :mod:`host_bridge.embedded.private_files`) unless ``allow_shared_store``.
+
+    ``fault_hook`` is a test seam: the writer calls it inside every write
+    transaction of session rows, just before ``COMMIT``; what it raises fails
+    that attempt like a failed commit, and blocking in it pauses the writer.
+    ``due_cache_sessions`` bounds the due index state kept between commits.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        fault_hook: Callable[[], None] | None = None,
+        allow_shared_store: bool = False,
+        due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+    ) -> None:
+        self._path = Path(os.fspath(path))
+        owner = new_owner()
+        self._sqlite = SqliteRecorder(
+            self._path, create=create, allow_shared=allow_shared_store, owner=owner
+        )
+        super().__init__(
+            self._sqlite,
+            owner=owner,
+            projection=DueProjection(due_cache_sessions),
+            fault_hook=fault_hook,
+            thread_name="dsh-store-writer",
+        )
+        _log.debug("session store open at %s", self._path)
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @property
+    def lock_mechanism(self) -> str | None:
+        """How sessions are locked (``"ofd"`` or ``"flock"``), None before the first lease."""
+        return self._sqlite.lock_mechanism
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> int:
+    """The schema version of the SQLite database open on ``conn``; 0 when it has no tables.
+
+    Only reads. Raises :class:`StoreError` for an SQLite database of another
+    application, :class:`StoreCorruptError` when ``meta`` holds no valid version
+    or a session table of that version is missing, and :class:`StoreVersionError`
+    for a version newer than :data:`SCHEMA_VERSION`. ``path`` names the file in messages.
+    """
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "meta" not in tables:
+        if tables:
+            raise StoreError(f"{path} is an SQLite database but not a dsh-schedule session store")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    value = None if row is None else row[0]
+    if not (
+        isinstance(value, str)
+        and value.isascii()
+        and value.isdigit()
+        and len(value) <= 9  # (an absurd length is no version; int() would refuse it too)
+        and int(value) >= 1
+    ):
+        raise StoreCorruptError(f"{path} has no valid schema_version")
+    version = int(value)
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{path} has schema version {version}, newer than the {SCHEMA_VERSION} understood "
+            "by this version of dsh-schedule; upgrade dsh-schedule to open it"
+        )
+    if not tables >= _TABLES[version]:
+        raise StoreCorruptError(f"{path} is missing session tables")
+    return version
+
+
+def check_write_lock(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`StoreError` when another connection keeps the SQLite file write-locked.
+
+    Opening a store takes no write lock (unless it migrates), so a store that
+    another process keeps locked is otherwise found out at the first commit,
+    after the host started. This begins and rolls back an empty write
+    transaction on a connection of its own, waiting for the lock up to
+    :data:`BUSY_TIMEOUT_MS` like every write does, and raises when it is still
+    held then. It writes nothing and creates no file: a missing file, and any
+    failure other than a held lock, are left to opening the store to report.
+    """
+    target = Path(os.fspath(path))
+    if not target.is_file():
+        return
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(os.fspath(target))}?mode=rw",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+        )
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as error:
+        category = _category(error)
+        if category.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            raise StoreError(
+                f"the session store {target} is locked by another process ({category} for "
+                f"{BUSY_TIMEOUT_MS / 1000:g} s); retry once that process is done"
+            ) from None
+    finally:
+        conn.close()
+
+
+def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failure to open the store at ``path`` means, without SQLite's text."""
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return StoreCorruptError(
+            f"{path} is corrupt or not an SQLite database ({category}); "
+            "move it aside or restore a backup"
+        )
+    return StoreError(f"cannot open the session store {path} ({category})")
+
+
+def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """What a failed read of the store at ``path`` means, without SQLite's text.
+
+    A damaged file reads as it does on open (:func:`_open_error`), so a store
+    gets one message whichever page the damage is on.
+    """
+    category = _category(error)
+    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return _open_error(path, error)
+    return StoreError(f"cannot read the session store {path} ({category})")
+
+
+_SUSPECT_ROWS = (
+    "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+    " WHERE typeof(session_id) = 'text' AND (typeof(due_ms) != 'integer'"
+    " OR typeof(schedule_ms) NOT IN ('integer', 'null')"
+    " OR typeof(inbox_ms) NOT IN ('integer', 'null')"
+    " OR due_ms IS NOT min(coalesce(schedule_ms, inbox_ms), coalesce(inbox_ms, schedule_ms)))"
+)
+"""Rows with a column that is not an integer, or a ``due_ms`` that is not the earlier of
+``schedule_ms`` and ``inbox_ms`` (NULL when neither is set): one scan of the index."""
+
+
+def _select_index_suspects(conn: sqlite3.Connection) -> list[tuple[str, IndexRow]]:
+    """The due index rows that may be unsound (see :data:`_SUSPECT_ROWS`)."""
+    return [(row[0], IndexRow(*row[1:])) for row in conn.execute(_SUSPECT_ROWS)]
+
+
+class _StoreFileMovedError(Exception):
+    """The store's files are no longer the ones at its path (``args[0]`` is the category)."""
+
+    def __init__(self, category: str, *, restorable: bool) -> None:
+        super().__init__(category)
+        self.sqlite_errorname = category
+        self.restorable = restorable
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+class _OpenFiles:
+    """The database and WAL files the connections write, kept open to check them cheaply.
+
+    :meth:`check` runs before every ``COMMIT``: one ``fstat`` per file on a
+    descriptor kept open (a file deleted or renamed over has no link left).
+    Only then, or before the WAL exists, does it look at the path.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._wal_path = _sidecar(path, "-wal")
+        self._db: int | None = None
+        self._wal: int | None = None
+        self.reopen()
+
+    def reopen(self) -> None:
+        """Open the files now at the path (at opening, and after a rebuild)."""
+        self.close()
+        self._db = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        self._wal = self._open_wal()
+
+    def check(self) -> None:
+        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path."""
+        try:
+            if self._wal is None:
+                self._wal = self._open_wal()  # the WAL appears with the first write
+            if self._db is None:
+                raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False)
+            healthy = os.fstat(self._db).st_nlink > 0 and (
+                self._wal is None or os.fstat(self._wal).st_nlink > 0
+            )
+            if healthy:
+                return
+            mine_db = _fd_inode(self._db)
+            mine_wal = None if self._wal is None else _fd_inode(self._wal)
+            now_db, now_wal = _inode(self._path), _inode(self._wal_path)
+        except OSError:
+            raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False) from None
+        if now_db is None:
+            raise _StoreFileMovedError("STORE_FILE_DELETED", restorable=True)
+        if now_db != mine_db:
+            raise _StoreFileMovedError("STORE_FILE_REPLACED", restorable=False)
+        if mine_wal is not None and now_wal != mine_wal:
+            raise _StoreFileMovedError("STORE_WAL_DELETED", restorable=True)
+
+    def close(self) -> None:
+        """Close the descriptors; idempotent."""
+        for fd in (self._db, self._wal):
+            if fd is not None:
+                os.close(fd)
+        self._db = self._wal = None
+
+    def _open_wal(self) -> int | None:
+        try:
+            return os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+
+
+def _fd_inode(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return (info.st_dev, info.st_ino)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_dead_local_owner(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid:tag``) names a process of this host that no longer runs."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or parts[0] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (we may not signal it) or we cannot tell
+    return False
+
+
+def _category(error: BaseException) -> str:
+    name = getattr(error, "sqlite_errorname", None)
+    return name if isinstance(name, str) and name else type(error).__name__
+
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """The statements inside read one snapshot (a read transaction, rolled back)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+SQLITE_READS: ReadQueries[sqlite3.Connection] = sql_reads("?", _snapshot, _select_index_suspects)
+"""The read queries of an SQLite store file (writable and read-only alike)."""
