@@ -32,21 +32,16 @@ import psycopg_pool
 from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.stores._due import (
     DEFAULT_CACHE_SESSIONS,
-    WAKE_EVENT_TYPES,
     DueEntry,
     DueProjection,
     IndexRow,
-    project_logs,
-    project_session,
     write_due_changes,
 )
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
-    StoreCorruptError,
     StoreError,
     StoreMissingError,
-    StoreVersionError,
 )
 from host_bridge.embedded.stores._reads import (
     OneConnectionReader,
@@ -57,12 +52,20 @@ from host_bridge.embedded.stores._reads import (
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import (
     CommitResult,
-    EventRow,
     Loss,
     Op,
-    SessionRow,
     is_storable_id,
     show_id,
+)
+from host_bridge.embedded.stores._schema import (
+    Migration,
+    build_due_index,
+    core_tables,
+    due_index_tables,
+    insert_rows,
+    migrate,
+    read_version,
+    rewrite_index_row,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -119,27 +122,9 @@ _LOCK_HOLDER = (
 
 def _build_due_index(conn: psycopg.Connection[Any]) -> None:
     """Fill ``due_index`` from the stored logs (inside the migrating or reindexing transaction)."""
-    with conn.cursor(name="dsh_due_build") as rows:
+    with conn.cursor(name="dsh_due_build") as rows, conn.cursor() as cur:
         rows.itersize = 2000
-        rows.execute(
-            "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
-            " FROM events e JOIN sessions s ON s.id = e.session_id"
-            " WHERE e.type = ANY(%s) ORDER BY e.session_id, e.seq",
-            (list(WAKE_EVENT_TYPES),),
-        )
-        entries = [
-            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-            for session_id, entry in project_logs(
-                (sid, seed, seq, type_, time_, bytes(data))
-                for sid, seed, seq, type_, time_, data in rows
-            )
-        ]
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
-            " VALUES (%s, %s, %s, %s)",
-            entries,
-        )
+        build_due_index(rows, cur, "%s")
 
 
 _PG_TABLES = frozenset({"sessions", "events", "leases", "due_index"})
@@ -155,38 +140,23 @@ _DUE_HELD = (
 )
 """Due sessions whose lease nobody holds (one snapshot of the advisory locks per query)."""
 
-_MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = {
+_MIGRATIONS: dict[int, tuple[Migration[psycopg.Connection[Any]], ...]] = {
     0: (
-        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
-        "CREATE TABLE sessions("
-        " id TEXT PRIMARY KEY,"
-        " seed_length BIGINT,"
-        " parent_session TEXT,"
-        " created_at BIGINT)",
-        "CREATE TABLE events("
-        " session_id TEXT,"
-        " seq BIGINT,"
-        " type TEXT,"
-        " time BIGINT,"
-        " data BYTEA,"
-        " PRIMARY KEY(session_id, seq))",
+        *core_tables("BIGINT", "BYTEA"),
         "CREATE TABLE leases("
         " session_id TEXT PRIMARY KEY,"
         " epoch BIGINT NOT NULL,"
         " owner TEXT,"
         " acquired_at TIMESTAMPTZ)",
     ),
-    1: (
-        "CREATE TABLE due_index("
-        " session_id TEXT PRIMARY KEY,"
-        " due_ms BIGINT NOT NULL,"
-        " schedule_ms BIGINT,"
-        " inbox_ms BIGINT)",
-        "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)",
-        _build_due_index,
-    ),
+    1: (*due_index_tables("BIGINT"), _build_due_index),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty database)."""
+
+_SET_VERSION = (
+    "INSERT INTO meta(key, value) VALUES ('schema_version', %s)"
+    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
 
 _T = TypeVar("_T")
 
@@ -371,10 +341,7 @@ class PostgresRecorder:
         def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                stored = read_due_state(cur, session_id, "%s")
-                entry = None if stored is None else project_session(stored[0], stored[2]).entry()
-                write_due_changes(cur, {session_id: entry}, "%s")
-            return entry
+                return rewrite_index_row(cur, session_id, "%s")
 
         doing = f"rewrite the due index row of session {show_id(session_id)} in {self._label}"
         return self.query(rewrite, doing)
@@ -486,28 +453,7 @@ class PostgresRecorder:
                 cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
                 lost = self._confirm(sessions, cur.fetchall(), epochs)
                 rows = [op for op in rows if op.session_id not in lost]
-                session_rows = [
-                    (op.session_id, op.seed_length, op.parent_session, op.created_at)
-                    for op in rows
-                    if isinstance(op, SessionRow)
-                ]
-                if session_rows:
-                    cur.executemany(
-                        "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
-                        " VALUES (%s, %s, %s, %s)",
-                        session_rows,
-                    )
-                event_rows = [
-                    (op.session_id, op.seq, op.type, op.time, op.payload)
-                    for op in rows
-                    if isinstance(op, EventRow)
-                ]
-                if event_rows:
-                    cur.executemany(
-                        "INSERT INTO events(session_id, seq, type, time, data)"
-                        " VALUES (%s, %s, %s, %s, %s)",
-                        event_rows,
-                    )
+                insert_rows(cur, rows, "%s")
                 changes = stage(rows, lambda sid: read_due_state(cur, sid, "%s"))
                 write_due_changes(cur, changes, "%s")
         except Exception as error:  # every failure rolls back; the writer names its category
@@ -623,20 +569,8 @@ class PostgresRecorder:
         conn.commit()
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            version = _pg_schema_version(conn, self._label)
-            start = version
-            while version < PG_SCHEMA_VERSION:
-                for step in _MIGRATIONS[version]:
-                    if isinstance(step, str):
-                        conn.execute(step)
-                    else:
-                        step(conn)
-                version += 1
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('schema_version', %s)"
-                    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    (str(version),),
-                )
+            start = _pg_schema_version(conn, self._label)
+            version = migrate(conn, start, PG_SCHEMA_VERSION, _MIGRATIONS, _SET_VERSION)
         if start != PG_SCHEMA_VERSION:
             _log.info("session store %s migrated to schema version %d", self._label, version)
 
@@ -776,19 +710,9 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
         if tables:
             raise StoreError(f"{label} has tables {sorted(tables)} but is not a dsh-schedule store")
         return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    value = None if row is None else row[0]
-    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9):
-        raise StoreCorruptError(f"{label} has no valid schema_version")
-    version = int(value)
-    if version > PG_SCHEMA_VERSION:
-        raise StoreVersionError(
-            f"{label} has schema version {version}, newer than the {PG_SCHEMA_VERSION} "
-            "understood by this version of dsh-schedule; upgrade dsh-schedule to open it"
-        )
-    if version == PG_SCHEMA_VERSION and not tables >= _PG_TABLES:
-        raise StoreCorruptError(f"{label} is missing session tables")
-    return version
+    return read_version(
+        conn, label, tables, PG_SCHEMA_VERSION, {PG_SCHEMA_VERSION: _PG_TABLES}, least=0
+    )
 
 
 def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> Loss:

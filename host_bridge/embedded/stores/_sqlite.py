@@ -38,12 +38,9 @@ from host_bridge.embedded.private_files import (
 )
 from host_bridge.embedded.stores._due import (
     DEFAULT_CACHE_SESSIONS,
-    WAKE_EVENT_TYPES,
     DueEntry,
     DueProjection,
     IndexRow,
-    project_logs,
-    project_session,
     write_due_changes,
 )
 from host_bridge.embedded.stores._errors import (
@@ -52,19 +49,20 @@ from host_bridge.embedded.stores._errors import (
     StoreCorruptError,
     StoreError,
     StoreMissingError,
-    StoreVersionError,
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
 from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
-from host_bridge.embedded.stores._rows import (
-    INT64_MAX,
-    CommitResult,
-    EventRow,
-    Loss,
-    Op,
-    SessionRow,
-    show_id,
+from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
+from host_bridge.embedded.stores._schema import (
+    Migration,
+    build_due_index,
+    core_tables,
+    due_index_tables,
+    insert_rows,
+    migrate,
+    read_version,
+    rewrite_index_row,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -89,62 +87,19 @@ DUE_INDEX_SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
 
-_Migration = str | Callable[[sqlite3.Connection], None]
-"""One migration step: an SQL statement, or a function run on the migrating connection."""
-
-_DUE_INDEX_TABLE = (
-    "CREATE TABLE due_index("
-    " session_id TEXT PRIMARY KEY,"
-    " due_ms INTEGER NOT NULL,"
-    " schedule_ms INTEGER,"
-    " inbox_ms INTEGER)"
-)
-_DUE_INDEX_ORDER = "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)"
-
-
-def _build_due_index(conn: sqlite3.Connection) -> None:
-    """Fill ``due_index`` from the stored logs (inside the migrating transaction)."""
-    marks = ", ".join("?" for _ in WAKE_EVENT_TYPES)
-    rows = conn.execute(
-        "SELECT e.session_id, s.seed_length, e.seq, e.type, e.time, e.data"
-        " FROM events e JOIN sessions s ON s.id = e.session_id"
-        f" WHERE e.type IN ({marks}) ORDER BY e.session_id, e.seq",
-        WAKE_EVENT_TYPES,
-    )
-    conn.executemany(
-        "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms) VALUES (?, ?, ?, ?)",
-        (
-            (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-            for session_id, entry in project_logs(rows)
-        ),
-    )
-
-
-_MIGRATIONS: dict[int, tuple[_Migration, ...]] = {
-    0: (
-        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
-        "CREATE TABLE sessions("
-        " id TEXT PRIMARY KEY,"
-        " seed_length INTEGER,"
-        " parent_session TEXT,"
-        " created_at INTEGER)",
-        "CREATE TABLE events("
-        " session_id TEXT,"
-        " seq INTEGER,"
-        " type TEXT,"
-        " time INTEGER,"
-        " data BLOB,"
-        " PRIMARY KEY(session_id, seq)) WITHOUT ROWID",
-    ),
+_MIGRATIONS: dict[int, tuple[Migration[sqlite3.Connection], ...]] = {
+    0: core_tables("INTEGER", "BLOB", " WITHOUT ROWID"),
     1: (
         "CREATE TABLE leases("
         " session_id TEXT PRIMARY KEY,"
         " owner TEXT NOT NULL,"
         " acquired_at INTEGER NOT NULL)",
     ),
-    2: (_DUE_INDEX_TABLE, _DUE_INDEX_ORDER, _build_due_index),
+    2: (*due_index_tables("INTEGER"), lambda conn: build_due_index(conn.cursor(), conn, "?")),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty file)."""
+
+_SET_VERSION = "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)"
 
 _ROW_ERRORS = ("SQLITE_CONSTRAINT", "SQLITE_TOOBIG", "SQLITE_MISMATCH")
 """SQLite error names of rows that can never be written, whatever the retry."""
@@ -269,7 +224,7 @@ class SqliteRecorder:
 
         def rebuild(conn: sqlite3.Connection) -> int:
             conn.execute("DELETE FROM due_index")
-            _build_due_index(conn)
+            build_due_index(conn.cursor(), conn, "?")
             (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
             return int(count)
 
@@ -278,14 +233,9 @@ class SqliteRecorder:
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
         """Rewrite one session's index row from its log in one transaction."""
 
-        def rewrite(conn: sqlite3.Connection) -> DueEntry | None:
-            stored = read_due_state(conn, session_id, "?")
-            entry = None if stored is None else project_session(stored[0], stored[2]).entry()
-            write_due_changes(conn, {session_id: entry}, "?")
-            return entry
-
         return self._index_transaction(
-            rewrite, f"rewrite the due index row of session {show_id(session_id)} in {self._path}"
+            lambda conn: rewrite_index_row(conn, session_id, "?"),
+            f"rewrite the due index row of session {show_id(session_id)} in {self._path}",
         )
 
     def _due_page(
@@ -507,27 +457,7 @@ class SqliteRecorder:
             if conn is None:
                 conn = self._writer_conn = self._open_writer(create=False, initialise=False)
             conn.execute("BEGIN IMMEDIATE")
-            sessions = [
-                (op.session_id, op.seed_length, op.parent_session, op.created_at)
-                for op in batch
-                if isinstance(op, SessionRow)
-            ]
-            if sessions:
-                conn.executemany(
-                    "INSERT INTO sessions(id, seed_length, parent_session, created_at)"
-                    " VALUES (?, ?, ?, ?)",
-                    sessions,
-                )
-            events = [
-                (op.session_id, op.seq, op.type, op.time, op.payload)
-                for op in batch
-                if isinstance(op, EventRow)
-            ]
-            if events:
-                conn.executemany(
-                    "INSERT INTO events(session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
-                    events,
-                )
+            insert_rows(conn, batch, "?")
             for statement, params in side:
                 conn.execute(statement, params)
             changes = stage(batch, lambda sid: read_due_state(conn, sid, "?"))
@@ -711,17 +641,7 @@ class SqliteRecorder:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = schema_version(conn, self._path)  # again, now under the write lock
-            while version < SCHEMA_VERSION:
-                for step in _MIGRATIONS[version]:
-                    if isinstance(step, str):
-                        conn.execute(step)
-                    else:
-                        step(conn)
-                version += 1
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-                    (str(version),),
-                )
+            migrate(conn, version, SCHEMA_VERSION, _MIGRATIONS, _SET_VERSION)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -804,25 +724,7 @@ def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> in
         if tables:
             raise StoreError(f"{path} is an SQLite database but not a dsh-schedule session store")
         return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    value = None if row is None else row[0]
-    if not (
-        isinstance(value, str)
-        and value.isascii()
-        and value.isdigit()
-        and len(value) <= 9  # (an absurd length is no version; int() would refuse it too)
-        and int(value) >= 1
-    ):
-        raise StoreCorruptError(f"{path} has no valid schema_version")
-    version = int(value)
-    if version > SCHEMA_VERSION:
-        raise StoreVersionError(
-            f"{path} has schema version {version}, newer than the {SCHEMA_VERSION} understood "
-            "by this version of dsh-schedule; upgrade dsh-schedule to open it"
-        )
-    if not tables >= _TABLES[version]:
-        raise StoreCorruptError(f"{path} is missing session tables")
-    return version
+    return read_version(conn, str(path), tables, SCHEMA_VERSION, _TABLES, least=1)
 
 
 def check_write_lock(path: str | os.PathLike[str]) -> None:
