@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from host_bridge.embedded.stores._rows import StoredSession
     from host_bridge.protocols import SessionHeader
 
-__all__ = ["StoreReader", "is_postgres_url", "open_store"]
+__all__ = ["StoreReader", "open_store"]
 
 
 class StoreReader(Protocol):

@@ -227,10 +227,6 @@ class PostgresRecorder:
 
     # --- reads -----------------------------------------------------------------------
 
-    def read(self, query: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run ``query`` on a pooled connection; driver errors become ``StoreError``."""
-        return self.query(query)
-
     def query(self, query: Callable[[psycopg.Connection[Any]], _T], doing: str = "") -> _T:
         """Run ``query`` on a pooled connection (``doing``: what errors say it could not do)."""
         pool = self._pool
@@ -242,6 +238,8 @@ class PostgresRecorder:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
             doing = doing or f"read the session store {self._label}"
             raise StoreError(f"cannot {doing} ({_category(error)})") from None
+
+    read = query
 
     # --- leases ----------------------------------------------------------------------
 
@@ -530,31 +528,15 @@ class PostgresRecorder:
     def _pg_connect(
         self, *, migrate: bool, autocommit: bool = False, application_name: str = "dsh-schedule"
     ) -> psycopg.Connection[Any]:
-        try:
-            conn = psycopg.connect(
-                self._url,
-                autocommit=autocommit,
-                connect_timeout=30,
-                application_name=application_name,
-            )
-        except psycopg.Error as error:
-            raise StoreError(
-                f"cannot connect to the session store {self._label} ({_category(error)})"
-            ) from None
-        try:
+        def prepare(conn: psycopg.Connection[Any]) -> None:
             conn.execute("SET synchronous_commit = on")
             if not autocommit:
                 conn.commit()
             if migrate:
                 self._pg_migrate(conn)
-        except psycopg.Error as error:
-            conn.close()
-            raise StoreError(
-                f"cannot open the session store {self._label} ({_category(error)})"
-            ) from None
-        except BaseException:
-            conn.close()
-            raise
+
+        conn = _connect(self._url, self._label, autocommit, 30, application_name)
+        _prepare(conn, self._label, prepare)
         return conn
 
     def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
@@ -639,28 +621,13 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._label = redact_url(url)
-        try:
-            conn = psycopg.connect(
-                url,
-                autocommit=True,
-                connect_timeout=connect_timeout,
-                application_name="dsh-schedule-reader",
-            )
-        except psycopg.Error as error:
-            raise StoreError(
-                f"cannot connect to the session store {self._label} ({_category(error)})"
-            ) from None
-        try:
+        conn = _connect(url, self._label, True, connect_timeout, "dsh-schedule-reader")
+
+        def prepare(conn: psycopg.Connection[Any]) -> int:
             conn.execute("SET default_transaction_read_only = on")
-            version = _pg_schema_version(conn, self._label)
-        except psycopg.Error as error:
-            conn.close()
-            raise StoreError(
-                f"cannot open the session store {self._label} ({_category(error)})"
-            ) from None
-        except BaseException:
-            conn.close()
-            raise
+            return _pg_schema_version(conn, self._label)
+
+        version = _prepare(conn, self._label, prepare)
         if version == 0:
             conn.close()
             raise StoreMissingError(
@@ -713,6 +680,34 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     return read_version(
         conn, label, tables, PG_SCHEMA_VERSION, {PG_SCHEMA_VERSION: _PG_TABLES}, least=0
     )
+
+
+def _connect(
+    url: str, label: str, autocommit: bool, timeout: int, application_name: str
+) -> psycopg.Connection[Any]:
+    """Connect to ``url``; a failure is a :class:`StoreError` naming ``label`` and its kind."""
+    try:
+        return psycopg.connect(
+            url, autocommit=autocommit, connect_timeout=timeout, application_name=application_name
+        )
+    except psycopg.Error as error:
+        raise StoreError(
+            f"cannot connect to the session store {label} ({_category(error)})"
+        ) from None
+
+
+def _prepare(
+    conn: psycopg.Connection[Any], label: str, setup: Callable[[psycopg.Connection[Any]], _T]
+) -> _T:
+    """Run ``setup`` on a new connection; on failure close it (a driver error: ``StoreError``)."""
+    try:
+        return setup(conn)
+    except psycopg.Error as error:
+        conn.close()
+        raise StoreError(f"cannot open the session store {label} ({_category(error)})") from None
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _lease_loss(session_id: str, held: int | None, epoch: int | None, locked: bool) -> Loss:

@@ -42,7 +42,6 @@ __all__ = [
     "decode_header",
     "decode_session",
     "event_row",
-    "failed_future",
     "is_storable_id",
     "settle_all",
     "show_id",
@@ -256,10 +255,6 @@ def decode_event(session_id: str, index: int, row: tuple[Any, ...]) -> SessionEv
     return SessionEvent(type_, seq, time_ms, value)
 
 
-_Inode = tuple[int, int]
-_Identity = tuple[_Inode | None, _Inode | None]
-
-
 def by_session(batch: Sequence[Op]) -> list[list[Op]]:
     """The rows of ``batch`` grouped by session, each group in queue order."""
     groups: dict[str, list[Op]] = {}
@@ -272,13 +267,6 @@ def show_id(value: str, limit: int = 80) -> str:
     """A session id for messages: repr'd (control characters escaped) and shortened."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
-
-
-def failed_future(error: BaseException) -> Future[bool]:
-    """A future already failed with ``error``."""
-    future: Future[bool] = Future()
-    future.set_exception(error)
-    return future
 
 
 def settle_all(outcomes: list[Outcome]) -> None:

@@ -41,29 +41,18 @@ def core_tables(integer: str, blob: str, events_suffix: str = "") -> tuple[str, 
     """``meta``, ``sessions`` and ``events`` in a backend's column types."""
     return (
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
-        "CREATE TABLE sessions("
-        " id TEXT PRIMARY KEY,"
-        f" seed_length {integer},"
-        " parent_session TEXT,"
-        f" created_at {integer})",
-        "CREATE TABLE events("
-        " session_id TEXT,"
-        f" seq {integer},"
-        " type TEXT,"
-        f" time {integer},"
-        f" data {blob},"
-        f" PRIMARY KEY(session_id, seq)){events_suffix}",
+        f"CREATE TABLE sessions( id TEXT PRIMARY KEY, seed_length {integer},"
+        f" parent_session TEXT, created_at {integer})",
+        f"CREATE TABLE events( session_id TEXT, seq {integer}, type TEXT, time {integer},"
+        f" data {blob}, PRIMARY KEY(session_id, seq)){events_suffix}",
     )
 
 
 def due_index_tables(integer: str) -> tuple[str, str]:
     """The ``due_index`` table and its ``(due_ms, session_id)`` order."""
     return (
-        "CREATE TABLE due_index("
-        " session_id TEXT PRIMARY KEY,"
-        f" due_ms {integer} NOT NULL,"
-        f" schedule_ms {integer},"
-        f" inbox_ms {integer})",
+        f"CREATE TABLE due_index( session_id TEXT PRIMARY KEY, due_ms {integer} NOT NULL,"
+        f" schedule_ms {integer}, inbox_ms {integer})",
         "CREATE INDEX due_index_by_due ON due_index(due_ms, session_id)",
     )
 

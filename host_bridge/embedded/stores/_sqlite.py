@@ -328,30 +328,19 @@ class SqliteRecorder:
 
     def _held_elsewhere(self, session_id: str) -> bool:
         """Whether the session's lock looks held by another store (the lock file can tell)."""
-        with self._locks_mutex:
-            locks = self._session_locks
-            if locks is None:
-                try:
-                    locks = self._session_locks = self._open_session_locks()
-                except (OSError, StoreError):
-                    return False  # taking the session will say
         try:
-            return locks.held_elsewhere(session_id)
-        except OSError:
-            return False
+            return self._lock_file().held_elsewhere(session_id)
+        except (OSError, StoreError):
+            return False  # taking the session will say
 
     def _lock_session(self, session_id: str) -> bool:
-        with self._locks_mutex:
-            locks = self._session_locks
-            if locks is None:
-                try:
-                    locks = self._session_locks = self._open_session_locks()
-                except OSError as error:
-                    raise StoreError(
-                        f"cannot open the session lock file of {self._path}"
-                        f" ({error.strerror or type(error).__name__})"
-                    ) from None
-                _log.debug("session locks of %s use %s locks", self._path, locks.mechanism)
+        try:
+            locks = self._lock_file()
+        except OSError as error:
+            raise StoreError(
+                f"cannot open the session lock file of {self._path}"
+                f" ({error.strerror or type(error).__name__})"
+            ) from None
         try:
             return locks.try_lock(session_id)
         except OSError as error:
@@ -360,10 +349,17 @@ class SqliteRecorder:
                 f" ({error.strerror or type(error).__name__})"
             ) from None
 
-    def _open_session_locks(self) -> SessionLockFile:
-        return SessionLockFile(
-            _sidecar(self._path, ".locks"), mode=self._file_mode, allow_shared=self._allow_shared
-        )
+    def _lock_file(self) -> SessionLockFile:
+        """The session lock file, opened on first use (raises ``OSError``, ``StoreError``)."""
+        with self._locks_mutex:
+            if self._session_locks is None:
+                self._session_locks = SessionLockFile(
+                    _sidecar(self._path, ".locks"),
+                    mode=self._file_mode,
+                    allow_shared=self._allow_shared,
+                )
+                _log.debug("session locks of %s use %s", self._path, self._session_locks.mechanism)
+            return self._session_locks
 
     def _recorded_holder(self, session_id: str) -> str | None:
         """The holder recorded for ``session_id``, unless it is evidently stale."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Self
 
+from actors._futures import failed
 from host_bridge.embedded.stores._due import DueEntry, DueProjection
 from host_bridge.embedded.stores._errors import SessionLeaseError, StoreError
 from host_bridge.embedded.stores._reads import SessionReads
@@ -31,7 +32,6 @@ from host_bridge.embedded.stores._rows import (
     Untold,
     check_id,
     event_row,
-    failed_future,
     show_id,
 )
 from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, WriteBehind
@@ -200,10 +200,7 @@ class EventStore(SessionReads[Any]):
         invalid row, and :class:`SessionLeaseError` when the session is held by
         another store or was lost by this one; nothing is queued then.
         """
-        if schedule_due_ms is UNTOLD:
-            self.record_appends(session_id, ((event, payload),))
-        else:
-            self.record_appends(session_id, ((event, payload),), schedule_due_ms=schedule_due_ms)
+        self.record_appends(session_id, ((event, payload),), schedule_due_ms=schedule_due_ms)
 
     def record_appends(
         self,
@@ -261,7 +258,7 @@ class EventStore(SessionReads[Any]):
         never be written. The future cannot be cancelled.
         """
         if not isinstance(session_id, str):
-            return failed_future(
+            return failed(
                 StoreError(f"flush needs a session id string, not {type(session_id).__name__}")
             )
         return self._writer.request_flush(session_id)
