@@ -37,13 +37,7 @@ _BUSY = (errno.EAGAIN, errno.EACCES)
 
 
 class _Flock(ctypes.Structure):
-    """``struct flock`` as the kernel reads it for ``F_OFD_*`` commands.
-
-    ctypes lays the fields out with the platform C ABI (alignment and trailing
-    padding), so ``bytes()`` of it is exactly what ``fcntl(2)`` expects; the
-    offsets are 64-bit on every Linux ABI for these commands (glibc maps them to
-    ``struct flock64``, and CPython builds with 64-bit ``off_t``).
-    """
+    """``struct flock`` as ``F_OFD_*`` reads it (C ABI layout, 64-bit offsets on Linux)."""
 
     _fields_ = (
         ("l_type", ctypes.c_short),
@@ -81,13 +75,8 @@ def ofd_locks_available() -> bool:
 
 
 def _probe_ofd(path: Path) -> bool:
-    """Whether OFD locks work on ``path`` and our ``struct flock`` is read back unchanged.
-
-    Locks the probe byte through one descriptor and asks about it through
-    another: the kernel must report a write lock of exactly that byte owned by
-    an open file description (``l_pid == -1``). A probe byte held by another
-    process's probe (``EAGAIN``) proves the same.
-    """
+    """Whether OFD locks work on ``path``: a probe byte locked on one descriptor must read
+    back exactly, owned by a description (``l_pid == -1``), on another (or be busy)."""
     if not ofd_locks_available():
         return False
     first = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -119,12 +108,9 @@ def _probe_ofd(path: Path) -> bool:
 class SessionLockFile:
     """Exclusive per-session locks in one lock file, held through one open file description.
 
-    ``mechanism`` forces ``"ofd"`` or ``"flock"``; by default OFD locks are used
-    when a probe on the file shows they work. A missing file is created with
-    ``mode``. Thread-safe. Raises ``OSError`` when the file cannot be opened or
-    created, and :class:`~host_bridge.embedded.stores._errors.SharedStoreError`
-    when it belongs to another user or group or others may open it, unless
-    ``allow_shared``.
+    ``mechanism`` forces ``"ofd"`` or ``"flock"`` (default: OFD when a probe shows they
+    work); a missing file is created with ``mode``. Thread-safe. Raises ``OSError``, and
+    ``SharedStoreError`` for a file not private to this user unless ``allow_shared``.
     """
 
     def __init__(
@@ -163,11 +149,8 @@ class SessionLockFile:
         return self._mechanism
 
     def try_lock(self, session_id: str) -> bool:
-        """Take ``session_id``'s lock without waiting; False when another holder has it.
-
-        Also False when another session of this object hashes to the same byte
-        (the lock cannot stand for both).
-        """
+        """Take ``session_id``'s lock without waiting; False when another holder has it
+        (or another session of this object hashes to the same byte)."""
         offset = lock_offset(session_id)
         with self._mutex:
             if self._closed:
@@ -198,12 +181,8 @@ class SessionLockFile:
             return self._held.get(lock_offset(session_id)) == session_id
 
     def held_elsewhere(self, session_id: str) -> bool:
-        """Whether another holder (another open file description) locks ``session_id`` now.
-
-        A snapshot, for skipping sessions that are evidently taken: only
-        :meth:`try_lock` decides. With the ``flock`` fallback it cannot be told
-        per session, so this is False unless this object holds the session.
-        """
+        """Whether another open file description locks ``session_id`` now (a snapshot;
+        :meth:`try_lock` decides). Always False with the ``flock`` fallback."""
         offset = lock_offset(session_id)
         with self._mutex:
             if self._closed:
@@ -218,15 +197,9 @@ class SessionLockFile:
     def ensure_current(self) -> list[str]:
         """Move the locks to the file now at the path if ours was deleted or replaced.
 
-        Locks on a file that is no longer at the path exclude nobody: a store
-        opened later would make a new file and lock it. So when the path is
-        missing or names another file, the file at the path is opened (created
-        if needed) and every held session is locked there again. Returns the
-        sessions that another holder took on the new file in the meantime
-        (they are no longer held here). When no file can be made at the path
-        (its directory is gone) nothing changes: nobody else can lock there
-        either; nor when the file there is refused (another user's, or open to
-        others): no store of ours would lock in it.
+        Locks on an unlinked file exclude nobody, so every held session is locked
+        again on the file at the path; returns those another holder took there
+        meanwhile. Nothing changes when no file can be made there, or it is refused.
         """
         with self._mutex:
             if self._closed:

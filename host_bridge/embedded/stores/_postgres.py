@@ -105,10 +105,8 @@ _LEASE_READ = (
     " EXISTS (SELECT 1 FROM pg_stat_get_activity(%s) a WHERE a.backend_start = %s)"
     " FROM leases l WHERE l.session_id = ANY(%s) ORDER BY l.session_id"
 )
-"""Per session: its epoch, and whether the lease connection (backend pid and start time)
-still runs. The advisory locks of a session-level connection go only with it (or when
-this store unlocks them), so a live lease connection still holds every lease taken on it.
-One statement: a preflight with nothing to write runs it alone."""
+"""Per session: its epoch, and whether the lease connection (backend pid and start time),
+which holds its advisory lock, still runs (see docs/storage.md)."""
 
 _LEASE_CHECK = _LEASE_READ + " FOR SHARE OF l"
 """:data:`_LEASE_READ` in a write transaction: the lease rows stay locked until it commits."""
@@ -162,11 +160,8 @@ _T = TypeVar("_T")
 
 
 class PostgresRecorder:
-    """The PostgreSQL backend's transactions, reads and leases (see the module docstring).
-
-    One write connection (the writer thread's), one autocommit lease connection
-    that holds the advisory locks, and a pool of read connections.
-    """
+    """PostgreSQL's transactions, reads and leases: one write connection (the writer
+    thread's), one autocommit lease connection holding the advisory locks, a read pool."""
 
     confirms_on_flush = True
     takes_free_sessions = False
@@ -244,12 +239,8 @@ class PostgresRecorder:
     # --- leases ----------------------------------------------------------------------
 
     def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
-        """Take the lease: the advisory lock on the lease connection, and a new epoch.
-
-        Waits ``lease_wait`` seconds for a lease held elsewhere. A lease
-        connection the server closed is opened again first (every lease it held
-        is lost already, and ``lose_held`` is told).
-        """
+        """Take the lease (advisory lock, new epoch), waiting ``lease_wait`` seconds; a
+        closed lease connection is replaced first (``lose_held`` is told)."""
         with self._lease_mutex:
             try:
                 return self._take_lease(session_id)
@@ -304,13 +295,8 @@ class PostgresRecorder:
         return [(str(row[0]), int(row[1])) for row in rows]
 
     def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
-        """In one short transaction: lock the index row, check it is due, ``acquire`` the lease.
-
-        The row is locked ``FOR UPDATE SKIP LOCKED`` (a row another host is
-        claiming right now is skipped, not waited for); it is due at ``now_ms``
-        or unsound (:attr:`IndexRow.wake_ms`: its log decides). The lease stays
-        held after the transaction.
-        """
+        """In one transaction: lock the index row ``FOR UPDATE SKIP LOCKED``, check it is
+        due (or unsound), ``acquire`` the lease (held after the transaction)."""
         if not is_storable_id(session_id):
             return False
 
@@ -332,9 +318,8 @@ class PostgresRecorder:
         return self.query(claim)
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's index row from its log (``REPEATABLE READ``: a commit of
-        the session by another host after its snapshot fails it rather than write a stale row).
-        """
+        """Rewrite one session's index row from its log (``REPEATABLE READ``: a concurrent
+        commit of the session fails it rather than leave a stale row)."""
 
         def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
             with conn.transaction(), conn.cursor() as cur:
@@ -386,11 +371,7 @@ class PostgresRecorder:
     def _open_lease_connection(
         self, lose_held: Callable[[Callable[[str], Loss]], None] | None
     ) -> None:
-        """(Re)open the connection that holds this store's advisory locks.
-
-        Replacing a dead one loses every lease taken on it, here and now: the
-        liveness check of later rounds looks at the new connection.
-        """
+        """(Re)open the connection holding the advisory locks; replacing one loses its leases."""
         old = self._lease_conn
         if old is not None:
             old.close()
@@ -425,14 +406,9 @@ class PostgresRecorder:
         stage: Stage,
         epochs: Callable[[Iterable[str]], Mapping[str, int]],
     ) -> CommitResult:
-        """One transaction: confirm the leases, then write the rows of sessions still held.
-
-        The leases of every session in ``rows`` and in ``check`` are confirmed
-        first: the epoch in ``leases`` must still be the one this store took
-        (the rows stay share-locked until ``COMMIT``, so nobody can take the
-        session over meanwhile) and the lease connection holding the advisory
-        locks must still run. Sessions that fail either are lost (``"lease"``)
-        and their rows are not written. (This backend asks for no side writes.)
+        """One transaction: confirm the leases of ``rows`` and ``check`` (epoch, share-locked
+        until ``COMMIT``; lease connection alive), then write the rows of sessions still held.
+        Sessions that fail are lost (``"lease"``), their rows unwritten. No side writes.
         """
         sessions = sorted({op.session_id for op in rows} | check)
         lost: dict[str, Loss] = {}
@@ -495,11 +471,8 @@ class PostgresRecorder:
         """Nothing to do: the leases go with the lease connection at close."""
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index from the logs in one transaction; the rows written.
-
-        The transaction locks ``due_index`` against every writer's update
-        first, so no commit can fall between reading the logs and replacing the index.
-        """
+        """Rebuild the due index from the logs in one transaction (``due_index`` locked
+        against every writer first); the rows written."""
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
                 conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
@@ -560,11 +533,9 @@ class PostgresRecorder:
 class PostgresEventStore(EventStore):
     """Durable, leased session logs in a PostgreSQL database shared by many host processes.
 
-    ``url`` is a libpq connection URL (``postgresql://user@host:port/db``).
-    ``pool_size`` bounds the read pool. ``lease_wait`` is how many seconds
-    :meth:`acquire_session` waits for a lease held elsewhere before refusing
-    (0: refuse at once). ``fault_hook`` is the same test seam as SQLite's: it is
-    called inside every writer transaction that writes rows, just before ``COMMIT``.
+    ``url``: ``postgresql://user@host:port/db``; ``pool_size`` bounds the read pool;
+    ``lease_wait``: seconds :meth:`acquire_session` waits for a lease held elsewhere;
+    ``fault_hook``: the same test seam as SQLite's.
     """
 
     def __init__(
@@ -606,15 +577,11 @@ class PostgresEventStore(EventStore):
 
 
 class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
-    """Durably stored sessions of a PostgreSQL store, read without writing anything.
+    """Durably stored sessions of a PostgreSQL store, read on one read-only connection.
 
-    One connection in read-only mode (``default_transaction_read_only``): no
-    schema is created or migrated, no lease connection is opened, no writer
-    thread runs, so it reads while host processes write to the same database.
-    Raises on open: :class:`StoreMissingError` when the database holds no
-    session store (none of its tables), :class:`StoreError` when the server
-    cannot be reached or the tables belong to another application, and
-    :class:`StoreCorruptError` / :class:`StoreVersionError` like the writable store.
+    Migrates, leases and writes nothing. Raises on open: :class:`StoreMissingError`
+    (none of the tables), :class:`StoreError` (unreachable, another application's
+    tables), :class:`StoreCorruptError` / :class:`StoreVersionError` like the store.
     """
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
@@ -650,11 +617,8 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
 
 
 def _select_index_suspects(conn: psycopg.Connection[Any]) -> list[tuple[str, IndexRow]]:
-    """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan).
-
-    The columns are ``BIGINT``: a row is never unreadable, only inconsistent.
-    ``LEAST`` ignores NULLs and is NULL when both are: a row with neither is found too.
-    """
+    """The due index rows whose ``due_ms`` is not the earlier of the other two (one scan;
+    ``BIGINT`` columns are never unreadable, and ``LEAST`` of two NULLs is NULL)."""
     rows = conn.execute(
         "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
         " WHERE due_ms IS DISTINCT FROM LEAST(schedule_ms, inbox_ms)"

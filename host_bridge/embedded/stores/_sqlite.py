@@ -116,11 +116,8 @@ _T = TypeVar("_T")
 
 
 class SqliteRecorder:
-    """The SQLite backend's transactions, reads and session locks (see the module docstring).
-
-    One write connection (used by the writer thread only, WAL, ``synchronous=FULL``)
-    and one read connection (``query_only``, any thread, behind a lock).
-    """
+    """SQLite's transactions, reads and session locks: one write connection (the writer
+    thread's) and one ``query_only`` read connection (any thread, behind a lock)."""
 
     confirms_on_flush = False
     takes_free_sessions = True
@@ -184,10 +181,7 @@ class SqliteRecorder:
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
     ) -> list[tuple[str, int]]:
-        """Due sessions not ``held_here`` whose lock looks free (the lock file can tell).
-
-        With the ``flock`` fallback only taking the session decides.
-        """
+        """Due sessions not ``held_here`` whose lock looks free (with ``flock``: all)."""
         found: list[tuple[str, int]] = []
         after: tuple[int, str] | None = None
         page = limit + 16  # a few more than asked: some may be held
@@ -204,10 +198,7 @@ class SqliteRecorder:
         return found
 
     def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
-        """``acquire`` the session, then keep it only if its index row says it is due.
-
-        An unsound row (:attr:`IndexRow.wake_ms`) counts as due: its log decides.
-        """
+        """``acquire`` the session, then keep it only if its index row is due (or unsound)."""
         try:
             acquire(session_id)
         except SessionLeaseError:
@@ -216,11 +207,7 @@ class SqliteRecorder:
         return row is not None and row.wake_ms <= now_ms
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index from the logs in one transaction; the rows written.
-
-        The transaction excludes every writer of the file, so no commit can
-        fall between reading the logs and replacing the index.
-        """
+        """Rebuild the due index from the logs in one transaction; the rows written."""
 
         def rebuild(conn: sqlite3.Connection) -> int:
             conn.execute("DELETE FROM due_index")
@@ -261,11 +248,8 @@ class SqliteRecorder:
         return [(str(row[0]), int(row[1])) for row in rows]
 
     def _index_transaction(self, work: Callable[[sqlite3.Connection], _T], doing: str) -> _T:
-        """Run ``work`` in one write transaction on a connection of its own (``doing``: for errors).
-
-        The transaction excludes every writer of the file, so no commit can
-        fall between what ``work`` reads and what it writes.
-        """
+        """Run ``work`` in one write transaction of its own, which excludes every writer of
+        the file (``doing``: what errors say it could not do)."""
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -386,12 +370,8 @@ class SqliteRecorder:
         stage: Stage,
         epochs: Callable[[Iterable[str]], Mapping[str, int]],
     ) -> CommitResult:
-        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming.
-
-        First moves the session locks to the lock file now at the path if ours
-        was deleted or replaced; sessions another holder took meanwhile are
-        lost and their rows are not written.
-        """
+        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming, but
+        first move to the lock file now at the path (sessions taken meanwhile are lost)."""
         lost: dict[str, Loss] = {}
         locks = self._session_locks
         if locks is not None and rows:
@@ -442,11 +422,8 @@ class SqliteRecorder:
     ) -> BaseException | None:
         """Write ``batch`` and ``side`` in one transaction; on failure roll back, return why.
 
-        Just before ``COMMIT`` it checks that the database and WAL files at the
-        path are still the ones its connections write to (:class:`_OpenFiles`).
-        When they were deleted under the store, the round is rolled back, the
-        file is rebuilt at its path from the open connection (:meth:`_restore`)
-        and written again; when another file took the path, the round fails.
+        Before ``COMMIT`` the files are checked (:class:`_OpenFiles`): deleted ones are
+        rebuilt (:meth:`_restore`) and the round written again; replaced ones fail it.
         """
         try:
             conn = self._writer_conn
@@ -470,14 +447,10 @@ class SqliteRecorder:
         return None
 
     def _restore(self) -> bool:
-        """Rebuild the store file at its path from the open write connection.
+        """Rebuild the store file at its path by an online backup of the open connection.
 
-        The connection still reads the unlinked files, so an online backup
-        copies every committed row. The copy is written and fsync'ed beside the
-        path first; only then are the old connections closed, stale WAL/SHM
-        files removed and the copy renamed into place. Returns False (leaving
-        everything as it was) when the copy cannot be made, e.g. while the data
-        directory itself is missing: the next flush tries again.
+        The copy is fsync'ed beside the path, then renamed into place. Returns False,
+        changing nothing, when no copy can be made (the next flush tries again).
         """
         conn = self._writer_conn
         if conn is None:
@@ -607,12 +580,8 @@ class SqliteRecorder:
         return conn
 
     def _make_private_file(self) -> None:
-        """Before SQLite opens the file: refuse a shared store, or create the file 0600.
-
-        SQLite would create a missing file with its default mode (``0644`` less
-        the umask); made here first, it is private, and so are the ``-wal`` and
-        ``-shm`` files SQLite then gives the database file's mode.
-        """
+        """Before SQLite opens the file: refuse a shared store, or create it 0600 (SQLite
+        gives the ``-wal`` and ``-shm`` files the database file's mode)."""
         exposure = store_exposure(self._path)
         if exposure is not None:
             if not self._allow_shared:
@@ -649,19 +618,11 @@ class SqliteRecorder:
 class SqliteEventStore(EventStore):
     """Durable session logs in one SQLite file; the embedded host's persistence listener.
 
-    ``path`` is the database file (see :func:`host_bridge.embedded.paths.store_path`).
-    With ``create`` (the default) missing parent directories (mode 0700) and
-    the file (0600, like every file of the store, whatever the umask) are
-    created; otherwise a missing file is a :class:`StoreError`. Opening a file
-    that is not a session store, is corrupt, or has a newer schema raises
-    :class:`StoreError` (:class:`StoreCorruptError`, :class:`StoreVersionError`).
-
-    A store other local users can reach is refused with :class:`SharedStoreError`
-    (see :mod:`host_bridge.embedded.private_files`) unless ``allow_shared_store``.
-
-    ``fault_hook`` is a test seam: the writer calls it inside every write
-    transaction of session rows, just before ``COMMIT``; what it raises fails
-    that attempt like a failed commit, and blocking in it pauses the writer.
+    With ``create`` missing directories (0700) and the file (0600) are made; else a
+    missing file is a :class:`StoreError`, as is a file that is no session store
+    (:class:`StoreCorruptError`, :class:`StoreVersionError`). A store other users can
+    reach is refused (:class:`SharedStoreError`) unless ``allow_shared_store``.
+    ``fault_hook`` is called just before each ``COMMIT`` of session rows (a test seam);
     ``due_cache_sessions`` bounds the due index state kept between commits.
     """
 
@@ -703,12 +664,10 @@ class SqliteEventStore(EventStore):
 
 
 def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> int:
-    """The schema version of the SQLite database open on ``conn``; 0 when it has no tables.
+    """The schema version of the database on ``conn``; 0 when it has no tables; only reads.
 
-    Only reads. Raises :class:`StoreError` for an SQLite database of another
-    application, :class:`StoreCorruptError` when ``meta`` holds no valid version
-    or a session table of that version is missing, and :class:`StoreVersionError`
-    for a version newer than :data:`SCHEMA_VERSION`. ``path`` names the file in messages.
+    Raises :class:`StoreError` for another application's database, else like
+    :func:`~host_bridge.embedded.stores._schema.read_version`.
     """
     tables = {
         row[0]
@@ -726,13 +685,10 @@ def schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> in
 def check_write_lock(path: str | os.PathLike[str]) -> None:
     """Raise :class:`StoreError` when another connection keeps the SQLite file write-locked.
 
-    Opening a store takes no write lock (unless it migrates), so a store that
-    another process keeps locked is otherwise found out at the first commit,
-    after the host started. This begins and rolls back an empty write
-    transaction on a connection of its own, waiting for the lock up to
-    :data:`BUSY_TIMEOUT_MS` like every write does, and raises when it is still
-    held then. It writes nothing and creates no file: a missing file, and any
-    failure other than a held lock, are left to opening the store to report.
+    Begins and rolls back an empty write transaction, waiting up to
+    :data:`BUSY_TIMEOUT_MS`, so a locked store is found before a host starts rather
+    than at its first commit. Writes and creates nothing; other failures are left to
+    opening the store.
     """
     target = Path(os.fspath(path))
     if not target.is_file():
@@ -772,11 +728,7 @@ def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
 
 
 def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failed read of the store at ``path`` means, without SQLite's text.
-
-    A damaged file reads as it does on open (:func:`_open_error`), so a store
-    gets one message whichever page the damage is on.
-    """
+    """What a failed read of the store at ``path`` means (damage: as on open)."""
     category = _category(error)
     if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return _open_error(path, error)
@@ -821,12 +773,7 @@ def _inode(path: Path) -> tuple[int, int] | None:
 
 
 class _OpenFiles:
-    """The database and WAL files the connections write, kept open to check them cheaply.
-
-    :meth:`check` runs before every ``COMMIT``: one ``fstat`` per file on a
-    descriptor kept open (a file deleted or renamed over has no link left).
-    Only then, or before the WAL exists, does it look at the path.
-    """
+    """The database and WAL files the connections write, kept open to check them cheaply."""
 
     def __init__(self, path: Path) -> None:
         self._path = path

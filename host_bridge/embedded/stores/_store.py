@@ -1,10 +1,7 @@
-"""The durable store's public face, composed of a recorder, a writer, a projection and reads.
+"""The durable store's public face: validate a write once, check ownership, queue it.
 
-:class:`EventStore` is what a host holds: it validates a write once, checks
-ownership, and hands rows to the :class:`~host_bridge.embedded.stores._writer.WriteBehind`;
-reads go through :class:`~host_bridge.embedded.stores._reads.SessionReads`
-over the backend's :class:`~host_bridge.embedded.stores._recorder.Recorder`.
-The backends' stores only build those parts and add their own ownership reads.
+:class:`EventStore` composes a backend's recorder, the write-behind writer, the due
+projection and the shared reads; the backends' stores only build those parts.
 """
 
 from __future__ import annotations
@@ -121,11 +118,7 @@ class EventStore(SessionReads[Any]):
 
     @property
     def fault_hook(self) -> Callable[[], None] | None:
-        """The test seam the writer calls just before each ``COMMIT`` of session rows.
-
-        Set it (or give it to the constructor) to fail or pause commits; what
-        it raises fails that attempt like a failed commit.
-        """
+        """The test seam called just before each ``COMMIT`` of session rows (a raise fails it)."""
         return self._writer.fault_hook
 
     @fault_hook.setter
@@ -144,13 +137,10 @@ class EventStore(SessionReads[Any]):
     ) -> None:
         """Queue a new session row and the fork's copied ``seed`` events (seq ``0 … len(seed)-1``).
 
-        ``seed`` pairs each event with its payload encoded by
-        :func:`host_bridge.embedded.codec.encode_payload`. Raises
-        :class:`StoreError` at once when the id is invalid (empty, NUL, lone
-        surrogate), already stored or already queued, or when a seed row is invalid,
-        and :class:`SessionLeaseError` when another store holds the session (a
-        session not yet held here is taken on the way where the backend allows).
-        Durable only after a :meth:`flush` of the session resolves ``True``.
+        ``seed`` pairs each event with its ``encode_payload`` bytes. Raises
+        :class:`StoreError` for an invalid, stored or queued id or an invalid seed row, and
+        :class:`SessionLeaseError` when another store holds the session. Durable once a
+        :meth:`flush` of the session resolves ``True``.
         """
         if not isinstance(header, SessionHeader):
             raise StoreError(f"create_session needs a SessionHeader, not {type(header).__name__}")
@@ -190,15 +180,12 @@ class EventStore(SessionReads[Any]):
         *,
         schedule_due_ms: int | Untold | None = UNTOLD,
     ) -> None:
-        """Queue one committed event; never waits for disk.
+        """Queue one committed event (the session's next seq); never waits for disk.
 
-        ``payload`` is ``encode_payload(event.data)`` and ``event.seq`` must be
-        the session's next seq. ``schedule_due_ms``, when given, is the
-        session's earliest schedule target after this event (``None``: none
-        active): the due index takes it instead of folding the schedule.
-        Raises :class:`StoreError` for an unknown session, a wrong seq or an
-        invalid row, and :class:`SessionLeaseError` when the session is held by
-        another store or was lost by this one; nothing is queued then.
+        ``payload`` is ``encode_payload(event.data)``; ``schedule_due_ms``, when told, is
+        the session's earliest schedule target after it (``None``: none active). Raises
+        :class:`StoreError` for an unknown session, a wrong seq or an invalid row, and
+        :class:`SessionLeaseError` when another store holds the session or this one lost it.
         """
         self.record_appends(session_id, ((event, payload),), schedule_due_ms=schedule_due_ms)
 
@@ -209,13 +196,8 @@ class EventStore(SessionReads[Any]):
         *,
         schedule_due_ms: int | Untold | None = UNTOLD,
     ) -> None:
-        """Queue consecutive committed events of one session as a unit; never waits for disk.
-
-        Like :meth:`record_append` for each ``(event, payload)`` pair, with the
-        seqs following each other; they become durable in one commit or not at
-        all, and nothing is queued when any row is refused. ``schedule_due_ms``
-        tells the schedule target after the last of them.
-        """
+        """Like :meth:`record_append` for consecutive events, durable in one commit or not at
+        all; nothing is queued when one is refused. ``schedule_due_ms``: after the last."""
         checked = [event_row(session_id, event, payload) for event, payload in rows]
         if not checked:
             return
@@ -248,14 +230,10 @@ class EventStore(SessionReads[Any]):
     def flush(self, session_id: str) -> Future[bool]:
         """Resolve ``True`` once the rows of ``session_id`` queued before the call are durable.
 
-        It resolves at once when nothing of that session is uncommitted and the
-        backend's ownership cannot be lost while the store is open (SQLite). It
-        fails with :class:`StoreWriteError` when the write attempt made for it
-        failed (the rows stay queued; flush again to retry) and with
-        :class:`StoreClosedError` after :meth:`close`. When the session was lost
-        (see :meth:`lease_lost`) it resolves ``False`` if its lease went
-        elsewhere and fails with :class:`SessionLeaseError` if its rows could
-        never be written. The future cannot be cancelled.
+        Fails with :class:`StoreWriteError` when that write failed (the rows stay queued)
+        and :class:`StoreClosedError` after :meth:`close`. A lost session resolves
+        ``False`` (its lease went elsewhere) or fails with :class:`SessionLeaseError`
+        (its rows can never be written). Not cancellable. See docs/storage.md.
         """
         if not isinstance(session_id, str):
             return failed(
@@ -268,11 +246,8 @@ class EventStore(SessionReads[Any]):
         return self._writer.request_flush(None)
 
     def forget(self, session_id: str) -> None:
-        """Drop the in-memory bookkeeping of a session that went offline; its rows stay stored.
-
-        Rows still queued for the session are written first; a later append
-        reads its stored length again.
-        """
+        """Drop the in-memory bookkeeping of a session that went offline (queued rows are
+        still written; a later append reads its stored length again)."""
         self._writer.forget(session_id)
         self._projection.forget(session_id)
 
@@ -281,9 +256,8 @@ class EventStore(SessionReads[Any]):
     def acquire_session(self, session_id: str) -> int:
         """Take ``session_id`` for this store before it goes live; returns its fencing epoch.
 
-        Raises :class:`SessionLeaseError`, naming the holder when it is known,
-        when another process or store holds the session or this store already
-        does, and :class:`StoreError` for an unstorable id or an unreachable store.
+        Raises :class:`SessionLeaseError` (naming a known holder) when it is held here or
+        elsewhere, :class:`StoreError` for an unstorable id or an unreachable store.
         """
         check_id(session_id, "session id")
         with self._ownership:
@@ -295,12 +269,8 @@ class EventStore(SessionReads[Any]):
         return epoch
 
     def release_session(self, session_id: str) -> None:
-        """Give up ``session_id`` after its queued rows are written; nothing if not held here.
-
-        When those rows cannot be written the session stays held (the next
-        flush retries them) and the error is logged. After :meth:`start_closing`
-        it waits for them only until the close deadline.
-        """
+        """Give up ``session_id`` once its queued rows are written (until a close deadline);
+        when they cannot be, it stays held and the error is logged."""
         if not self._writer.held(session_id):
             return
         try:
@@ -328,11 +298,7 @@ class EventStore(SessionReads[Any]):
         return self._writer.holds(session_id)
 
     def lease_lost(self, session_id: str) -> bool:
-        """Whether this store lost ``session_id`` since it took it.
-
-        A lost session's queued rows were discarded and every later write of it
-        is refused with :class:`SessionLeaseError` until it is taken again.
-        """
+        """Whether this store lost ``session_id`` since it took it (its writes are refused)."""
         return self._writer.loss(session_id) is not None
 
     def _ensure_lease(self, session_id: str) -> None:
@@ -363,9 +329,8 @@ class EventStore(SessionReads[Any]):
     ) -> Callable[[], None]:
         """Hear of every commit of this store that moved the due index; returns ``remove``.
 
-        ``listener({session_id: due_ms or None, ...})`` runs on the writer
-        thread right after the commit: it must be short and must not wait for
-        the store (post a message). Commits of other processes are not heard.
+        ``listener({session_id: due_ms or None})`` runs on the writer thread after the
+        commit: short, never waiting for the store. Other processes' commits are not heard.
         """
         return self._projection.add_listener(listener)
 
@@ -380,22 +345,16 @@ class EventStore(SessionReads[Any]):
         return first[0][1] if first else None
 
     def due_sessions(self, until_ms: int | None, limit: int) -> list[tuple[str, int]]:
-        """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, earliest first.
-
-        Only sessions due at or before ``until_ms`` (any time when ``None``);
-        sessions held here or (as far as the backend can tell) elsewhere are skipped.
-        """
+        """Up to ``limit`` ``(session_id, due_ms)`` of sessions nobody holds, due at or before
+        ``until_ms`` (``None``: any time), earliest first."""
         return self._recorder.due_sessions(until_ms, limit, self.holds_lease)
 
     def claim_due_session(self, session_id: str, now_ms: int) -> bool:
         """Take ``session_id`` to deliver what is due in it; False when that is not for us.
 
-        False when another process or store holds the session, or when its
-        index row says nothing is due at ``now_ms`` (then it is not kept).
-        True: this store holds the session (:meth:`acquire_session`) and it is
-        due, or its row is unsound (:attr:`IndexRow.wake_ms`): its log decides.
-        False, with nothing taken, for a ``now_ms`` that is not an ``int``; on
-        any exception the session is given back.
+        True: it is held here now and due at ``now_ms`` or its row is unsound (its log
+        decides). False, with nothing kept, when it is held elsewhere, not due, or
+        ``now_ms`` is no ``int``; on any exception the session is given back.
         """
         if refuses_claim_clock(session_id, now_ms):
             return False
@@ -412,11 +371,8 @@ class EventStore(SessionReads[Any]):
         return False
 
     def reindex(self) -> int:
-        """Rebuild the due index from the stored logs in one transaction; the rows written.
-
-        Safe while hosts write: no commit can fall between reading the logs and
-        replacing the index.
-        """
+        """Rebuild the due index from the stored logs in one transaction (safe while hosts
+        write); the rows written."""
         self._check_open()
         count = self._recorder.rebuild_index()
         self._projection.clear()
@@ -424,11 +380,8 @@ class EventStore(SessionReads[Any]):
         return count
 
     def reindex_session(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's due index row from its stored log, in one transaction.
-
-        Returns the row written (``None``: the row was deleted, nothing is due
-        or the session is not stored).
-        """
+        """Rewrite one session's due index row from its log in one transaction; the row
+        written (``None``: deleted, nothing due or no such session)."""
         check_id(session_id, "session id")
         self._check_open()
         entry = self._recorder.rebuild_session_index(session_id)
@@ -438,29 +391,21 @@ class EventStore(SessionReads[Any]):
     # --- closing ---------------------------------------------------------------------
 
     def start_closing(self, timeout: float | None) -> None:
-        """Bound the waits of a shutdown that starts now: they end ``timeout`` seconds from now.
+        """Bound the waits of a shutdown that starts now to ``timeout`` seconds (``None``: none).
 
-        From this call on, :meth:`release_session` waits for a session's rows
-        and :meth:`close` for its last write at most until that deadline (an
-        earlier deadline stays); ``None`` sets none. A host calls it before it
-        detaches its sessions, so a writer stuck in a commit cannot hold the shutdown.
+        :meth:`release_session` and :meth:`close` then wait at most until that deadline
+        (an earlier one stays), so a writer stuck in a commit cannot hold the shutdown.
         """
         self._writer.start_closing(timeout)
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
         """Write what is queued, stop the writer, give back every session, close; idempotent.
 
-        Raises :class:`StoreWriteError` when that last write failed (those rows
-        were never acknowledged and are not durable). Every later call fails
-        with :class:`StoreClosedError` (``flush`` returns a failed future).
-
-        Waits for the last write at most ``timeout`` seconds (``None``: as long
-        as it takes), or until an earlier :meth:`start_closing` deadline. A
-        writer not finished by then is left running as a daemon thread: the
-        store is closed at once, every pending flush fails with
-        :class:`StoreWriteError`, and the sessions stay locked until the writer
-        finishes or the process exits, so no other store can take a session
-        whose rows may still be committed.
+        Raises :class:`StoreWriteError` when that last write failed (its rows were never
+        acknowledged); later calls fail with :class:`StoreClosedError`. Waits at most
+        ``timeout`` seconds (or an earlier :meth:`start_closing` deadline): a writer not
+        done by then runs on as a daemon, pending flushes fail, and its sessions stay
+        locked until it finishes or the process exits.
         """
         self._writer.close(timeout)
 
@@ -472,11 +417,7 @@ class EventStore(SessionReads[Any]):
 
 
 def refuses_claim_clock(session_id: str, now_ms: object) -> bool:
-    """Whether ``now_ms`` is no clock reading to claim ``session_id`` at (then logs a warning).
-
-    A reading is an ``int`` that is not a ``bool``; ``None``, a float (NaN
-    too) or anything else cannot be compared with due times.
-    """
+    """Whether ``now_ms`` is no clock reading (an ``int``, not a ``bool``); then logs why."""
     if isinstance(now_ms, int) and not isinstance(now_ms, bool):
         return False
     _log.warning(
