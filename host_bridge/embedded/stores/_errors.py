@@ -1,8 +1,5 @@
-"""The errors of the session stores, shared by the SQLite and the PostgreSQL backend.
-
-Every error a store raises is a :class:`StoreError`; its message is meant for
-operators and never carries backend exception text (at most a short category
-such as ``SQLITE_FULL`` or an SQLSTATE).
+"""The errors of the session stores: every one a :class:`StoreError`, worded for operators,
+never carrying a driver's text (at most a category such as ``SQLITE_FULL`` or an SQLSTATE).
 """
 
 from __future__ import annotations
@@ -26,9 +23,7 @@ class StoreError(Exception):
 class StoreMissingError(StoreError):
     """There is no session store where one was to be read: no file, an empty one, no tables.
 
-    ``location`` names the place (a path, or a URL without password) and
-    ``reason`` says in a few words what is there instead (``"no such file"``,
-    ``"the file is empty"``…), for callers that word their own message.
+    ``location`` names the place and ``reason`` what is there instead (``"no such file"``).
     """
 
     def __init__(self, message: str, *, location: str, reason: str) -> None:
@@ -38,11 +33,9 @@ class StoreMissingError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """The store file, or a session's rows in it, are unreadable or inconsistent.
+    """The store, or a session's rows in it, are unreadable or inconsistent.
 
-    ``session_id`` names the session when the damage is confined to its rows
-    (a payload that does not decode, a gap in its seq numbers, a malformed
-    column); it is ``None`` when the store itself is damaged.
+    ``session_id`` names the session when the damage is confined to its rows, else ``None``.
     """
 
     def __init__(self, message: str, *, session_id: str | None = None) -> None:
@@ -57,9 +50,7 @@ class StoreVersionError(StoreError):
 class SharedStoreError(StoreError):
     """The store's files or directory are open to other local users, or not this user's.
 
-    ``problem`` says what is wrong (paths and modes, or the other owner) and
-    ``remedy`` what fixes it (``run chmod 600 …``), for callers that word their
-    own message (the CLI names its flag instead of the library keyword).
+    ``problem`` says what is wrong and ``remedy`` what fixes it (``run chmod 600 …``).
     """
 
     def __init__(self, message: str, *, problem: str, remedy: str) -> None:
@@ -86,11 +77,7 @@ class StoreWriteError(StoreError):
 class SessionLeaseError(StoreError):
     """This store does not own the session: another one holds it, or this one lost it.
 
-    Raised when a session is refused because another process (or another store
-    object in this process) holds it, when a write is attempted without owning
-    the session, and for every write after the store lost the session.
-    ``session_id`` names the session; ``holder`` names the owner that holds it
-    (``host:pid:tag``) when that is known, else ``None``.
+    ``holder`` names the owner that holds it (``host:pid:tag``) when known, else ``None``.
     """
 
     def __init__(

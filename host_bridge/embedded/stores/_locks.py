@@ -18,11 +18,7 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from host_bridge.embedded.private_files import (
-    PRIVATE_FILE_MODE,
-    files_exposure,
-    open_private_file,
-)
+from host_bridge.embedded.private_files import PRIVATE_FILE_MODE, files_exposure, open_private_file
 from host_bridge.embedded.stores._errors import StoreError
 
 __all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]

@@ -19,12 +19,8 @@ __all__ = ["StoreReader", "open_store"]
 
 
 class StoreReader(Protocol):
-    """What tools that only look at a store need: durable sessions, read without writing.
-
-    :func:`open_store` with ``read_only=True`` returns one; the writable stores
-    (:class:`~host_bridge.embedded.stores.EventStore`: SQLite's and PostgreSQL's)
-    offer the same reads.
-    """
+    """What tools that only look at a store need (``open_store(..., read_only=True)``);
+    the writable stores offer the same reads."""
 
     @property
     def label(self) -> str:
@@ -98,29 +94,13 @@ def open_store(
 ) -> EventStore | StoreReader:
     """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
-    A ``postgresql://…`` URL opens a
-    :class:`~host_bridge.embedded.stores.PostgresEventStore` (shared by
-    many host processes, sessions leased; needs the ``postgres`` extra);
-    anything else is the path of an SQLite file (``create``: make it if missing).
-    ``lease_wait`` is how long a PostgreSQL store waits for a lease held elsewhere.
-    An SQLite store other local users can reach (its files or directory) is
-    refused with :class:`~host_bridge.embedded.stores.SharedStoreError`
-    unless ``allow_shared_store`` (PostgreSQL access is the database's grants:
-    the keyword does nothing there).
-
-    ``read_only=True`` opens a :class:`StoreReader` instead, which never writes:
-    :class:`~host_bridge.embedded.stores.SqliteStoreReader` (a
-    ``mode=ro`` SQLite connection) or
-    :class:`~host_bridge.embedded.stores.PostgresStoreReader` (a
-    read-only PostgreSQL session). Neither creates nor migrates anything, takes
-    session locks or leases, or runs a writer thread; a missing or empty store
-    raises :class:`~host_bridge.embedded.stores.StoreMissingError`. A
-    reader refuses no shared store: it logs a warning (see
-    :attr:`~host_bridge.embedded.stores.SqliteStoreReader.exposure`).
-
-    A spec that reads as a connection string but is not a PostgreSQL URL (a
-    libpq ``host=… password=…`` string, ``POSTGRESQL://…``, another scheme) is
-    refused with a :class:`StoreError` rather than taken for a file name.
+    A ``postgresql://…`` URL opens a ``PostgresEventStore`` (needs the ``postgres``
+    extra; ``lease_wait``: how long to wait for a lease held elsewhere); anything else
+    is an SQLite file (``create``: make it if missing; a store other local users can
+    reach is refused with ``SharedStoreError`` unless ``allow_shared_store``).
+    ``read_only=True`` opens a :class:`StoreReader` that writes, migrates and locks
+    nothing (``StoreMissingError`` for a missing or empty store; a shared one is only
+    warned about). Any other connection string is refused with :class:`StoreError`.
     """
     if not is_postgres_url(spec) and names_a_connection(spec):
         assert isinstance(spec, str)

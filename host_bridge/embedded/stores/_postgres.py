@@ -50,13 +50,7 @@ from host_bridge.embedded.stores._reads import (
     sql_reads,
 )
 from host_bridge.embedded.stores._recorder import SideWrite, Stage
-from host_bridge.embedded.stores._rows import (
-    CommitResult,
-    Loss,
-    Op,
-    is_storable_id,
-    show_id,
-)
+from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
     build_due_index,

@@ -1,10 +1,7 @@
 """The reads every store offers, written once over a backend's queries.
 
-:class:`SessionReads` answers the read API (ids checked before anything is
-read, one snapshot per session, rows decoded by
-:func:`~host_bridge.embedded.stores._rows.decode_session`) over a backend's
-:class:`ReadQueries` and a function that runs one on the backend's connection.
-The writable stores and the read-only readers all build on it.
+:class:`SessionReads` answers the read API (ids checked first, one snapshot per
+session) over a backend's :class:`ReadQueries`; writable stores and readers build on it.
 """
 
 from __future__ import annotations
@@ -73,11 +70,8 @@ def sql_reads(
     snapshot: Callable[[Any], AbstractContextManager[object]],
     index_suspects: Callable[[Any], list[tuple[str, IndexRow]]],
 ) -> ReadQueries[Any]:
-    """The read queries of a DB-API backend with placeholder ``mark``.
-
-    ``snapshot(conn)`` makes the statements inside it read one consistent
-    snapshot; ``index_suspects`` is the backend's own scan for unsound rows.
-    """
+    """The read queries of a DB-API backend with placeholder ``mark``; ``snapshot(conn)``
+    makes the statements inside read one snapshot, ``index_suspects`` is its own scan."""
     events_sql = f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} ORDER BY seq"
 
     def header(conn: Any, session_id: str) -> tuple[Any, ...] | None:
@@ -173,10 +167,8 @@ def _index_rows(conn: Any) -> dict[str, IndexRow]:
 class SessionReads(Generic[_C]):
     """Reads of durably stored sessions through a backend's :class:`ReadQueries`.
 
-    ``run`` runs one query on the backend's connection and turns its driver's
-    errors into :class:`~host_bridge.embedded.stores._errors.StoreError`;
-    ``due_index`` says whether the schema has a due index; ``on_loaded`` hears
-    the length of every session log read (a writable store notes its next seq).
+    ``run`` runs one query (driver errors become ``StoreError``); ``due_index`` says
+    whether the schema has one; ``on_loaded`` hears the length of every log read.
     """
 
     def __init__(
@@ -212,12 +204,8 @@ class SessionReads(Generic[_C]):
         return None if row is None else decode_header(session_id, tuple(row))
 
     def load(self, session_id: str) -> StoredSession | None:
-        """The stored session (header and decoded log), or ``None`` when it is not stored.
-
-        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
-        naming the session and seq when its rows are not ``0 … n-1``
-        contiguous or a row does not decode.
-        """
+        """The stored session (header and decoded log), or ``None`` when it is not stored;
+        ``StoreCorruptError`` unless its rows are ``0 … n-1`` and decode."""
         if not is_storable_id(session_id):
             return None
         head, rows = self._run(lambda conn: self._queries.session(conn, session_id))
@@ -238,20 +226,12 @@ class SessionReads(Generic[_C]):
         return int(count)
 
     def due_entries(self) -> dict[str, DueEntry]:
-        """Every stored due index row, by session id (empty without a due index).
-
-        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
-        when a row does not read (see :meth:`index_rows` for the rows as stored).
-        """
+        """Every stored due index row, by session id (``StoreCorruptError``: one is unsound)."""
         rows = self.index_rows()
         return {session_id: decode_due_entry(session_id, row) for session_id, row in rows.items()}
 
     def due_entry(self, session_id: str) -> DueEntry | None:
-        """The durably stored due index row of ``session_id`` (``None``: no row).
-
-        Raises :class:`~host_bridge.embedded.stores._errors.StoreCorruptError`
-        when the row does not read (see :meth:`due_row`).
-        """
+        """The stored due index row of ``session_id`` (``None``: none; unsound: raises)."""
         row = self.due_row(session_id)
         return None if row is None else decode_due_entry(session_id, row)
 
@@ -270,11 +250,8 @@ class SessionReads(Generic[_C]):
         return row
 
     def unsound_due_rows(self) -> list[tuple[str, str]]:
-        """``(session_id, defect)`` of every due index row unreadable or inconsistent in itself.
-
-        One read of the whole index (see :meth:`IndexRow.defect`); it cannot
-        see a sound row that disagrees with its log (``dsh-schedule verify`` does).
-        """
+        """``(session_id, defect)`` of every due index row unsound in itself (one read; a
+        sound row that disagrees with its log is for ``dsh-schedule verify``)."""
         if not self.has_due_index:
             return []
         found: list[tuple[str, IndexRow]] = self._run(self._queries.index_suspects)
@@ -285,10 +262,8 @@ class SessionReads(Generic[_C]):
         ]
 
     def load_indexed(self, session_id: str) -> tuple[StoredSession | None, IndexRow | None]:
-        """The stored session and its due index row as stored, read in one snapshot.
-
-        Without a due index (an older store) the row is always ``None``.
-        """
+        """The stored session and its due index row as stored (``None`` without an index),
+        read in one snapshot."""
         if not self.has_due_index:
             return self.load(session_id), None
         if not is_storable_id(session_id):
@@ -307,11 +282,8 @@ class SessionReads(Generic[_C]):
 
 
 class OneConnectionReader(SessionReads[_C]):
-    """A read-only store: :class:`SessionReads` over one connection behind a lock.
-
-    ``conn`` is open on a store of schema ``version``; ``translate`` turns a
-    driver error (one of ``errors``) into the :class:`StoreError` to raise.
-    """
+    """A read-only store: :class:`SessionReads` over one connection behind a lock
+    (``translate`` turns a driver error, one of ``errors``, into a ``StoreError``)."""
 
     def __init__(
         self,

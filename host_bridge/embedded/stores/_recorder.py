@@ -1,10 +1,8 @@
 """What the write-behind component needs from a backend and from a projection.
 
-A :class:`Recorder` is one backend's transactions: write a round's rows and
-confirm ownership in one transaction, read, lock or lease a session. A
-:class:`Projection` is a same-transaction view of the rows (the due index):
-the recorder asks it, inside the write transaction, what to change, and the
-writer tells it after ``COMMIT``. Neither knows the other's internals.
+A :class:`Recorder` is one backend's transactions (a round's rows and ownership check
+in one), reads, locks or leases; a :class:`Projection` a same-transaction view (the
+due index), asked inside the transaction and told after ``COMMIT``.
 """
 
 from __future__ import annotations
@@ -51,10 +49,8 @@ class Projection(Protocol[_P]):
 class Recorder(Protocol):
     """One backend's transactions, reads and session ownership; used by one store.
 
-    ``write`` runs on the writer thread only; ``lock``/``unlock`` under the
-    store's ownership lock; reads from any thread. Each backend turns its
-    driver's errors into :mod:`~host_bridge.embedded.stores._errors` values
-    (or names them with :meth:`category`) at these calls and nowhere else.
+    ``write`` runs on the writer thread, ``lock``/``unlock`` under the store's ownership
+    lock, reads on any thread; driver errors are translated at these calls only.
     """
 
     @property
@@ -84,12 +80,9 @@ class Recorder(Protocol):
         stage: Stage,
         epochs: Callable[[Iterable[str]], Mapping[str, int]],
     ) -> CommitResult:
-        """Write ``rows`` and ``side``, confirm ownership of ``check``, in one transaction.
-
-        ``epochs`` gives the fencing epoch of each of those sessions held here.
-        Returns the failure (rolled back, nothing written) and the sessions
-        found lost, whose rows are not written. ``stage`` runs before ``COMMIT``.
-        """
+        """Write ``rows`` and ``side``, confirm ownership of ``check`` (``epochs``: those held
+        here), in one transaction; ``stage`` runs before ``COMMIT``. Returns the failure
+        (rolled back) and the sessions found lost, whose rows are not written."""
 
     def is_row_conflict(self, error: BaseException) -> bool:
         """Whether ``error`` means some rows can never be written (not a whole-store failure)."""
@@ -98,12 +91,8 @@ class Recorder(Protocol):
         """The backend's short name of ``error`` for messages: never the driver's text."""
 
     def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
-        """Take the session's lock or lease; returns its fencing epoch.
-
-        Raises ``SessionLeaseError`` naming the holder when another one holds it.
-        ``lose_held(loss_of)`` loses every session held so far (a lease
-        connection was replaced).
-        """
+        """Take the session's lock or lease; returns its fencing epoch (``SessionLeaseError``
+        when held elsewhere; ``lose_held(loss_of)``: every held session is lost)."""
 
     def took(self, session_id: str) -> list[SideWrite]:
         """What to write beside the rows once ``session_id`` was taken."""
@@ -120,11 +109,8 @@ class Recorder(Protocol):
         """Up to ``limit`` due sessions, earliest first, held neither here nor elsewhere."""
 
     def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
-        """Take the session with ``acquire`` if its index row says it is due at ``now_ms``.
-
-        False when it is not due or held elsewhere; the caller gives back a
-        session taken here when the answer is False or anything raises.
-        """
+        """Take the session with ``acquire`` if its index row is due at ``now_ms``; False when
+        not due or held elsewhere (the caller gives back what was taken then)."""
 
     def rebuild_index(self) -> int:
         """Rebuild the whole due index from the logs in one transaction; the rows written."""

@@ -1,9 +1,5 @@
-"""Rows a durable store queues and stores, and the checks both backends share.
-
-:class:`SessionRow` and :class:`EventRow` are what the writer queues,
-validated on the way in (:func:`event_row`, :func:`check_id`) so a queued row
-can always be written; :func:`decode_session` reads stored rows back, whatever
-the backend. Nothing here does I/O.
+"""Rows a durable store queues (validated on the way in, so a queued row can always be
+written) and reads back (:func:`decode_session`), for both backends; no I/O.
 """
 
 from __future__ import annotations
@@ -115,10 +111,8 @@ class Waiter:
 class Loss:
     """Why this store lost a session; every later write of the session is refused.
 
-    ``kind`` ``"lease"``: the session's lock or lease is no longer held here
-    (another store may own it now); its flushes resolve ``False``.
-    ``"conflict"``: its queued rows can never be written (another writer stored
-    rows with the same keys); its flushes fail with a :class:`SessionLeaseError`.
+    ``"lease"``: no longer held here (flushes resolve ``False``); ``"conflict"``: its
+    rows can never be written (flushes fail with a :class:`SessionLeaseError`).
     """
 
     session_id: str
@@ -156,11 +150,8 @@ CommitResult = tuple[BaseException | None, dict[str, Loss]]
 def decode_session(
     session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
 ) -> StoredSession | None:
-    """A session from its header row and event rows (one snapshot); None without a header.
-
-    Raises :class:`StoreCorruptError` naming the session and seq when the rows
-    are not ``0 … n-1`` contiguous or a row does not decode.
-    """
+    """A session from its header and event rows (one snapshot); None without a header.
+    Raises :class:`StoreCorruptError` unless the rows are ``0 … n-1`` and decode."""
     if head is None:
         return None
     header = decode_header(session_id, tuple(head))

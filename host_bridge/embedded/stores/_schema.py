@@ -66,12 +66,8 @@ def read_version(
     *,
     least: int,
 ) -> int:
-    """The schema version in ``meta`` (``conn`` has it), checked; only reads.
-
-    Raises :class:`StoreCorruptError` unless it is a number of at least
-    ``least`` whose tables (``needs``) are all in ``tables``, and
-    :class:`StoreVersionError` when it is newer than ``current``.
-    """
+    """The schema version in ``meta``: :class:`StoreCorruptError` unless a number of at least
+    ``least`` with its tables (``needs``); :class:`StoreVersionError` above ``current``."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     value = None if row is None else row[0]
     if not (

@@ -1,9 +1,7 @@
 """SQLite's recorder and store: session logs in one file, group-committed, locked per session.
 
-:class:`SqliteRecorder` is the backend (one transaction per round, WAL,
-``synchronous=FULL``, errors named by SQLite's error name, never its text);
-:class:`SqliteEventStore` composes it with the writer. Ownership, file
-identity checks and the rebuild of a deleted file: see docs/storage.md.
+:class:`SqliteRecorder` is the backend (a WAL transaction per round, errors named by
+SQLite's error name); :class:`SqliteEventStore` composes it with the writer.
 
 Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 

@@ -16,11 +16,7 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from host_bridge.embedded.private_files import store_exposure
-from host_bridge.embedded.stores._errors import (
-    SharedStoreError,
-    StoreError,
-    StoreMissingError,
-)
+from host_bridge.embedded.stores._errors import SharedStoreError, StoreError, StoreMissingError
 from host_bridge.embedded.stores._reads import OneConnectionReader
 from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
@@ -43,11 +39,8 @@ _T = TypeVar("_T")
 class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
     """Durably stored sessions of one SQLite store file, read without writing anything.
 
-    Raises on open: :class:`StoreMissingError` when ``path`` does not exist, is
-    empty, or is an SQLite database without tables; :class:`StoreError` when it
-    is a directory or cannot be read, :class:`StoreCorruptError` /
-    :class:`StoreVersionError` like the writable store. Reads are safe from
-    any thread; :meth:`close` is idempotent.
+    Raises on open: :class:`StoreMissingError` (no file, an empty one, no tables),
+    :class:`StoreError` (a directory, unreadable), or like the writable store.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -126,11 +119,8 @@ class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
 
 
 def _needs_immutable(path: Path) -> bool:
-    """Check the file before SQLite sees it; whether it must be opened ``immutable=1``.
-
-    Raises :class:`StoreMissingError` for a missing or empty file and
-    :class:`StoreError` for a directory or a file this process cannot read.
-    """
+    """Check the file before SQLite sees it (raising like the reader); whether it must be
+    opened ``immutable=1``."""
     try:
         info = os.stat(path)
     except FileNotFoundError:

@@ -47,10 +47,8 @@ def new_owner() -> str:
 class EventStore(SessionReads[Any]):
     """Durable session logs behind a write-behind queue; the embedded host's persistence listener.
 
-    Sessions are owned by one store at a time: :meth:`acquire_session` takes
-    one, :meth:`release_session` and :meth:`close` give it back. Done-callbacks
-    of the futures :meth:`flush` returns run on the writer thread and should be
-    short; they may append or flush but must not *wait* for a flush.
+    A session is owned by one store at a time (:meth:`acquire_session`). Callbacks of
+    :meth:`flush` futures run on the writer thread: short, and never waiting for a flush.
     """
 
     def __init__(
@@ -187,7 +185,10 @@ class EventStore(SessionReads[Any]):
         :class:`StoreError` for an unknown session, a wrong seq or an invalid row, and
         :class:`SessionLeaseError` when another store holds the session or this one lost it.
         """
-        self.record_appends(session_id, ((event, payload),), schedule_due_ms=schedule_due_ms)
+        if schedule_due_ms is UNTOLD:
+            self.record_appends(session_id, ((event, payload),))
+        else:
+            self.record_appends(session_id, ((event, payload),), schedule_due_ms=schedule_due_ms)
 
     def record_appends(
         self,
