@@ -184,6 +184,45 @@ def test_a_deleted_lock_file_is_made_again_before_the_next_commit(
     sessions.close()
 
 
+def test_a_lock_file_renamed_away_is_made_again_before_the_next_commit(
+    db: Path, stores: list[SqliteEventStore]
+) -> None:
+    store = open_sqlite(db, stores)
+    sessions = EmbeddedSessionStore(store)
+    live = sessions.create("s")
+    live.append("note", 1)
+    assert sessions.flush(live).result(TIMEOUT) is True
+    Path(f"{db}.locks").rename(db.parent / "moved.locks")  # still linked, not at the path
+    live.append("note", 2)
+    assert sessions.flush(live).result(TIMEOUT) is True  # the writer moved the lock first
+    later = EmbeddedSessionStore(open_sqlite(db, stores))
+    with pytest.raises(SessionLeaseRefusedError):
+        later.open("s")
+    assert not live.lease_lost
+    sessions.close()
+
+
+def test_a_database_renamed_away_is_rebuilt_at_its_path_before_the_next_commit(
+    db: Path, stores: list[SqliteEventStore]
+) -> None:
+    store = open_sqlite(db, stores)
+    sessions = EmbeddedSessionStore(store)
+    live = sessions.create("s")
+    live.append("note", 1)
+    assert sessions.flush(live).result(TIMEOUT) is True
+    for suffix in ("", "-wal", "-shm"):
+        moved = Path(f"{db}{suffix}")
+        if moved.exists():
+            moved.rename(db.parent / f"moved{suffix}")  # still linked, not at the path
+    live.append("note", 2)
+    assert sessions.flush(live).result(TIMEOUT) is True
+    sessions.close()
+    reopened = open_sqlite(db, stores)
+    loaded = reopened.load("s")
+    assert loaded is not None
+    assert [e.data for e in loaded.events] == [1, 2]  # what was acknowledged is at the path
+
+
 def test_without_ofd_locks_one_store_holds_the_whole_file(
     db: Path, stores: list[SqliteEventStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -200,15 +200,13 @@ class SessionLockFile:
         with self._mutex:
             if self._closed:
                 return []
-            mine = os.fstat(self._fd)
-            if mine.st_nlink > 0:
-                return []  # still linked: deleting or renaming over it would unlink it
-            try:
+            try:  # (a file renamed away keeps its link: only the path tells)
                 now = os.stat(self._path)
             except FileNotFoundError:
                 now = None
             except OSError:
                 return []
+            mine = os.fstat(self._fd)
             if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
                 return []
             try:

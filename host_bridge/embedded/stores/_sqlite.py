@@ -771,62 +771,48 @@ def _inode(path: Path) -> tuple[int, int] | None:
 
 
 class _OpenFiles:
-    """The database and WAL files the connections write, kept open to check them cheaply."""
+    """The identity of the database and WAL files the connections write, checked at the path.
+
+    Two ``stat`` calls per commit round and no descriptor of our own: closing a
+    second descriptor of an SQLite database file would drop the POSIX locks
+    SQLite holds on it for the whole process.
+    """
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._wal_path = _sidecar(path, "-wal")
-        self._db: int | None = None
-        self._wal: int | None = None
+        self._db: tuple[int, int] | None = None
+        self._wal: tuple[int, int] | None = None
         self.reopen()
 
     def reopen(self) -> None:
-        """Open the files now at the path (at opening, and after a rebuild)."""
-        self.close()
-        self._db = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
-        self._wal = self._open_wal()
+        """Take the identity of the files now at the path (at opening, and after a rebuild)."""
+        self._db, self._wal = _inode(self._path), _inode(self._wal_path)
 
     def check(self) -> None:
-        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path."""
+        """Raise :class:`_StoreFileMovedError` unless the store's files are still at its path.
+
+        A file deleted or renamed away is restorable (the open connection still
+        sees every committed row); another file at the path is not.
+        """
         try:
-            if self._wal is None:
-                self._wal = self._open_wal()  # the WAL appears with the first write
-            if self._db is None:
-                raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False)
-            healthy = os.fstat(self._db).st_nlink > 0 and (
-                self._wal is None or os.fstat(self._wal).st_nlink > 0
-            )
-            if healthy:
-                return
-            mine_db = _fd_inode(self._db)
-            mine_wal = None if self._wal is None else _fd_inode(self._wal)
             now_db, now_wal = _inode(self._path), _inode(self._wal_path)
         except OSError:
             raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False) from None
+        if self._db is None:
+            raise _StoreFileMovedError("STORE_FILE_UNCHECKED", restorable=False)
         if now_db is None:
             raise _StoreFileMovedError("STORE_FILE_DELETED", restorable=True)
-        if now_db != mine_db:
+        if now_db != self._db:
             raise _StoreFileMovedError("STORE_FILE_REPLACED", restorable=False)
-        if mine_wal is not None and now_wal != mine_wal:
+        if self._wal is None:
+            self._wal = now_wal  # the WAL appears with the first write
+        elif now_wal != self._wal:
             raise _StoreFileMovedError("STORE_WAL_DELETED", restorable=True)
 
     def close(self) -> None:
-        """Close the descriptors; idempotent."""
-        for fd in (self._db, self._wal):
-            if fd is not None:
-                os.close(fd)
+        """Forget the identities; idempotent (no descriptor is held)."""
         self._db = self._wal = None
-
-    def _open_wal(self) -> int | None:
-        try:
-            return os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-
-
-def _fd_inode(fd: int) -> tuple[int, int]:
-    info = os.fstat(fd)
-    return (info.st_dev, info.st_ino)
 
 
 def _fsync_path(path: Path) -> None:
