@@ -606,8 +606,8 @@ class ScheduleOwner(SupervisedActor):
         sample this delivery was decided at, the drive could only find the
         agent busy with the turn just delivered (its message is queued or
         running): the owner waits for idle at once, and the drive follows
-        :class:`AgentIdle` (at once if the agent is idle); that drive samples
-        the clock again, so nothing is delivered early. Anything else (a record
+        :class:`AgentIdle` (it drives now if the agent is idle already); that
+        drive samples the clock again, so nothing is delivered early. Anything else (a record
         not due yet, a log that cannot be folded) drives now.
         """
         try:
@@ -617,7 +617,11 @@ class ScheduleOwner(SupervisedActor):
         if earliest is None:
             return None
         if earliest.target_ms <= self._decision_ms:
-            return self._await_idle()
+            if self._waiting_for_idle:
+                return None  # its AgentIdle drives
+            idle = self._agent.when_idle()
+            if not idle.done():
+                return self._await_idle(idle)
         return self._request_drive()
 
     def _list_after_preflight(self, txn: _Txn) -> None:
@@ -1081,14 +1085,17 @@ class ScheduleOwner(SupervisedActor):
         self._timer_target = None
         self._decided = None
 
-    def _await_idle(self) -> None:
+    def _await_idle(self, idle: Future[None] | None = None) -> None:
+        """Drive again (:class:`AgentIdle`) once idle; ``idle`` is the agent's future, if taken."""
         if self._waiting_for_idle:
             return
         self._waiting_for_idle = True
         self._idle_generation += 1
         generation = self._idle_generation
         post = self._post
-        self._agent.when_idle().add_done_callback(lambda _: post(AgentIdle(generation)))
+        if idle is None:
+            idle = self._agent.when_idle()
+        idle.add_done_callback(lambda _: post(AgentIdle(generation)))
 
     def _abandon_idle_wait(self) -> None:
         self._waiting_for_idle = False
