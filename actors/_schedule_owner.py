@@ -20,7 +20,9 @@ with nothing left to write) is not posted: its ``PreflightSettled`` or
 ``handle_`` method (see :meth:`ScheduleOwner.on_receive`).
 
 After a delivery whose barrier succeeded the owner drives again at once (the
-next record may be due already), unless the log holds no active record.
+next record may be due already), unless the log holds no active record; when
+the next record is due already, it waits for the agent to be idle first (the
+turn just delivered holds it), and the drive follows.
 
 Recompute after management. Every successful management preflight asks for a
 drive (queued behind the transaction). A create asks when it finishes and
@@ -260,6 +262,7 @@ class ScheduleOwner(SupervisedActor):
         self._decision_ms = 0  # the clock sample of the latest delivery decision
         self._bad_clock = False  # the latest decision sample was no reading (logged once)
         self._waiting_for_idle = False
+        self._drive_covered = False  # a drive request was left to the delivery in preflight
         self._faulted: str | None = None
         self._restart_pending = False
 
@@ -457,8 +460,8 @@ class ScheduleOwner(SupervisedActor):
         if not message.ok:
             self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "barrier")
         if txn.kind == "deliver":
-            if message.ok and not self._gate.closed and not self._nothing_left():
-                self._request_drive()  # the next earliest record may already be due
+            if message.ok and not self._gate.closed:
+                self._after_delivery()
             elif not message.ok:
                 self._log.info(
                     "dispatch of %s is not yet durable; left for a later preflight",
@@ -594,17 +597,32 @@ class ScheduleOwner(SupervisedActor):
         self._decided = folded
         return True
 
-    def _nothing_left(self) -> bool:
-        """After a successful dispatch barrier: does the log hold no active record at all?
+    def _after_delivery(self) -> None:
+        """After a successful dispatch barrier: drive again, wait for idle, or do nothing.
 
-        Only this owner appends schedule changes, and none is in flight, so
-        an empty fold (confirmed or not) leaves a drive nothing to deliver or
-        arm: it is left out. A log that cannot be folded is left to the drive.
+        Only this owner appends schedule changes, and none is in flight, so an
+        empty fold (confirmed or not) leaves a drive nothing to deliver or arm:
+        it is left out. When the earliest record was due already at the clock
+        sample this delivery was decided at, the drive could only find the
+        agent busy with the turn just delivered (its message is queued or
+        running): the owner waits for idle at once, and the drive follows
+        :class:`AgentIdle` (it drives now if the agent is idle already); that
+        drive samples the clock again, so nothing is delivered early. Anything else (a record
+        not due yet, a log that cannot be folded) drives now.
         """
         try:
-            return not self._refold().active
+            earliest = self._refold().earliest()
         except (ScheduleLogError, UnreadableLogError):
-            return False
+            return self._request_drive()
+        if earliest is None:
+            return None
+        if earliest.target_ms <= self._decision_ms:
+            if self._waiting_for_idle:
+                return None  # its AgentIdle drives
+            idle = self._agent.when_idle()
+            if not idle.done():
+                return self._await_idle(idle)
+        return self._request_drive()
 
     def _list_after_preflight(self, txn: _Txn) -> None:
         folded = self._fold_or_answer(txn)
@@ -675,7 +693,9 @@ class ScheduleOwner(SupervisedActor):
     # --- delivery ------------------------------------------------------------------------
 
     def _deliver_after_preflight(self, txn: _Txn, ok: bool) -> None:
+        covered, self._drive_covered = self._drive_covered, False
         if not ok:
+            txn.recompute = covered  # a drive asked for meanwhile still runs, after this one
             self._log.info(
                 "delivery preflight for agent %r failed; waiting for activity", self._agent.id
             )
@@ -892,7 +912,18 @@ class ScheduleOwner(SupervisedActor):
         self._pump()
 
     def _request_drive(self) -> None:
+        """Queue the one drive, unless a delivery still waiting for its preflight covers it.
+
+        Such a delivery reads the log and the clock only once its preflight
+        settled, after this request, so a second drive behind it could decide
+        nothing the first does not. Should that preflight fail, the covered
+        request drives once the delivery finished (:meth:`_deliver_after_preflight`).
+        """
         if self._gate.closed or self._faulted is not None:
+            return
+        txn = self._txn
+        if txn is not None and txn.kind == "deliver" and txn.phase == "preflight":
+            self._drive_covered = True
             return
         if not any(isinstance(work, _Drive) for work in self._queue):
             self._queue.append(_DRIVE)
@@ -1054,14 +1085,17 @@ class ScheduleOwner(SupervisedActor):
         self._timer_target = None
         self._decided = None
 
-    def _await_idle(self) -> None:
+    def _await_idle(self, idle: Future[None] | None = None) -> None:
+        """Drive again (:class:`AgentIdle`) once idle; ``idle`` is the agent's future, if taken."""
         if self._waiting_for_idle:
             return
         self._waiting_for_idle = True
         self._idle_generation += 1
         generation = self._idle_generation
         post = self._post
-        self._agent.when_idle().add_done_callback(lambda _: post(AgentIdle(generation)))
+        if idle is None:
+            idle = self._agent.when_idle()
+        idle.add_done_callback(lambda _: post(AgentIdle(generation)))
 
     def _abandon_idle_wait(self) -> None:
         self._waiting_for_idle = False

@@ -255,6 +255,8 @@ class EmbeddedAgent:
             # In the log already: the next resume of the session queues it again.
             _log.debug("agent %r was disposed while queuing entry %d", self._id, entry.seq)
             return
+        if staged and self._admission.reserved:
+            return  # nothing starts or flushes while reserved; the release flushes the stage
         self._advance()
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
@@ -379,8 +381,8 @@ class EmbeddedAgent:
                 return
             self._arm_retry()
             return
-        if ok:
-            self._advance()  # e.g. a message queued while this flush was in flight
+        if ok and self._needs_flush():
+            self._advance()  # a message queued while this flush was in flight
 
     def _arm_retry(self) -> None:
         timers = self._registry.timers

@@ -60,6 +60,26 @@ def test_a_good_dispatch_barrier_drives_again_when_records_are_left(harness: Har
     assert harness.host.timers.armed() == [MINUTE]
 
 
+def test_a_good_barrier_with_the_next_record_due_waits_for_idle_before_driving(
+    harness: Harness,
+) -> None:
+    harness.created("first", 60)
+    harness.created("second", 60)
+    harness.journal.clear()
+    harness.advance(MINUTE)
+    steps = harness.steps()
+    # no preflight whose drive could only find the agent busy with the first turn
+    assert steps[steps.index(("release",)) + 1 :] == [("flush",), ("flushed", True)]
+    assert harness.agent.when_idle_calls == 1
+    assert harness.status.waiting_for_idle
+    assert len(harness.agent.received) == 1
+    harness.journal.clear()
+    harness.agent.run_queued_turns()
+    harness.settle()
+    assert harness.steps() == list(DELIVERY_STEPS)  # idle: the drive delivers the second
+    assert harness.changes()[-1] == ("dispatch", "schedule-2")
+
+
 def test_dispatch_is_durable_only_after_its_barrier(harness: Harness) -> None:
     harness.created("water the plants", 1)
     harness.host.sessions.script(True, PENDING)  # preflight ok, barrier held
@@ -405,4 +425,31 @@ def test_overdue_record_on_start_is_delivered_once(host: FakeHost, runtime: Runt
     assert len(harness.agent.received) == 1
     harness.agent.run_queued_turns()
     harness.drive()
+    assert len(harness.agent.received) == 1
+
+
+def test_a_drive_asked_for_during_a_delivery_preflight_is_covered_by_it(
+    harness: Harness,
+) -> None:
+    harness.created("tea", 1)
+    harness.host.clock.advance(1000)
+    harness.host.sessions.script(PENDING)  # the preflight waits
+    harness.drive()
+    harness.drive()  # covered: the delivery decides only after this
+    harness.journal.clear()
+    harness.host.sessions.release(True)
+    harness.settle()
+    assert harness.steps() == list(DELIVERY_STEPS)[1:]  # no second preflight follows
+    assert harness.changes()[-1] == ("dispatch", "schedule-1")
+
+
+def test_a_covered_drive_still_runs_when_the_delivery_preflight_fails(harness: Harness) -> None:
+    harness.created("tea", 1)
+    harness.host.clock.advance(1000)
+    harness.host.sessions.script(PENDING)
+    harness.drive()
+    harness.drive()  # covered by the delivery waiting for its preflight
+    harness.host.sessions.release(False)
+    harness.settle()
+    assert harness.changes()[-1] == ("dispatch", "schedule-1")  # the covered drive delivered
     assert len(harness.agent.received) == 1

@@ -240,8 +240,7 @@ class SessionProjection:
                 except ScheduleLogError:
                     self.folded = None  # corrupt: the owner delivers nothing, nor do we wake it
         elif type_ == INBOX_EVENT:
-            message = message_of(data)
-            if message is not None and dict(message.source) == dict(REMINDER_SOURCE):
+            if _is_reminder_entry(data):
                 self.pending[seq] = time_ms
         else:
             done = completed_entry(data)
@@ -257,6 +256,25 @@ class SessionProjection:
             schedule_ms = None if earliest is None else earliest.target_ms
         inbox_ms = min(self.pending.values()) if self.pending else None
         return DueEntry.of(schedule_ms, inbox_ms)
+
+
+_REMINDER_SOURCE = dict(REMINDER_SOURCE)
+
+
+def _is_reminder_entry(data: Any) -> bool:
+    """Whether ``data`` is a well-formed ``inbox/queued`` entry of a reminder.
+
+    The checks of :func:`~host_bridge.embedded.inbox.message_of`, without
+    building the message.
+    """
+    if type(data) is not dict:
+        return message_of(data) is not None and dict(data["source"]) == _REMINDER_SOURCE
+    if len(data) != 2 or "content" not in data or "source" not in data:
+        return False
+    content, source = data["content"], data["source"]
+    if not isinstance(content, list | tuple) or not all(isinstance(t, str) for t in content):
+        return False
+    return isinstance(source, Mapping) and dict(source) == _REMINDER_SOURCE
 
 
 def project_session(seed_length: int | None, rows: Iterable[StoredRow]) -> SessionProjection:
