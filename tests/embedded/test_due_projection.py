@@ -81,6 +81,20 @@ def test_an_untold_change_after_a_told_one_reads_the_log(store: SqliteEventStore
     assert store.due_entry("s") == DueEntry(T0 + 1_000, None)
 
 
+def test_an_untold_change_after_a_told_one_in_the_same_round_reads_the_log(
+    store: SqliteEventStore,
+) -> None:
+    store.record_append("s", *change(0, at("schedule-1", T0 + 5_000)))
+    flushed(store)  # the session's state is cached, folded, never told
+    reads = store.due_projector.reads
+    store.record_append("s", *change(1, at("schedule-2", T0 + 6_000)), schedule_due_ms=T0 + 5_000)
+    store.record_append("s", *change(2, at("schedule-3", T0 + 1_000)))  # untold, same round
+    flushed(store)
+    assert store.due_projector.reads == reads + 1  # the fold never saw the told rows
+    assert store.due_entry("s") == DueEntry(T0 + 1_000, None)
+    assert store.reindex_session("s") == DueEntry(T0 + 1_000, None)
+
+
 def test_reindex_ignores_what_was_told_and_folds_the_log(store: SqliteEventStore) -> None:
     store.record_appends("s", [change(0, at("schedule-1", T0))], schedule_due_ms=T0 + 99)
     flushed(store)

@@ -450,7 +450,7 @@ def _apply_told(state: SessionProjection, group: Sequence[EventRow]) -> bool:
     """
     told = max((i for i, row in enumerate(group) if row.schedule_due_ms is not UNTOLD), default=-1)
     for index, row in enumerate(group):
-        if index > told and row.type == SCHEDULE_CHANGE_TYPE and state.told:
+        if index > told and row.type == SCHEDULE_CHANGE_TYPE and (state.told or told >= 0):
             return False
         state.apply(row.seq, row.type, row.time, row.data, fold=index > told)
     if told >= 0:
