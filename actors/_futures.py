@@ -1,8 +1,9 @@
 """The project's one set of helpers for :class:`concurrent.futures.Future`, the contract's future.
 
 Settled futures (:func:`resolved`, :func:`failed`), settling a reply its
-caller may have cancelled (:func:`settle`, :func:`settle_exception`), and
-copying one future's outcome to another (:func:`chain`). Every package uses
+caller may have cancelled (:func:`settle`, :func:`settle_exception`),
+reading a settled flush in one look (:func:`resolved_true`), and copying one
+future's outcome to another (:func:`chain`). Every package uses
 these; none keeps its own copy.
 """
 
@@ -12,7 +13,7 @@ import contextlib
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from typing import Any, TypeVar
 
-__all__ = ["chain", "failed", "resolved", "settle", "settle_exception"]
+__all__ = ["chain", "failed", "resolved", "resolved_true", "settle", "settle_exception"]
 
 T = TypeVar("T")
 
@@ -29,6 +30,19 @@ def failed(error: BaseException) -> Future[Any]:
     future: Future[Any] = Future()
     future.set_exception(error)
     return future
+
+
+def resolved_true(done: Future[Any]) -> bool:
+    """Whether the settled future ``done`` resolved exactly ``True``.
+
+    A failed, cancelled or still pending future is ``False``. One call into the
+    future (one hold of its condition), where ``cancelled()``, ``exception()``
+    and ``result()`` take three.
+    """
+    try:
+        return done.result(timeout=0) is True
+    except BaseException:  # the future's own failure (or cancellation), whatever it is
+        return False
 
 
 def settle(reply: Future[T], value: T) -> None:

@@ -85,7 +85,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actors._contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from actors._futures import settle
+from actors._futures import resolved_true, settle
 from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -937,13 +937,13 @@ class ScheduleOwner(SupervisedActor):
             self._steps.append(settled(txn.id, False))
             return
         if future.done():
-            self._steps.append(settled(txn.id, _flushed(future)))
+            self._steps.append(settled(txn.id, resolved_true(future)))
             return
         post = self._post
         txn_id = txn.id
 
         def on_done(done: Future[bool]) -> None:
-            post(settled(txn_id, _flushed(done)))
+            post(settled(txn_id, resolved_true(done)))
 
         future.add_done_callback(on_done)
         if not future.done():  # a settled flush has posted its outcome already
@@ -1163,11 +1163,6 @@ _OPERATIONS: dict[TxnKind, Operation] = {
     "deliver": "dispatch",
 }
 """The operation a failed flush of each transaction kind is reported under."""
-
-
-def _flushed(done: Future[bool]) -> bool:
-    """Whether a settled flush counts as a successful checkpoint (only ``True`` does)."""
-    return not done.cancelled() and done.exception() is None and done.result() is True
 
 
 def _same_schedules(folded: FoldedSchedules, decided: FoldedSchedules) -> bool:

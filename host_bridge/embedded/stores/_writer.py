@@ -271,7 +271,6 @@ class WriteBehind:
     def request_flush(self, session_id: str | None) -> Future[bool]:
         """A future resolved once the rows of ``session_id`` (None: all) queued now are durable."""
         future: Future[bool] = Future()
-        future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
         with self._lock:
             if self._closed or self._writer_stopped:
                 future.set_exception(self._closed_error())
@@ -288,6 +287,7 @@ class WriteBehind:
             if self._is_synced(session_id) and not self._needs_round(session_id):
                 future.set_result(True)  # no callbacks can be attached yet
                 return future
+            future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
             self._waiters.append(Waiter(session_id, future))
             self._wake.notify()
         return future
