@@ -19,6 +19,25 @@ with nothing left to write) is not posted: its ``PreflightSettled`` or
 ``BarrierSettled`` is handled right after the current handler, by the same
 ``handle_`` method (see :meth:`ScheduleOwner.on_receive`).
 
+Inline barrier. A create's or delete's ``BarrierSettled`` is handled where
+its flush settles (typically the store's writer thread) when the owner is
+idle (:meth:`ScheduleOwner.offer`), saving the hand-off to the actor and
+back; otherwise it is posted. The owner's order is kept exactly: every
+message the actor handles, and an inline step, runs holding the owner's
+section (a lock), so two never run at once; the step enters only when the
+inbox has counted no more ``put`` than the actor has handled (pykka counts a
+message before ``tell`` returns), so it never overtakes a message sent before
+it, and a message sent meanwhile waits for the section as it would wait
+behind the step's message. It enters only when its own transaction is in
+flight and nothing is queued, so it never runs queued work, and a drive it
+asks for is posted (:class:`RequestDrive`) for the actor to run: no delivery
+and no new transaction runs off the actor. The step never waits for anything
+(the answer, the fold of the log, the status) and takes the section only if
+it is free, so the actor waiting for the section (a thread, or a greenlet
+blocking its hub for that while) waits for work that cannot wait for it.
+Timer and idle wake-ups, other flush outcomes and dispose requests arrive by
+mail as before.
+
 After a delivery whose barrier succeeded the owner drives again at once (the
 next record may be due already), unless the log holds no active record.
 
@@ -78,6 +97,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -246,6 +266,9 @@ class ScheduleOwner(SupervisedActor):
         self._deliveries = 0
         self._contained = 0
         self._restarts = 0
+        self._section = threading.Lock()  # held per message by the actor and by an inline caller
+        self._handled = 0  # messages on_receive finished (see offer)
+        self._inline = False  # a step runs off the actor, in the section (see offer)
         self._fresh_delivery_state()
 
     def _fresh_delivery_state(self) -> None:
@@ -266,6 +289,44 @@ class ScheduleOwner(SupervisedActor):
     # --- mailbox ----------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        """Handle one mailbox message in the section (see :meth:`offer`); count it."""
+        with self._section:
+            try:
+                return self._receive(message)
+            finally:
+                self._handled += 1
+
+    def offer(self, message: BarrierSettled) -> bool:
+        """Handle ``message`` on the calling thread if the owner is idle, else ``False``.
+
+        ``True``: it was handled here exactly as the actor would have handled
+        it by mail. Only the barrier of the tool transaction in flight, only
+        with nothing queued and no unhandled message, and only if the section
+        is free now (never waits). See "Inline barrier" in the module docstring.
+        """
+        if not self._section.acquire(blocking=False):
+            return False  # the actor is handling something
+        try:
+            txn = self._txn
+            if (
+                txn is None
+                or txn.id != message.txn
+                or txn.kind == "deliver"
+                or self._queue
+                or self._steps
+                or self.actor_inbox.unfinished_tasks != self._handled  # type: ignore[attr-defined]
+            ):
+                return False
+            self._inline = True
+            try:
+                self._receive(message)
+            finally:
+                self._inline = False
+            return True
+        finally:
+            self._section.release()
+
+    def _receive(self, message: Any) -> Any:
         """Handle one message, then the steps it settled at once; exceptions are contained.
 
         A flush that is already settled when the owner asks for it (say, a
@@ -295,8 +356,13 @@ class ScheduleOwner(SupervisedActor):
 
         A disposed owner gets here with nothing in flight or queued; an owner
         stopped otherwise answers its transaction in flight and its queued tool
-        calls here (see :meth:`_abandon`).
+        calls here (see :meth:`_abandon`). Runs in the section, after any inline
+        step (none can start: the stop request is an unhandled message).
         """
+        with self._section:
+            self._stopping()
+
+    def _stopping(self) -> None:
         self._cancel_timer()
         self._disposing = True
         txn, self._txn = self._txn, None
@@ -892,6 +958,9 @@ class ScheduleOwner(SupervisedActor):
         self._pump()
 
     def _request_drive(self) -> None:
+        if self._inline:  # a delivery never runs off the actor: the actor drives
+            self._post(RequestDrive("recompute"))
+            return
         if self._gate.closed or self._faulted is not None:
             return
         if not any(isinstance(work, _Drive) for work in self._queue):
@@ -941,9 +1010,12 @@ class ScheduleOwner(SupervisedActor):
             return
         post = self._post
         txn_id = txn.id
+        offer = self.offer if settled is BarrierSettled else None
 
         def on_done(done: Future[bool]) -> None:
-            post(settled(txn_id, resolved_true(done)))
+            step = settled(txn_id, resolved_true(done))
+            if offer is None or not offer(step):  # type: ignore[arg-type]
+                post(step)
 
         future.add_done_callback(on_done)
         if not future.done():  # a settled flush has posted its outcome already
