@@ -185,7 +185,7 @@ class _Txn:
     record: ScheduleRecord | None = None
     schedule_id: str | None = None
     dispatched: tuple[str, ...] = ()  # a delivery's dispatched ids, in append order
-    deadline: Cancellable | None = None  # the flush timeout of the step in flight
+    deadline_ms: int | None = None  # when the flush of the step in flight times out (monotonic)
     recompute: bool = False  # ask for a drive when the transaction finishes
     unchanged: FoldedSchedules | None = None  # a create's fold, when it equals the decided one
     timer_generation: int = 0  # the armed timer when ``unchanged`` was taken
@@ -269,6 +269,7 @@ class ScheduleOwner(SupervisedActor):
         self._section = threading.Lock()  # held per message by the actor and by an inline caller
         self._handled = 0  # messages on_receive finished (see offer)
         self._inline = False  # a step runs off the actor, in the section (see offer)
+        self._deadline_timer: Cancellable | None = None  # see _arm_deadline
         self._fresh_delivery_state()
 
     def _fresh_delivery_state(self) -> None:
@@ -364,6 +365,10 @@ class ScheduleOwner(SupervisedActor):
 
     def _stopping(self) -> None:
         self._cancel_timer()
+        deadline, self._deadline_timer = self._deadline_timer, None
+        if deadline is not None:
+            with contextlib.suppress(Exception):  # a host's timer may fail any way
+                deadline.cancel()
         self._disposing = True
         txn, self._txn = self._txn, None
         if txn is not None:
@@ -547,17 +552,27 @@ class ScheduleOwner(SupervisedActor):
         self._finish()
 
     def handle_FlushTimedOut(self, message: FlushTimedOut) -> None:
-        """A flush did not settle within ``flush_timeout_ms``: the step fails as if it had."""
+        """The deadline timer fired: a flush past ``flush_timeout_ms`` fails as if it had.
+
+        The timer was armed for the step ``message`` names; the step in flight
+        now may be a later one (see :meth:`_arm_deadline`): it fails only once
+        its own deadline passed, else the timer is armed for the rest of it.
+        """
+        self._deadline_timer = None
         txn = self._txn
-        if txn is None or txn.id != message.txn or txn.phase != message.phase:
+        if txn is None or txn.deadline_ms is None:
+            return  # no flush in flight
+        left = txn.deadline_ms - self._host.monotonic()
+        if left > 0:
+            self._start_deadline_timer(txn, left)
             return
         self._log.warning(
             "%s flush of session %r did not settle within %s ms; treated as failed",
-            message.phase,
+            txn.phase,
             self._session.id,
             self._host.flush_timeout_ms,
         )
-        if message.phase == "preflight":
+        if txn.phase == "preflight":
             self.handle_PreflightSettled(PreflightSettled(txn.id, False))
         else:
             self.handle_BarrierSettled(BarrierSettled(txn.id, False))
@@ -1022,14 +1037,26 @@ class ScheduleOwner(SupervisedActor):
             self._arm_deadline(txn)
 
     def _arm_deadline(self, txn: _Txn) -> None:
-        """Bound the flush just requested: after ``flush_timeout_ms`` it counts as failed."""
+        """Bound the flush just requested: after ``flush_timeout_ms`` it counts as failed.
+
+        The step records its deadline on the monotonic clock the timers run on.
+        One timer serves every step: it is armed when none is, never cancelled
+        when a step settles, and when it fires (:meth:`handle_FlushTimedOut`)
+        it fails the step in flight if that step's deadline passed, else
+        re-arms for what is left of it. So a step that settles costs no timer.
+        """
         timeout = self._host.flush_timeout_ms
         if timeout is None:
             return
+        txn.deadline_ms = self._host.monotonic() + timeout
+        if self._deadline_timer is None:
+            self._start_deadline_timer(txn, timeout)
+
+    def _start_deadline_timer(self, txn: _Txn, delay_ms: int) -> None:
         timed_out = FlushTimedOut(txn.id, txn.phase)
         post = self._post
         try:
-            txn.deadline = self._timers.call_later(timeout, lambda: post(timed_out))
+            self._deadline_timer = self._timers.call_later(delay_ms, lambda: post(timed_out))
         except Exception:
             self._log.warning(
                 "the flush timeout of session %r could not be armed", self._session.id
@@ -1245,10 +1272,8 @@ def _same_schedules(folded: FoldedSchedules, decided: FoldedSchedules) -> bool:
 
 
 def _cancel_deadline(txn: _Txn) -> None:
-    deadline, txn.deadline = txn.deadline, None
-    if deadline is not None:
-        with contextlib.suppress(Exception):
-            deadline.cancel()
+    """The step in flight settled: its flush no longer times out (the timer stays armed)."""
+    txn.deadline_ms = None
 
 
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
