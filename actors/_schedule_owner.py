@@ -22,7 +22,10 @@ with nothing left to write) is not posted: its ``PreflightSettled`` or
 Inline barrier. A create's or delete's ``BarrierSettled`` is handled where
 its flush settles (typically the store's writer thread) when the owner is
 idle (:meth:`ScheduleOwner.offer`), saving the hand-off to the actor and
-back; otherwise it is posted. The owner's order is kept exactly: every
+back; otherwise it is posted, and so it is when that thread is settling a
+group of flushes (:func:`actors._futures.settles_many`: a commit covering
+many sessions), so that each owner answers on its own thread while the
+writer commits the next round. The owner's order is kept exactly: every
 message the actor handles, and an inline step, runs holding the owner's
 section (a lock), so two never run at once; the step enters only when the
 inbox has counted no more ``put`` than the actor has handled (pykka counts a
@@ -105,7 +108,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actors._contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from actors._futures import resolved_true, settle
+from actors._futures import resolved_true, settle, settles_many
 from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -305,6 +308,8 @@ class ScheduleOwner(SupervisedActor):
         with nothing queued and no unhandled message, and only if the section
         is free now (never waits). See "Inline barrier" in the module docstring.
         """
+        if settles_many():
+            return False  # the thread settles other flushes too: the owner's own thread answers
         if not self._section.acquire(blocking=False):
             return False  # the actor is handling something
         try:

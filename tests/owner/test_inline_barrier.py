@@ -1,9 +1,10 @@
 """A tool transaction's barrier is handled where its flush settles, when that keeps the order.
 
 An idle owner answers a create on the thread that settles its barrier flush
-(no trip through the mailbox); a barrier behind queued work, or one that
-settles while the owner is handling a message, goes by mail and is handled
-in order. A drive the inline step asks for runs on the owner, after it.
+(no trip through the mailbox); a barrier behind queued work, one settled
+among many flushes (a commit covering many sessions), or one that settles
+while the owner is handling a message goes by mail and is handled in order.
+A drive the inline step asks for runs on the owner, after it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from actors._futures import settles_many, settling_many
 from actors._runtime import Runtime
 from actors._schedule_owner import ScheduleOwner
 from host_bridge._plugin import install_schedule
@@ -117,6 +119,24 @@ def test_a_barrier_settling_while_the_owner_handles_a_message_goes_by_mail(
     host.sessions.release(True)  # returns: the step does not wait for the section
     assert not create.done()
     go.set()
+    tools.settle()
+
+    assert threads and threads[0] is not threading.current_thread()
+    assert create.result().value["id"] == "schedule-1"
+
+
+def test_a_barrier_settled_among_many_goes_by_mail(host: FakeHost, runtime: Runtime) -> None:
+    tools = installed(host, runtime)
+    host.sessions.script(True, PENDING)
+    order: list[str] = []
+    create = execute(tools, "schedule_create", CREATE)
+    threads = answered_on(create, order, "create")
+    tools.settle()
+
+    with settling_many():  # as a store's writer settling one commit's many flushes
+        host.sessions.release(True)
+        assert settles_many()
+    assert not settles_many()
     tools.settle()
 
     assert threads and threads[0] is not threading.current_thread()
