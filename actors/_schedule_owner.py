@@ -310,6 +310,9 @@ class ScheduleOwner(SupervisedActor):
         """
         if settles_many():
             return False  # the thread settles other flushes too: the owner's own thread answers
+        txn = self._txn  # (a first look without the section, to leave it alone for deliveries)
+        if txn is None or txn.kind == "deliver" or txn.id != message.txn:
+            return False
         if not self._section.acquire(blocking=False):
             return False  # the actor is handling something
         try:
@@ -1030,7 +1033,8 @@ class ScheduleOwner(SupervisedActor):
             return
         post = self._post
         txn_id = txn.id
-        offer = self.offer if settled is BarrierSettled else None
+        inline = settled is BarrierSettled and txn.kind != "deliver"  # see "Inline barrier"
+        offer = self.offer if inline else None
 
         def on_done(done: Future[bool]) -> None:
             step = settled(txn_id, resolved_true(done))
