@@ -19,6 +19,28 @@ with nothing left to write) is not posted: its ``PreflightSettled`` or
 ``BarrierSettled`` is handled right after the current handler, by the same
 ``handle_`` method (see :meth:`ScheduleOwner.on_receive`).
 
+Inline barrier. A create's or delete's ``BarrierSettled`` is handled where
+its flush settles (typically the store's writer thread) when the owner is
+idle (:meth:`ScheduleOwner.offer`), saving the hand-off to the actor and
+back; otherwise it is posted, and so it is when that thread is settling a
+group of flushes (:func:`actors._futures.settles_many`: a commit covering
+many sessions), so that each owner answers on its own thread while the
+writer commits the next round. The owner's order is kept exactly: every
+message the actor handles, and an inline step, runs holding the owner's
+section (a lock), so two never run at once; the step enters only when the
+inbox has counted no more ``put`` than the actor has handled (pykka counts a
+message before ``tell`` returns), so it never overtakes a message sent before
+it, and a message sent meanwhile waits for the section as it would wait
+behind the step's message. It enters only when its own transaction is in
+flight and nothing is queued, so it never runs queued work, and a drive it
+asks for is posted (:class:`RequestDrive`) for the actor to run: no delivery
+and no new transaction runs off the actor. The step never waits for anything
+(the answer, the fold of the log, the status) and takes the section only if
+it is free, so the actor waiting for the section (a thread, or a greenlet
+blocking its hub for that while) waits for work that cannot wait for it.
+Timer and idle wake-ups, other flush outcomes and dispose requests arrive by
+mail as before.
+
 After a delivery whose barrier succeeded the owner drives again at once (the
 next record may be due already), unless the log holds no active record; when
 the next record is due already, it waits for the agent to be idle first (the
@@ -80,6 +102,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -87,7 +110,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actors._contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
-from actors._futures import settle
+from actors._futures import resolved_true, settle, settles_many
 from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -167,7 +190,7 @@ class _Txn:
     record: ScheduleRecord | None = None
     schedule_id: str | None = None
     dispatched: tuple[str, ...] = ()  # a delivery's dispatched ids, in append order
-    deadline: Cancellable | None = None  # the flush timeout of the step in flight
+    deadline_ms: int | None = None  # when the flush of the step in flight times out (monotonic)
     recompute: bool = False  # ask for a drive when the transaction finishes
     unchanged: FoldedSchedules | None = None  # a create's fold, when it equals the decided one
     timer_generation: int = 0  # the armed timer when ``unchanged`` was taken
@@ -248,6 +271,10 @@ class ScheduleOwner(SupervisedActor):
         self._deliveries = 0
         self._contained = 0
         self._restarts = 0
+        self._section = threading.Lock()  # held per message by the actor and by an inline caller
+        self._handled = 0  # messages on_receive finished (see offer)
+        self._inline = False  # a step runs off the actor, in the section (see offer)
+        self._deadline_timer: Cancellable | None = None  # see _arm_deadline
         self._fresh_delivery_state()
 
     def _fresh_delivery_state(self) -> None:
@@ -269,6 +296,49 @@ class ScheduleOwner(SupervisedActor):
     # --- mailbox ----------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        """Handle one mailbox message in the section (see :meth:`offer`); count it."""
+        with self._section:
+            try:
+                return self._receive(message)
+            finally:
+                self._handled += 1
+
+    def offer(self, message: BarrierSettled) -> bool:
+        """Handle ``message`` on the calling thread if the owner is idle, else ``False``.
+
+        ``True``: it was handled here exactly as the actor would have handled
+        it by mail. Only the barrier of the tool transaction in flight, only
+        with nothing queued and no unhandled message, and only if the section
+        is free now (never waits). See "Inline barrier" in the module docstring.
+        """
+        if settles_many():
+            return False  # the thread settles other flushes too: the owner's own thread answers
+        txn = self._txn  # (a first look without the section, to leave it alone for deliveries)
+        if txn is None or txn.kind == "deliver" or txn.id != message.txn:
+            return False
+        if not self._section.acquire(blocking=False):
+            return False  # the actor is handling something
+        try:
+            txn = self._txn
+            if (
+                txn is None
+                or txn.id != message.txn
+                or txn.kind == "deliver"
+                or self._queue
+                or self._steps
+                or self.actor_inbox.unfinished_tasks != self._handled  # type: ignore[attr-defined]
+            ):
+                return False
+            self._inline = True
+            try:
+                self._receive(message)
+            finally:
+                self._inline = False
+            return True
+        finally:
+            self._section.release()
+
+    def _receive(self, message: Any) -> Any:
         """Handle one message, then the steps it settled at once; exceptions are contained.
 
         A flush that is already settled when the owner asks for it (say, a
@@ -298,9 +368,18 @@ class ScheduleOwner(SupervisedActor):
 
         A disposed owner gets here with nothing in flight or queued; an owner
         stopped otherwise answers its transaction in flight and its queued tool
-        calls here (see :meth:`_abandon`).
+        calls here (see :meth:`_abandon`). Runs in the section, after any inline
+        step (none can start: the stop request is an unhandled message).
         """
+        with self._section:
+            self._stopping()
+
+    def _stopping(self) -> None:
         self._cancel_timer()
+        deadline, self._deadline_timer = self._deadline_timer, None
+        if deadline is not None:
+            with contextlib.suppress(Exception):  # a host's timer may fail any way
+                deadline.cancel()
         self._disposing = True
         txn, self._txn = self._txn, None
         if txn is not None:
@@ -484,17 +563,27 @@ class ScheduleOwner(SupervisedActor):
         self._finish()
 
     def handle_FlushTimedOut(self, message: FlushTimedOut) -> None:
-        """A flush did not settle within ``flush_timeout_ms``: the step fails as if it had."""
+        """The deadline timer fired: a flush past ``flush_timeout_ms`` fails as if it had.
+
+        The timer was armed for the step ``message`` names; the step in flight
+        now may be a later one (see :meth:`_arm_deadline`): it fails only once
+        its own deadline passed, else the timer is armed for the rest of it.
+        """
+        self._deadline_timer = None
         txn = self._txn
-        if txn is None or txn.id != message.txn or txn.phase != message.phase:
+        if txn is None or txn.deadline_ms is None:
+            return  # no flush in flight
+        left = txn.deadline_ms - self._host.monotonic()
+        if left > 0:
+            self._start_deadline_timer(txn, left)
             return
         self._log.warning(
             "%s flush of session %r did not settle within %s ms; treated as failed",
-            message.phase,
+            txn.phase,
             self._session.id,
             self._host.flush_timeout_ms,
         )
-        if message.phase == "preflight":
+        if txn.phase == "preflight":
             self.handle_PreflightSettled(PreflightSettled(txn.id, False))
         else:
             self.handle_BarrierSettled(BarrierSettled(txn.id, False))
@@ -919,6 +1008,9 @@ class ScheduleOwner(SupervisedActor):
         nothing the first does not. Should that preflight fail, the covered
         request drives once the delivery finished (:meth:`_deliver_after_preflight`).
         """
+        if self._inline:  # a delivery never runs off the actor: the actor drives
+            self._post(RequestDrive("recompute"))
+            return
         if self._gate.closed or self._faulted is not None:
             return
         txn = self._txn
@@ -968,27 +1060,43 @@ class ScheduleOwner(SupervisedActor):
             self._steps.append(settled(txn.id, False))
             return
         if future.done():
-            self._steps.append(settled(txn.id, _flushed(future)))
+            self._steps.append(settled(txn.id, resolved_true(future)))
             return
         post = self._post
         txn_id = txn.id
+        inline = settled is BarrierSettled and txn.kind != "deliver"  # see "Inline barrier"
+        offer = self.offer if inline else None
 
         def on_done(done: Future[bool]) -> None:
-            post(settled(txn_id, _flushed(done)))
+            step = settled(txn_id, resolved_true(done))
+            if offer is None or not offer(step):  # type: ignore[arg-type]
+                post(step)
 
         future.add_done_callback(on_done)
         if not future.done():  # a settled flush has posted its outcome already
             self._arm_deadline(txn)
 
     def _arm_deadline(self, txn: _Txn) -> None:
-        """Bound the flush just requested: after ``flush_timeout_ms`` it counts as failed."""
+        """Bound the flush just requested: after ``flush_timeout_ms`` it counts as failed.
+
+        The step records its deadline on the monotonic clock the timers run on.
+        One timer serves every step: it is armed when none is, never cancelled
+        when a step settles, and when it fires (:meth:`handle_FlushTimedOut`)
+        it fails the step in flight if that step's deadline passed, else
+        re-arms for what is left of it. So a step that settles costs no timer.
+        """
         timeout = self._host.flush_timeout_ms
         if timeout is None:
             return
+        txn.deadline_ms = self._host.monotonic() + timeout
+        if self._deadline_timer is None:
+            self._start_deadline_timer(txn, timeout)
+
+    def _start_deadline_timer(self, txn: _Txn, delay_ms: int) -> None:
         timed_out = FlushTimedOut(txn.id, txn.phase)
         post = self._post
         try:
-            txn.deadline = self._timers.call_later(timeout, lambda: post(timed_out))
+            self._deadline_timer = self._timers.call_later(delay_ms, lambda: post(timed_out))
         except Exception:
             self._log.warning(
                 "the flush timeout of session %r could not be armed", self._session.id
@@ -1199,11 +1307,6 @@ _OPERATIONS: dict[TxnKind, Operation] = {
 """The operation a failed flush of each transaction kind is reported under."""
 
 
-def _flushed(done: Future[bool]) -> bool:
-    """Whether a settled flush counts as a successful checkpoint (only ``True`` does)."""
-    return not done.cancelled() and done.exception() is None and done.result() is True
-
-
 def _same_schedules(folded: FoldedSchedules, decided: FoldedSchedules) -> bool:
     """Whether two folds of one log hold the same records (no change folded in between)."""
     return folded is decided or (
@@ -1212,10 +1315,8 @@ def _same_schedules(folded: FoldedSchedules, decided: FoldedSchedules) -> bool:
 
 
 def _cancel_deadline(txn: _Txn) -> None:
-    deadline, txn.deadline = txn.deadline, None
-    if deadline is not None:
-        with contextlib.suppress(Exception):
-            deadline.cancel()
+    """The step in flight settled: its flush no longer times out (the timer stays armed)."""
+    txn.deadline_ms = None
 
 
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Protocol, cast
 
 from actors._base import MailboxActor
 from actors._contract import AppendGuard, SessionDetachedError, SessionEvent, SessionHeader
-from actors._futures import failed, resolved, settle, settle_exception
+from actors._futures import failed, resolved, resolved_true, settle, settle_exception
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
@@ -245,8 +245,12 @@ class SessionCore:
         return future, covered
 
     def track_progress(self, future: Future[bool], covered: int) -> None:
-        """Advance :attr:`durable_length` to ``covered`` when ``future`` resolves ``True``."""
-        if covered:
+        """Advance :attr:`durable_length` to ``covered`` when ``future`` resolves ``True``.
+
+        A flush covering no more than is durable already (a preflight with
+        nothing new) is not watched: it could advance nothing.
+        """
+        if covered > self._durable_length:  # (only grows: a stale read just watches)
             future.add_done_callback(lambda done: self._settled(done, covered))
 
     def on_durable(self, listener: Callable[[int], None]) -> Callable[[], None]:
@@ -271,7 +275,7 @@ class SessionCore:
         return SessionDetachedError(f"session {self.header.id!r} is detached")
 
     def _settled(self, done: Future[bool], covered: int) -> None:
-        if done.cancelled() or done.exception() is not None or done.result() is not True:
+        if not resolved_true(done):
             return
         with self._progress_lock:
             if covered <= self._durable_length:
@@ -375,13 +379,13 @@ class SessionActor(MailboxActor):
 
 def _forward(source: Future[bool], target: Future[bool]) -> None:
     def _copy(done: Future[bool]) -> None:
-        if done.cancelled():
+        try:
+            value = done.result(timeout=0)
+        except CancelledError:
             settle_exception(target, CancelledError())
-            return
-        error = done.exception()
-        if error is not None:
+        except BaseException as error:  # the flush's own failure, copied as it is
             settle_exception(target, error)
         else:
-            settle(target, done.result() is True)
+            settle(target, value is True)
 
     source.add_done_callback(_copy)

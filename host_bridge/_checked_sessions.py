@@ -199,9 +199,10 @@ class FlushMonitor:
         future.add_done_callback(lambda done: self._settled(session_id, done))
 
     def _settled(self, session_id: str, done: Future[bool]) -> None:
-        if done.cancelled() or done.exception() is not None:
+        try:
+            value = done.result(timeout=0)  # one look at the future
+        except BaseException:  # failed or cancelled: the owner reports those
             return
-        value = done.result()
         if value is True:
             self._succeeded(session_id)
         elif value is False:

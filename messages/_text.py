@@ -27,6 +27,9 @@ ECMASCRIPT_WHITESPACE: frozenset[str] = frozenset(
 _WS_CHARS = "".join(sorted(ECMASCRIPT_WHITESPACE))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _STRING_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_PLAIN_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+_PLAIN_DEPTH = 32
+"""Deeper values take the general path (which also reports circular containers)."""
 
 
 def ecma_trim(s: str) -> str:
@@ -126,6 +129,34 @@ def _encode(value: object, parts: list[str], stack: set[int]) -> None:
         raise ValueError(f"canonical_json: {type(value).__name__} is not a JSON value")
 
 
+_LEAVES = frozenset({str, int, bool, type(None)})
+
+
+def _plain(value: object, depth: int) -> bool:
+    """Whether ``value`` holds only ``dict`` (string keys), ``list``, ``tuple``, ``str``,
+    ``int``, ``bool`` and ``None``, exactly those types, nested at most ``depth`` deep.
+
+    For such a value :mod:`json` writes the text :func:`_encode` writes, except
+    for surrogates, which :func:`canonical_json` looks for in the output.
+    """
+    kind = type(value)
+    if kind in _LEAVES:
+        return True
+    if depth <= 0:
+        return False
+    leaves = _LEAVES
+    if kind is dict:
+        mapping: dict[object, object] = value  # type: ignore[assignment]
+        for key, item in mapping.items():
+            if type(key) is not str or (type(item) not in leaves and not _plain(item, depth - 1)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        items: list[object] = value  # type: ignore[assignment]
+        return all(type(item) in leaves or _plain(item, depth - 1) for item in items)
+    return False
+
+
 def canonical_json(value: object) -> str:
     """Encode a JSON value compactly and deterministically, as ``JSON.stringify`` would.
 
@@ -133,6 +164,10 @@ def canonical_json(value: object) -> str:
     arrays; numbers print like JavaScript (integral floats as integers). NaN,
     Infinity, circular containers and non-JSON types raise ``ValueError``.
     """
+    if _plain(value, _PLAIN_DEPTH):  # the common case: C speed, the same text
+        out = _PLAIN_ENCODER.encode(value)
+        if _SURROGATE.search(out) is None:
+            return out
     parts: list[str] = []
     _encode(value, parts, set())
     return "".join(parts)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from messages import ErrorCode
 from messages._text import (
     ECMASCRIPT_WHITESPACE,
+    _encode,
     canonical_json,
     ecma_trim,
     has_lone_surrogate,
@@ -253,3 +254,52 @@ def test_canonical_json_is_deterministic_and_loadable(value: object) -> None:
     # JSON.parse semantics: every number is a double, so compare as floats.
     assert json.loads(out, parse_int=float) == _as_floats(value)
     assert canonical_json(json.loads(out)) == out
+
+
+def _slow_canonical_json(value: object) -> str:
+    """The general encoder alone, without the plain-value fast path."""
+    parts: list[str] = []
+    _encode(value, parts, set())
+    return "".join(parts)
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | any_text,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=4).map(tuple)
+        | st.dictionaries(any_text, children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400)
+@given(plain_values)
+def test_canonical_json_fast_path_equals_the_general_encoder(value: object) -> None:
+    # Lone surrogates included: the fast path must hand those to the general encoder.
+    assert canonical_json(value) == _slow_canonical_json(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "\ud800"},
+        ["\udfff", 1],
+        {"\udc00": None},
+        {"a": 1.5, "b": 2.0},
+        {"mapping": MappingProxyType({"x": 1})},
+        _nested(40),
+        {"control": '\x00\x1f\b\f\n\r\t"\\', "lines": "\u2028\u2029"},
+        {"enum": ErrorCode.INTERNAL_ERROR},
+    ],
+)
+def test_canonical_json_fast_path_hands_over_what_it_cannot_write(value: object) -> None:
+    assert canonical_json(value) == _slow_canonical_json(value)

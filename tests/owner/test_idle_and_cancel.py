@@ -151,6 +151,7 @@ def test_cancelled_before_its_transaction_starts_no_flush_no_append(
 ) -> None:
     tools = installed(host, runtime)
     tools.call("schedule_create", {"prompt": "keep", "after_seconds": 3600})
+    tools.settle()  # the drive it asked for runs after its answer (posted by an inline step)
     before = appended(tools.agent)
     host.sessions.script(PENDING)  # a list holds the queue at its preflight
     holder = tools.host.tools.submit("schedule_list", {}, agent=tools.agent)

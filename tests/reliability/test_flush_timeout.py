@@ -1,8 +1,9 @@
 """The owner's flush timeout, mailbox by mailbox on the host test kit.
 
 A flush that has not settled after ``HostContext.flush_timeout_ms`` counts as
-failed (``FlushTimedOut``); a late outcome is ignored; a settled flush leaves no
-timer behind; ``None`` waits forever.
+failed (``FlushTimedOut``); a late outcome is ignored; one deadline timer
+serves every step and times each out at its own deadline; ``None`` waits
+forever.
 """
 
 from __future__ import annotations
@@ -90,6 +91,25 @@ def test_a_settled_flush_leaves_only_the_delivery_timer() -> None:
     value = checked("create", owner.create(seconds=60).result(timeout=0))
     assert value["id"] == "schedule-1"
     assert owner.host.timers.armed() == [60_000]  # every flush deadline was cancelled
+
+
+def test_a_later_step_times_out_at_its_own_deadline_not_the_first_timers() -> None:
+    owner = Owner()
+    owner.host.sessions.script(True, PENDING)
+    first = owner.create()
+    owner.advance(10_000)
+    owner.host.sessions.release(True)  # settles; the deadline timer stays armed
+    settle(owner.ref)
+    assert checked("create", first.result(timeout=0))["id"] == "schedule-1"
+    owner.host.sessions.script(True, PENDING)
+    second = owner.create()  # its barrier is due to time out 30 s from now
+    owner.advance(DEFAULT_FLUSH_TIMEOUT_MS - 10_000)  # the timer armed for the first fires
+    assert not second.done()
+    owner.advance(10_000 - 1)
+    assert not second.done()
+    owner.advance(1)
+    value = checked("create", second.result(timeout=0))
+    assert value["code"] == "persistence_uncertain" and value["id"] == "schedule-2"
 
 
 def test_without_a_timeout_a_hung_flush_is_waited_for() -> None:

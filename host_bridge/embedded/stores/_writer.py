@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
 
+from actors._futures import settling_many
 from host_bridge.embedded.stores._due import DueEntry, ReadSession
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
@@ -62,7 +63,9 @@ class WriteBehind:
     ``fault_hook`` is a test seam called inside every write transaction of
     session rows just before ``COMMIT``; what it raises fails the attempt like
     a failed commit. Done-callbacks of flush futures run on the writer thread:
-    they may append or request a flush but must not wait for one.
+    they may append or request a flush but must not wait for one. While a
+    round settles more than one flush, :func:`actors._futures.settles_many`
+    is true there, so callbacks hand longer work to their own threads.
     """
 
     def __init__(
@@ -271,7 +274,6 @@ class WriteBehind:
     def request_flush(self, session_id: str | None) -> Future[bool]:
         """A future resolved once the rows of ``session_id`` (None: all) queued now are durable."""
         future: Future[bool] = Future()
-        future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
         with self._lock:
             if self._closed or self._writer_stopped:
                 future.set_exception(self._closed_error())
@@ -288,6 +290,7 @@ class WriteBehind:
             if self._is_synced(session_id) and not self._needs_round(session_id):
                 future.set_result(True)  # no callbacks can be attached yet
                 return future
+            future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
             self._waiters.append(Waiter(session_id, future))
             self._wake.notify()
         return future
@@ -409,7 +412,9 @@ class WriteBehind:
                     self._in_flight = waiters
                     check = self._checks(waiters)
                 result = self._write_round(batch, side, check)
-                settle_all(self._settle(result, waiters))
+                outcomes = self._settle(result, waiters)
+                with settling_many(len(outcomes) > 1):  # callbacks then hand their work on
+                    settle_all(outcomes)
                 if final:
                     error = result.error
                     if error is not None:
