@@ -207,3 +207,20 @@ def test_default_data_dir_uses_xdg_then_home(
 def test_store_path_is_inside_the_data_dir(tmp_path: Path) -> None:
     assert store_path(tmp_path) == tmp_path / "sessions.sqlite3"
     assert store_path(str(tmp_path)) == tmp_path / "sessions.sqlite3"
+
+
+def test_a_conflict_in_the_final_round_still_clears_the_holder_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    store = SqliteEventStore(path)
+    for session_id in ("s1", "s2"):
+        store.acquire_session(session_id)
+        store.create_session(SessionHeader(session_id))
+    ok(store.flush_all())
+    with sqlite3.connect(path) as conn:  # another writer took seq 0 of s1
+        conn.execute("INSERT INTO events VALUES ('s1', 0, 'note', 1, x'01')")
+    for session_id in ("s1", "s2"):
+        record(store, session_id, 0)
+    store.close()  # the final round is bisected; its holder rows go with the healthy half
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT session_id FROM leases").fetchall() == []
+        assert conn.execute("SELECT session_id FROM events WHERE session_id = 's2'").fetchall()

@@ -532,7 +532,7 @@ class WriteBehind:
                 continue
             middle = len(part) // 2
             first, second = part[:middle], part[middle:]
-            outcome, first = self._attempt(first, set(), result)
+            outcome, first = self._attempt(first, set(), result, self._take_side())
             if outcome == "conflict":
                 suspects.append(first)
             if result.error is not None:
@@ -540,9 +540,15 @@ class WriteBehind:
             elif outcome == "ok":
                 suspects.append(second)  # the conflict is in the other half
             else:
-                outcome, second = self._attempt(second, set(), result)
+                outcome, second = self._attempt(second, set(), result, self._take_side())
                 if outcome == "conflict":
                     suspects.append(second)
+
+    def _take_side(self) -> list[SideWrite]:
+        """The side writes put back by a failed attempt, for the next attempt of the round."""
+        with self._lock:
+            side, self._side = self._side, []
+        return side
 
     def _settle(self, result: WriteRound, waiters: list[Waiter]) -> list[Outcome]:
         """Book one write round; returns the futures to settle (outside the lock)."""
