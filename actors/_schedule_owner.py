@@ -540,6 +540,7 @@ class ScheduleOwner(SupervisedActor):
             self._observer.persistence_uncertain(txn.token, _OPERATIONS[txn.kind], "barrier")
         if txn.kind == "deliver":
             if message.ok and not self._gate.closed:
+                txn.recompute = False  # the drive a covered request asked for comes from here
                 self._after_delivery()
             elif not message.ok:
                 self._log.info(
@@ -783,8 +784,9 @@ class ScheduleOwner(SupervisedActor):
 
     def _deliver_after_preflight(self, txn: _Txn, ok: bool) -> None:
         covered, self._drive_covered = self._drive_covered, False
+        if covered:  # a drive asked for meanwhile still runs after this one, however it ends
+            txn.recompute = True
         if not ok:
-            txn.recompute = covered  # a drive asked for meanwhile still runs, after this one
             self._log.info(
                 "delivery preflight for agent %r failed; waiting for activity", self._agent.id
             )
@@ -1005,8 +1007,10 @@ class ScheduleOwner(SupervisedActor):
 
         Such a delivery reads the log and the clock only once its preflight
         settled, after this request, so a second drive behind it could decide
-        nothing the first does not. Should that preflight fail, the covered
-        request drives once the delivery finished (:meth:`_deliver_after_preflight`).
+        nothing the first does not. Should the delivery end without its
+        dispatch barrier settling (a failed preflight, follow-up or barrier, or
+        nothing decided), the covered request drives once it finished
+        (:meth:`_deliver_after_preflight`).
         """
         if self._inline:  # a delivery never runs off the actor: the actor drives
             self._post(RequestDrive("recompute"))

@@ -453,3 +453,18 @@ def test_a_covered_drive_still_runs_when_the_delivery_preflight_fails(harness: H
     harness.settle()
     assert harness.changes()[-1] == ("dispatch", "schedule-1")  # the covered drive delivered
     assert len(harness.agent.received) == 1
+
+
+def test_a_covered_drive_still_runs_when_the_delivery_fails_after_its_preflight(
+    harness: Harness,
+) -> None:
+    harness.created("tea", 1)
+    harness.host.clock.advance(1000)
+    harness.host.sessions.script(PENDING)
+    harness.drive()
+    harness.drive()  # covered by the delivery waiting for its preflight
+    harness.agent.fail_followups(RuntimeError("transient"), times=1)
+    harness.host.sessions.release(True)  # the preflight settles; the follow-up fails once
+    harness.settle()
+    assert harness.changes()[-1] == ("dispatch", "schedule-1")  # the covered drive delivered
+    assert len(harness.agent.received) == 1
