@@ -23,6 +23,7 @@ from bench import (
     group_commit,
     live_path,
     outage,
+    public_surface,
     serve_soak,
     session_race,
     wake_crash,
@@ -189,3 +190,11 @@ def test_serve_soak(tmp_path: Path) -> None:
     assert all(row["rss_bytes"] is None or row["rss_bytes"] > 0 for row in out["waves"])
     assert out["check"] == {"sessions": 120, "expected": 120, "wrong": 0, "still_owed": 0}
     assert out["targets"]["exactly_once"]["met"] is True
+
+
+def test_public_surface_counts_public_modules_only() -> None:
+    surface = {module.module: module.names for module in public_surface.count_surface()}
+    assert surface["host_bridge.protocols"] > 0
+    assert surface["messages"] > 0
+    assert not any(part.startswith("_") for name in surface for part in name.split("."))
+    assert "messages._fold" not in surface
