@@ -280,6 +280,32 @@ class StoreContract(StoreCase):
         assert loaded is not None and loaded.events == (first, second)
         assert store.commit_count == commits + 2
 
+    def test_flushes_of_one_session_waiting_for_the_next_round_share_one_future(self) -> None:
+        seam = Seam()
+        store = self.make(fault_hook=seam)
+        new_session(store, "a")
+        new_session(store, "b")
+        ok(store.flush_all())
+        seam.pause()
+        record(store, "a", 0)
+        in_flight = store.flush("a")
+        assert seam.entered.wait(TIMEOUT)  # the writer holds a round open
+        second = record(store, "a", 1)
+        waiting = store.flush("a")
+        third = record(store, "a", 2)
+        again = store.flush("a")  # covers the row queued after the first request too
+        record(store, "b", 0)
+        other = store.flush("b")
+        assert again is waiting
+        assert in_flight is not waiting and other is not waiting
+        commits = store.commit_count
+        seam.unpause()
+        for future in (in_flight, waiting, other):
+            ok(future)
+        loaded = store.load("a")
+        assert loaded is not None and loaded.events[1:] == (second, third)
+        assert store.commit_count == commits + 2
+
     def test_a_flush_with_nothing_pending_writes_no_rows(self) -> None:
         store = self.make()
         new_session(store, "a")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
 
-from actors._futures import settling_many
+from actors._futures import failed, resolved, settling_many
 from host_bridge.embedded.stores._due import DueEntry, ReadSession
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
@@ -87,7 +87,7 @@ class WriteBehind:
         self._unsynced: Counter[str] = Counter()
         self._next_seq: dict[str, int] = {}
         self._forget_when_synced: set[str] = set()
-        self._waiters: list[Waiter] = []
+        self._waiters: dict[str | None, Waiter] = {}  # one per session: later requests share it
         self._side: list[SideWrite] = []
         self._side_blocked = False  # the last side write failed: wait for the next round
         self._side_unsynced = 0
@@ -272,26 +272,27 @@ class WriteBehind:
                 self._next_seq.pop(session_id, None)
 
     def request_flush(self, session_id: str | None) -> Future[bool]:
-        """A future resolved once the rows of ``session_id`` (None: all) queued now are durable."""
-        future: Future[bool] = Future()
+        """A future resolved once the rows of ``session_id`` (None: all) queued now are durable.
+
+        Requests for one session that the writer has not taken yet share one
+        future: the round that takes it covers every row queued before either.
+        """
         with self._lock:
             if self._closed or self._writer_stopped:
-                future.set_exception(self._closed_error())
-                return future
+                return failed(self._closed_error())
             self._flush_requests += 1
             loss = None if session_id is None else self._lost.get(session_id)
             if loss is not None:
                 outcome = loss.flush_outcome()
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-                return future
+                return failed(outcome) if isinstance(outcome, BaseException) else resolved(outcome)
             if self._is_synced(session_id) and not self._needs_round(session_id):
-                future.set_result(True)  # no callbacks can be attached yet
-                return future
+                return resolved(True)
+            waiting = self._waiters.get(session_id)
+            if waiting is not None:
+                return waiting.future
+            future: Future[bool] = Future()
             future.set_running_or_notify_cancel()  # not cancellable: the writer owns its outcome
-            self._waiters.append(Waiter(session_id, future))
+            self._waiters[session_id] = Waiter(session_id, future)
             self._wake.notify()
         return future
 
@@ -407,7 +408,7 @@ class WriteBehind:
                     if final or self._waiters or self._auto_write_due():
                         batch, self._queue, self._queued_bytes = self._queue, [], 0
                     # (else only side writes are due: queued session rows wait for a flush)
-                    waiters, self._waiters = self._waiters, []
+                    waiters, self._waiters = list(self._waiters.values()), {}
                     side, self._side = self._side, []
                     self._in_flight = waiters
                     check = self._checks(waiters)
@@ -429,7 +430,7 @@ class WriteBehind:
         finally:
             with self._lock:
                 self._writer_stopped = True
-                leftover, self._waiters = self._waiters, []
+                leftover, self._waiters = list(self._waiters.values()), {}
                 self._leases.clear()
             settle_all(
                 [(w.future, StoreClosedError("the session store writer stopped")) for w in leftover]
@@ -580,8 +581,8 @@ class WriteBehind:
                 outcomes.append((waiter.future, self._outcome(waiter.session_id, result, failed)))
             # Requests made during the write are covered too if their session is now clean
             # (unless its ownership must be confirmed by a round of its own).
-            still_waiting: list[Waiter] = []
-            for waiter in self._waiters:
+            still_waiting: dict[str | None, Waiter] = {}
+            for waiter in self._waiters.values():
                 lost = None if waiter.session_id is None else self._lost.get(waiter.session_id)
                 if lost is not None:
                     outcomes.append((waiter.future, lost.flush_outcome()))
@@ -590,7 +591,7 @@ class WriteBehind:
                 ):
                     outcomes.append((waiter.future, True))
                 else:
-                    still_waiting.append(waiter)
+                    still_waiting[waiter.session_id] = waiter
             self._waiters = still_waiting
         for loss, dropped in newly_lost:
             _log.error("%s (%d rows dropped)", loss.message, dropped)
@@ -643,8 +644,8 @@ class WriteBehind:
             self._writer_stopped = True
             rows = sum(self._unsynced.values())
             sessions = sorted(self._unsynced)
-            futures = [w.future for w in (*self._in_flight, *self._waiters)]
-            self._waiters = []
+            futures = [w.future for w in (*self._in_flight, *self._waiters.values())]
+            self._waiters = {}
             waited = self._close_wait
         which = ", ".join(show_id(s) for s in sessions[:5]) + (" …" if len(sessions) > 5 else "")
         error = StoreWriteError(
