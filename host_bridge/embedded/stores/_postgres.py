@@ -33,7 +33,6 @@ from host_bridge.embedded.paths import is_postgres_url, redact_url
 from host_bridge.embedded.stores._due import (
     DEFAULT_CACHE_SESSIONS,
     DueEntry,
-    DueProjection,
     IndexRow,
     write_due_changes,
 )
@@ -545,14 +544,7 @@ class PostgresEventStore(EventStore):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         owner = new_owner()
         self._pg = PostgresRecorder(url, owner=owner, pool_size=pool_size, lease_wait=lease_wait)
-        super().__init__(
-            self._pg,
-            owner=owner,
-            projection=DueProjection(due_cache_sessions),
-            fault_hook=fault_hook,
-            thread_name="dsh-pg-writer",
-        )
-        _log.debug("session store open at %s", self.label)
+        super().__init__(self._pg, owner, due_cache_sessions, fault_hook, "dsh-pg-writer")
 
     @property
     def url(self) -> str:

@@ -37,7 +37,6 @@ from host_bridge.embedded.private_files import (
 from host_bridge.embedded.stores._due import (
     DEFAULT_CACHE_SESSIONS,
     DueEntry,
-    DueProjection,
     IndexRow,
     write_due_changes,
 )
@@ -638,14 +637,7 @@ class SqliteEventStore(EventStore):
         self._sqlite = SqliteRecorder(
             self._path, create=create, allow_shared=allow_shared_store, owner=owner
         )
-        super().__init__(
-            self._sqlite,
-            owner=owner,
-            projection=DueProjection(due_cache_sessions),
-            fault_hook=fault_hook,
-            thread_name="dsh-store-writer",
-        )
-        _log.debug("session store open at %s", self._path)
+        super().__init__(self._sqlite, owner, due_cache_sessions, fault_hook, "dsh-store-writer")
 
     @property
     def path(self) -> Path:

@@ -54,18 +54,17 @@ class EventStore(SessionReads[Any]):
     def __init__(
         self,
         recorder: Recorder,
-        *,
         owner: str,
-        projection: DueProjection,
+        due_cache_sessions: int,
         fault_hook: Callable[[], None] | None,
         thread_name: str,
     ) -> None:
-        """Compose ``recorder`` with a writer over ``projection``, and start the writer."""
+        """Compose ``recorder`` with a writer over a new due projection, and start the writer."""
         self._recorder = recorder
         self._owner = owner
-        self._projection = projection
+        self._projection = DueProjection(due_cache_sessions)
         self._writer = WriteBehind(
-            recorder, projection, fault_hook=fault_hook, thread_name=thread_name
+            recorder, self._projection, fault_hook=fault_hook, thread_name=thread_name
         )
         self._ownership = threading.Lock()  # serialises taking and giving back sessions
         super().__init__(
@@ -76,6 +75,7 @@ class EventStore(SessionReads[Any]):
             self._writer.note_length,
         )
         self._writer.start()
+        _log.debug("session store open at %s", recorder.label)
 
     # --- properties ------------------------------------------------------------------
 
