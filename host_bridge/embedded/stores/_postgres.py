@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -48,7 +48,7 @@ from host_bridge.embedded.stores._reads import (
     read_due_state,
     sql_reads,
 )
-from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
@@ -231,7 +231,7 @@ class PostgresRecorder:
 
     # --- leases ----------------------------------------------------------------------
 
-    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+    def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the lease (advisory lock, new epoch), waiting ``lease_wait`` seconds; a
         closed lease connection is replaced first (``lose_held`` is told)."""
         with self._lease_mutex:
@@ -361,9 +361,7 @@ class PostgresRecorder:
         assert row is not None
         return int(row[0])
 
-    def _open_lease_connection(
-        self, lose_held: Callable[[Callable[[str], Loss]], None] | None
-    ) -> None:
+    def _open_lease_connection(self, lose_held: LoseHeld | None) -> None:
         """(Re)open the connection holding the advisory locks; replacing one loses its leases."""
         old = self._lease_conn
         if old is not None:
@@ -392,12 +390,7 @@ class PostgresRecorder:
     # --- writes (writer thread) ------------------------------------------------------
 
     def write(
-        self,
-        rows: list[Op],
-        side: list[SideWrite],
-        check: set[str],
-        stage: Stage,
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+        self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
         """One transaction: confirm the leases of ``rows`` and ``check`` (epoch, share-locked
         until ``COMMIT``; lease connection alive), then write the rows of sessions still held.
@@ -431,12 +424,7 @@ class PostgresRecorder:
             return error, lost
         return None, lost
 
-    def _confirm(
-        self,
-        sessions: list[str],
-        found: list[Any],
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
-    ) -> dict[str, Loss]:
+    def _confirm(self, sessions: list[str], found: list[Any], epochs: Epochs) -> dict[str, Loss]:
         """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
         current = {row[0]: (row[1], bool(row[2])) for row in found}
         held = epochs(sessions)

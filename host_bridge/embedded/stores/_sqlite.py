@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
@@ -49,7 +49,7 @@ from host_bridge.embedded.stores._errors import (
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
 from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
-from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
@@ -265,7 +265,7 @@ class SqliteRecorder:
 
     # --- session locks ---------------------------------------------------------------
 
-    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+    def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the session's byte in the lock file (no waiting); the epoch is always 0."""
         if not self._lock_session(session_id):
             holder = self._recorded_holder(session_id)
@@ -360,12 +360,7 @@ class SqliteRecorder:
     # --- writes (writer thread) ------------------------------------------------------
 
     def write(
-        self,
-        rows: list[Op],
-        side: list[SideWrite],
-        check: set[str],
-        stage: Stage,
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+        self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
         """Write ``rows`` and ``side`` in one transaction; the locks need no confirming, but
         first move to the lock file now at the path (sessions taken meanwhile are lost)."""
