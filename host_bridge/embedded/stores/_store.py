@@ -71,18 +71,13 @@ class EventStore(SessionReads[Any]):
             recorder.label,
             recorder.queries,
             recorder.read,
-            lambda: True,
+            lambda: True,  # a writable store migrates to the schema with the due index
             self._writer.note_length,
         )
         self._writer.start()
         _log.debug("session store open at %s", recorder.label)
 
     # --- properties ------------------------------------------------------------------
-
-    @property
-    def label(self) -> str:
-        """How messages name the store: the file path (a URL without password on PostgreSQL)."""
-        return self._recorder.label
 
     @property
     def owner(self) -> str:
@@ -319,10 +314,6 @@ class EventStore(SessionReads[Any]):
             if not self.holds_lease(session_id):  # (another thread took it for us meanwhile)
                 raise
 
-    def _check_open(self) -> None:
-        """Raise :class:`StoreClosedError` once the store is closed or its writer stopped."""
-        self._writer.check_open()
-
     # --- due index -------------------------------------------------------------------
 
     def add_due_listener(
@@ -334,11 +325,6 @@ class EventStore(SessionReads[Any]):
         commit: short, never waiting for the store. Other processes' commits are not heard.
         """
         return self._projection.add_listener(listener)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Always True: a writable store migrates to the schema with the due index."""
-        return True
 
     def next_due(self) -> int | None:
         """The earliest ``due_ms`` among sessions nobody holds (see ``due_sessions``)."""
@@ -374,7 +360,7 @@ class EventStore(SessionReads[Any]):
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction (safe while hosts
         write); the rows written."""
-        self._check_open()
+        self._writer.check_open()
         count = self._recorder.rebuild_index()
         self._projection.clear()
         _log.info("rebuilt the due index of %s: %d sessions", self.label, count)
@@ -384,7 +370,7 @@ class EventStore(SessionReads[Any]):
         """Rewrite one session's due index row from its log in one transaction; the row
         written (``None``: deleted, nothing due or no such session)."""
         check_id(session_id, "session id")
-        self._check_open()
+        self._writer.check_open()
         entry = self._recorder.rebuild_session_index(session_id)
         self._projection.forget(session_id)
         return entry
