@@ -346,16 +346,13 @@ class EventStore(SessionReads[Any]):
         if refuses_claim_clock(session_id, now_ms):
             return False
         held = self._writer.held(session_id)
+        claimed = False
         try:
-            if self._recorder.claim(session_id, now_ms, self.acquire_session):
-                return True
-        except BaseException:  # whatever failed, a session taken by this claim goes back
-            if not held and self._writer.held(session_id):
+            claimed = self._recorder.claim(session_id, now_ms, self.acquire_session)
+            return claimed
+        finally:  # unless claimed, whatever happened, a session taken by this claim goes back
+            if not (claimed or held) and self._writer.held(session_id):
                 self.release_session(session_id)
-            raise
-        if not held and self._writer.held(session_id):
-            self.release_session(session_id)
-        return False
 
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction (safe while hosts

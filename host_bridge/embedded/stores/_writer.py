@@ -281,11 +281,7 @@ class WriteBehind:
             self._flush_requests += 1
             loss = None if session_id is None else self._lost.get(session_id)
             if loss is not None:
-                outcome = loss.flush_outcome()
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
+                settle_all([(future, loss.flush_outcome())])
                 return future
             if self._is_synced(session_id) and not self._needs_round(session_id):
                 future.set_result(True)  # no callbacks can be attached yet
