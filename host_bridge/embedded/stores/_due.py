@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, groupby
 from typing import Any
 
 from host_bridge.embedded.codec import PayloadError, decode_payload
@@ -294,21 +295,11 @@ def project_logs(
     session, grouped by session and in seq order within one; sessions without
     an entry are not yielded. Used to build the index (migration, reindex).
     """
-    current: str | None = None
-    state = SessionProjection()
-    for session_id, seed_length, seq, type_, time_ms, data in rows:
-        if session_id != current:
-            if current is not None:
-                entry = state.entry()
-                if entry is not None:
-                    yield current, entry
-            current = session_id
-            state = SessionProjection(seed_length=seed_length or 0)
-        state.apply(seq, type_, time_ms, data)
-    if current is not None:
-        entry = state.entry()
+    for session_id, group in groupby(rows, key=lambda row: row[0]):
+        first = next(group)
+        entry = project_session(first[1], (row[2:] for row in chain((first,), group))).entry()
         if entry is not None:
-            yield current, entry
+            yield session_id, entry
 
 
 ReadSession = Callable[[str], tuple[int | None, int, Sequence[StoredRow]] | None]

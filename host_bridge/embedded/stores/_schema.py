@@ -144,15 +144,7 @@ def build_due_index(select: Any, insert: Any, mark: str) -> None:
         WAKE_EVENT_TYPES,
     )
     logs = ((*row[:5], bytes(r) if isinstance(r := row[5], memoryview) else r) for row in select)
-    entries = [
-        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-        for session_id, entry in project_logs(logs)
-    ]
-    insert.executemany(
-        "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
-        f" VALUES ({mark}, {mark}, {mark}, {mark})",
-        entries,
-    )
+    write_due_changes(insert, dict(project_logs(logs)), mark)
 
 
 def rewrite_index_row(cur: Any, session_id: str, mark: str) -> DueEntry | None:
