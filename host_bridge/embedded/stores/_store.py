@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, Self
 
 from actors._futures import failed
@@ -24,7 +25,6 @@ from host_bridge.embedded.stores._recorder import Recorder
 from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     UNTOLD,
-    EventRow,
     SessionRow,
     Untold,
     check_id,
@@ -202,16 +202,7 @@ class EventStore(SessionReads[Any]):
                 isinstance(schedule_due_ms, bool) or not isinstance(schedule_due_ms, int)
             ):
                 raise StoreError("schedule_due_ms must be None or whole epoch milliseconds")
-            last = checked[-1]
-            checked[-1] = EventRow(
-                last.session_id,
-                last.seq,
-                last.type,
-                last.time,
-                last.payload,
-                last.data,
-                schedule_due_ms,
-            )
+            checked[-1] = replace(checked[-1], schedule_due_ms=schedule_due_ms)
         stored, held = self._writer.append_state(session_id)
         if stored is None:
             stored = self.stored_length(session_id)
