@@ -234,28 +234,20 @@ class PostgresRecorder:
     def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the lease (advisory lock, new epoch), waiting ``lease_wait`` seconds; a
         closed lease connection is replaced first (``lose_held`` is told)."""
+        cannot = f"cannot take the lease of session {show_id(session_id)}"
         with self._lease_mutex:
             try:
-                return self._take_lease(session_id)
-            except psycopg.OperationalError:
-                conn = self._lease_conn
-                if conn is not None and not (conn.closed or conn.broken):
-                    raise StoreError(
-                        f"cannot take the lease of session {show_id(session_id)}"
-                    ) from None
-                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
                 try:
-                    self._open_lease_connection(lose_held)
                     return self._take_lease(session_id)
-                except psycopg.Error as error:
-                    raise StoreError(
-                        f"cannot take the lease of session {show_id(session_id)}"
-                        f" ({_category(error)})"
-                    ) from None
+                except psycopg.OperationalError:
+                    conn = self._lease_conn
+                    if conn is not None and not (conn.closed or conn.broken):
+                        raise StoreError(cannot) from None
+                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
+                self._open_lease_connection(lose_held)
+                return self._take_lease(session_id)
             except psycopg.Error as error:
-                raise StoreError(
-                    f"cannot take the lease of session {show_id(session_id)} ({_category(error)})"
-                ) from None
+                raise StoreError(f"{cannot} ({_category(error)})") from None
 
     def took(self, session_id: str) -> list[SideWrite]:
         """Nothing to write: the lease row was written with the epoch."""
@@ -489,9 +481,7 @@ class PostgresRecorder:
             if migrate:
                 self._pg_migrate(conn)
 
-        conn = _connect(self._url, self._label, autocommit, 30, application_name)
-        _prepare(conn, self._label, prepare)
-        return conn
+        return _connect(self._url, self._label, autocommit, 30, application_name, setup=prepare)[0]
 
     def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema to :data:`PG_SCHEMA_VERSION` under a transaction-scoped lock."""
@@ -562,13 +552,13 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._label = redact_url(url)
-        conn = _connect(url, self._label, True, connect_timeout, "dsh-schedule-reader")
 
         def prepare(conn: psycopg.Connection[Any]) -> int:
             conn.execute("SET default_transaction_read_only = on")
             return _pg_schema_version(conn, self._label)
 
-        version = _prepare(conn, self._label, prepare)
+        name = "dsh-schedule-reader"
+        conn, version = _connect(url, self._label, True, connect_timeout, name, setup=prepare)
         if version == 0:
             conn.close()
             raise StoreMissingError(
@@ -621,25 +611,26 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
 
 
 def _connect(
-    url: str, label: str, autocommit: bool, timeout: int, application_name: str
-) -> psycopg.Connection[Any]:
-    """Connect to ``url``; a failure is a :class:`StoreError` naming ``label`` and its kind."""
+    url: str,
+    label: str,
+    autocommit: bool,
+    timeout: int,
+    application_name: str,
+    *,
+    setup: Callable[[psycopg.Connection[Any]], _T],
+) -> tuple[psycopg.Connection[Any], _T]:
+    """Connect to ``url`` and run ``setup`` on the connection (closed again when it fails); a
+    driver error is a :class:`StoreError` naming ``label`` and its kind."""
     try:
-        return psycopg.connect(
+        conn = psycopg.connect(
             url, autocommit=autocommit, connect_timeout=timeout, application_name=application_name
         )
     except psycopg.Error as error:
         raise StoreError(
             f"cannot connect to the session store {label} ({_category(error)})"
         ) from None
-
-
-def _prepare(
-    conn: psycopg.Connection[Any], label: str, setup: Callable[[psycopg.Connection[Any]], _T]
-) -> _T:
-    """Run ``setup`` on a new connection; on failure close it (a driver error: ``StoreError``)."""
     try:
-        return setup(conn)
+        return conn, setup(conn)
     except psycopg.Error as error:
         conn.close()
         raise StoreError(f"cannot open the session store {label} ({_category(error)})") from None
