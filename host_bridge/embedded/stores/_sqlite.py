@@ -131,15 +131,9 @@ class SqliteRecorder:
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
         )
-        try:
+        with _closing_on_failure(self._writer_conn, path):
             self._read_conn: sqlite3.Connection | None = self._open_reader()
             self._files = _OpenFiles(path)
-        except sqlite3.Error as error:
-            self._writer_conn.close()
-            raise _open_error(path, error) from None
-        except BaseException:
-            self._writer_conn.close()
-            raise
 
     @property
     def label(self) -> str:
@@ -173,7 +167,7 @@ class SqliteRecorder:
             try:
                 return query(conn)
             except sqlite3.Error as error:
-                raise _read_error(self._path, error) from None
+                raise _file_error(self._path, error, "read") from None
 
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
@@ -553,8 +547,8 @@ class SqliteRecorder:
         try:
             conn = self._connect()
         except sqlite3.Error as error:
-            raise _open_error(self._path, error) from None
-        try:
+            raise _file_error(self._path, error) from None
+        with _closing_on_failure(conn, self._path):
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 _log.warning("session store %s runs in journal mode %s, not WAL", self._path, mode)
@@ -563,12 +557,6 @@ class SqliteRecorder:
                 raise StoreError(f"session store {self._path} refused synchronous=FULL")
             if initialise:
                 self._migrate(conn)
-        except sqlite3.Error as error:
-            conn.close()
-            raise _open_error(self._path, error) from None
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _make_private_file(self) -> None:
@@ -701,23 +689,29 @@ def check_write_lock(path: str | os.PathLike[str]) -> None:
         conn.close()
 
 
-def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failure to open the store at ``path`` means, without SQLite's text."""
+def _file_error(path: Path, error: sqlite3.Error, doing: str = "open") -> StoreError:
+    """What a failure to ``doing`` (open, read) the store at ``path`` means, without SQLite's
+    text; damage is named as such whatever was being done."""
     category = _category(error)
     if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return StoreCorruptError(
             f"{path} is corrupt or not an SQLite database ({category}); "
             "move it aside or restore a backup"
         )
-    return StoreError(f"cannot open the session store {path} ({category})")
+    return StoreError(f"cannot {doing} the session store {path} ({category})")
 
 
-def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failed read of the store at ``path`` means (damage: as on open)."""
-    category = _category(error)
-    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-        return _open_error(path, error)
-    return StoreError(f"cannot read the session store {path} ({category})")
+@contextlib.contextmanager
+def _closing_on_failure(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """Close ``conn`` when the block fails; an SQLite error is told as on opening."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        conn.close()
+        raise _file_error(path, error) from None
+    except BaseException:
+        conn.close()
+        raise
 
 
 _SUSPECT_ROWS = (
