@@ -384,10 +384,8 @@ class PostgresRecorder:
     def write(
         self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
-        """One transaction: confirm the leases of ``rows`` and ``check`` (epoch, share-locked
-        until ``COMMIT``; lease connection alive), then write the rows of sessions still held.
-        Sessions that fail are lost (``"lease"``), their rows unwritten. No side writes.
-        """
+        """The leases of ``rows`` and ``check`` are confirmed first (epoch, share-locked until
+        ``COMMIT``; lease connection alive); a session that fails is lost. No side writes."""
         sessions = sorted({op.session_id for op in rows} | check)
         lost: dict[str, Loss] = {}
         try:
@@ -444,8 +442,7 @@ class PostgresRecorder:
         """Nothing to do: the leases go with the lease connection at close."""
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index from the logs in one transaction (``due_index`` locked
-        against every writer first); the rows written."""
+        """Rebuild the due index in one transaction, ``due_index`` locked against writers first."""
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
                 conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")

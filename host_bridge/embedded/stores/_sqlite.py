@@ -210,7 +210,6 @@ class SqliteRecorder:
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
         """Rewrite one session's index row from its log in one transaction."""
-
         return self._index_transaction(
             lambda conn: rewrite_index_row(conn, session_id, "?"),
             f"rewrite the due index row of session {show_id(session_id)} in {self._path}",
@@ -356,8 +355,7 @@ class SqliteRecorder:
     def write(
         self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
-        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming, but
-        first move to the lock file now at the path (sessions taken meanwhile are lost)."""
+        """No confirming; first the locks move to the lock file now at the path (or are lost)."""
         lost: dict[str, Loss] = {}
         locks = self._session_locks
         if locks is not None and rows:
