@@ -29,7 +29,7 @@ from host_bridge.embedded.inbox import (
     message_of,
 )
 from host_bridge.embedded.stores._errors import StoreCorruptError
-from host_bridge.embedded.stores._rows import UNTOLD, EventRow, Op, show_id
+from host_bridge.embedded.stores._rows import UNTOLD, EventRow, Op, is_whole, show_id
 from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules, check_schedule_candidate
 from messages._instant import format_instant
@@ -176,7 +176,7 @@ def describe_due(entry: DueEntry | None) -> str:
 
 
 def _as_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_whole(value) else None
 
 
 def _unreadable(column: str, value: object) -> str:

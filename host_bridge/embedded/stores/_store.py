@@ -29,6 +29,7 @@ from host_bridge.embedded.stores._rows import (
     Untold,
     check_id,
     event_row,
+    is_whole,
     show_id,
 )
 from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, WriteBehind
@@ -142,11 +143,7 @@ class EventStore(SessionReads[Any]):
         if header.parent_session is not None:
             check_id(header.parent_session, "parent_session")
         seed_length = header.seed_length
-        if seed_length is not None and (
-            isinstance(seed_length, bool)
-            or not isinstance(seed_length, int)
-            or not 0 <= seed_length <= INT64_MAX
-        ):
+        if not (seed_length is None or (is_whole(seed_length) and 0 <= seed_length <= INT64_MAX)):
             raise StoreError(
                 f"seed_length of session {show_id(session_id)} "
                 "must be None or a non-negative integer"
@@ -198,9 +195,7 @@ class EventStore(SessionReads[Any]):
         if not checked:
             return
         if schedule_due_ms is not UNTOLD:
-            if schedule_due_ms is not None and (
-                isinstance(schedule_due_ms, bool) or not isinstance(schedule_due_ms, int)
-            ):
+            if schedule_due_ms is not None and not is_whole(schedule_due_ms):
                 raise StoreError("schedule_due_ms must be None or whole epoch milliseconds")
             checked[-1] = replace(checked[-1], schedule_due_ms=schedule_due_ms)
         stored, held = self._writer.append_state(session_id)
@@ -393,7 +388,7 @@ class EventStore(SessionReads[Any]):
 
 def refuses_claim_clock(session_id: str, now_ms: object) -> bool:
     """Whether ``now_ms`` is no clock reading (an ``int``, not a ``bool``); then logs why."""
-    if isinstance(now_ms, int) and not isinstance(now_ms, bool):
+    if is_whole(now_ms):
         return False
     _log.warning(
         "not claiming session %s: the clock reading is a %s, not whole epoch milliseconds",
