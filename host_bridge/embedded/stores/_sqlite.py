@@ -219,18 +219,12 @@ class SqliteRecorder:
         self, after: tuple[int, str] | None, until_ms: int | None, limit: int
     ) -> list[tuple[str, int]]:
         """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
-        clauses: list[str] = []
-        params: list[object] = []
-        if after is not None:
-            clauses.append("(due_ms, session_id) > (?, ?)")
-            params += list(after)
-        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
-        params.append(INT64_MAX if until_ms is None else until_ms)
-        where = f" WHERE {' AND '.join(clauses)}"
-        params.append(limit)
+        later = "" if after is None else "(due_ms, session_id) > (?, ?) AND "
+        # (always bounded: text sorts after numbers, never listed)
+        params = [*(after or ()), INT64_MAX if until_ms is None else until_ms, limit]
         rows = self.read(
             lambda conn: conn.execute(
-                f"SELECT session_id, due_ms FROM due_index{where}"
+                f"SELECT session_id, due_ms FROM due_index WHERE {later}due_ms <= ?"
                 " ORDER BY due_ms, session_id LIMIT ?",
                 params,
             ).fetchall()
