@@ -30,24 +30,14 @@ import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.paths import is_postgres_url, redact_url
-from host_bridge.embedded.stores._due import (
-    DEFAULT_CACHE_SESSIONS,
-    DueEntry,
-    IndexRow,
-    write_due_changes,
-)
+from host_bridge.embedded.stores._due import DEFAULT_CACHE_SESSIONS, DueEntry, IndexRow
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreError,
     StoreMissingError,
 )
-from host_bridge.embedded.stores._reads import (
-    OneConnectionReader,
-    ReadQueries,
-    read_due_state,
-    sql_reads,
-)
+from host_bridge.embedded.stores._reads import OneConnectionReader, ReadQueries, sql_reads
 from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
@@ -55,10 +45,10 @@ from host_bridge.embedded.stores._schema import (
     build_due_index,
     core_tables,
     due_index_tables,
-    insert_rows,
     migrate,
     read_version,
     rewrite_index_row,
+    write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -403,9 +393,7 @@ class PostgresRecorder:
                 cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
                 lost = self._confirm(sessions, cur.fetchall(), epochs)
                 rows = [op for op in rows if op.session_id not in lost]
-                insert_rows(cur, rows, "%s")
-                changes = stage(rows, lambda sid: read_due_state(cur, sid, "%s"))
-                write_due_changes(cur, changes, "%s")
+                write_rows(cur, rows, stage, "%s")
         except Exception as error:  # every failure rolls back; the writer names its category
             conn = self._pg_writer
             if conn is not None and (conn.closed or conn.broken):

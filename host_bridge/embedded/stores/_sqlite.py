@@ -34,12 +34,7 @@ from host_bridge.embedded.private_files import (
     open_private_file,
     store_exposure,
 )
-from host_bridge.embedded.stores._due import (
-    DEFAULT_CACHE_SESSIONS,
-    DueEntry,
-    IndexRow,
-    write_due_changes,
-)
+from host_bridge.embedded.stores._due import DEFAULT_CACHE_SESSIONS, DueEntry, IndexRow
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -48,7 +43,7 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
-from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
+from host_bridge.embedded.stores._reads import ReadQueries, sql_reads
 from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
 from host_bridge.embedded.stores._schema import (
@@ -56,10 +51,10 @@ from host_bridge.embedded.stores._schema import (
     build_due_index,
     core_tables,
     due_index_tables,
-    insert_rows,
     migrate,
     read_version,
     rewrite_index_row,
+    write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -408,11 +403,7 @@ class SqliteRecorder:
             if conn is None:
                 conn = self._writer_conn = self._open_writer(create=False, initialise=False)
             conn.execute("BEGIN IMMEDIATE")
-            insert_rows(conn, batch, "?")
-            for statement, params in side:
-                conn.execute(statement, params)
-            changes = stage(batch, lambda sid: read_due_state(conn, sid, "?"))
-            write_due_changes(conn, changes, "?")
+            write_rows(conn, batch, stage, "?", side)
             self._files.check()
             conn.execute("COMMIT")
         except Exception as error:  # every failure rolls back; the writer names its category
