@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, groupby
 from typing import Any
 
 from host_bridge.embedded.codec import PayloadError, decode_payload
@@ -28,7 +29,7 @@ from host_bridge.embedded.inbox import (
     message_of,
 )
 from host_bridge.embedded.stores._errors import StoreCorruptError
-from host_bridge.embedded.stores._rows import UNTOLD, EventRow, Op, show_id
+from host_bridge.embedded.stores._rows import UNTOLD, EventRow, Op, is_whole, show_id
 from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules, check_schedule_candidate
 from messages._instant import format_instant
@@ -175,7 +176,7 @@ def describe_due(entry: DueEntry | None) -> str:
 
 
 def _as_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_whole(value) else None
 
 
 def _unreadable(column: str, value: object) -> str:
@@ -294,21 +295,11 @@ def project_logs(
     session, grouped by session and in seq order within one; sessions without
     an entry are not yielded. Used to build the index (migration, reindex).
     """
-    current: str | None = None
-    state = SessionProjection()
-    for session_id, seed_length, seq, type_, time_ms, data in rows:
-        if session_id != current:
-            if current is not None:
-                entry = state.entry()
-                if entry is not None:
-                    yield current, entry
-            current = session_id
-            state = SessionProjection(seed_length=seed_length or 0)
-        state.apply(seq, type_, time_ms, data)
-    if current is not None:
-        entry = state.entry()
+    for session_id, group in groupby(rows, key=lambda row: row[0]):
+        first = next(group)
+        entry = project_session(first[1], (row[2:] for row in chain((first,), group))).entry()
         if entry is not None:
-            yield current, entry
+            yield session_id, entry
 
 
 ReadSession = Callable[[str], tuple[int | None, int, Sequence[StoredRow]] | None]

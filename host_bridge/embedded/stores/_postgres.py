@@ -23,43 +23,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
 
 from host_bridge.embedded.paths import is_postgres_url, redact_url
-from host_bridge.embedded.stores._due import (
-    DEFAULT_CACHE_SESSIONS,
-    DueEntry,
-    DueProjection,
-    IndexRow,
-    write_due_changes,
-)
+from host_bridge.embedded.stores._due import DEFAULT_CACHE_SESSIONS, DueEntry, IndexRow
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreError,
     StoreMissingError,
 )
-from host_bridge.embedded.stores._reads import (
-    OneConnectionReader,
-    ReadQueries,
-    read_due_state,
-    sql_reads,
-)
-from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._reads import OneConnectionReader, ReadQueries, sql_reads
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
     build_due_index,
     core_tables,
     due_index_tables,
-    insert_rows,
     migrate,
     read_version,
     rewrite_index_row,
+    write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -232,31 +221,23 @@ class PostgresRecorder:
 
     # --- leases ----------------------------------------------------------------------
 
-    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+    def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the lease (advisory lock, new epoch), waiting ``lease_wait`` seconds; a
         closed lease connection is replaced first (``lose_held`` is told)."""
+        cannot = f"cannot take the lease of session {show_id(session_id)}"
         with self._lease_mutex:
             try:
-                return self._take_lease(session_id)
-            except psycopg.OperationalError:
-                conn = self._lease_conn
-                if conn is not None and not (conn.closed or conn.broken):
-                    raise StoreError(
-                        f"cannot take the lease of session {show_id(session_id)}"
-                    ) from None
-                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
                 try:
-                    self._open_lease_connection(lose_held)
                     return self._take_lease(session_id)
-                except psycopg.Error as error:
-                    raise StoreError(
-                        f"cannot take the lease of session {show_id(session_id)}"
-                        f" ({_category(error)})"
-                    ) from None
+                except psycopg.OperationalError:
+                    conn = self._lease_conn
+                    if conn is not None and not (conn.closed or conn.broken):
+                        raise StoreError(cannot) from None
+                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
+                self._open_lease_connection(lose_held)
+                return self._take_lease(session_id)
             except psycopg.Error as error:
-                raise StoreError(
-                    f"cannot take the lease of session {show_id(session_id)} ({_category(error)})"
-                ) from None
+                raise StoreError(f"{cannot} ({_category(error)})") from None
 
     def took(self, session_id: str) -> list[SideWrite]:
         """Nothing to write: the lease row was written with the epoch."""
@@ -362,9 +343,7 @@ class PostgresRecorder:
         assert row is not None
         return int(row[0])
 
-    def _open_lease_connection(
-        self, lose_held: Callable[[Callable[[str], Loss]], None] | None
-    ) -> None:
+    def _open_lease_connection(self, lose_held: LoseHeld | None) -> None:
         """(Re)open the connection holding the advisory locks; replacing one loses its leases."""
         old = self._lease_conn
         if old is not None:
@@ -393,17 +372,10 @@ class PostgresRecorder:
     # --- writes (writer thread) ------------------------------------------------------
 
     def write(
-        self,
-        rows: list[Op],
-        side: list[SideWrite],
-        check: set[str],
-        stage: Stage,
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+        self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
-        """One transaction: confirm the leases of ``rows`` and ``check`` (epoch, share-locked
-        until ``COMMIT``; lease connection alive), then write the rows of sessions still held.
-        Sessions that fail are lost (``"lease"``), their rows unwritten. No side writes.
-        """
+        """The leases of ``rows`` and ``check`` are confirmed first (epoch, share-locked until
+        ``COMMIT``; lease connection alive); a session that fails is lost. No side writes."""
         sessions = sorted({op.session_id for op in rows} | check)
         lost: dict[str, Loss] = {}
         try:
@@ -421,9 +393,7 @@ class PostgresRecorder:
                 cur.execute(_LEASE_CHECK, (*self._lease_backend, sessions))
                 lost = self._confirm(sessions, cur.fetchall(), epochs)
                 rows = [op for op in rows if op.session_id not in lost]
-                insert_rows(cur, rows, "%s")
-                changes = stage(rows, lambda sid: read_due_state(cur, sid, "%s"))
-                write_due_changes(cur, changes, "%s")
+                write_rows(cur, rows, stage, "%s")
         except Exception as error:  # every failure rolls back; the writer names its category
             conn = self._pg_writer
             if conn is not None and (conn.closed or conn.broken):
@@ -432,12 +402,7 @@ class PostgresRecorder:
             return error, lost
         return None, lost
 
-    def _confirm(
-        self,
-        sessions: list[str],
-        found: list[Any],
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
-    ) -> dict[str, Loss]:
+    def _confirm(self, sessions: list[str], found: list[Any], epochs: Epochs) -> dict[str, Loss]:
         """The sessions whose lease the rows ``found`` by the lease check do not confirm."""
         current = {row[0]: (row[1], bool(row[2])) for row in found}
         held = epochs(sessions)
@@ -465,8 +430,7 @@ class PostgresRecorder:
         """Nothing to do: the leases go with the lease connection at close."""
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index from the logs in one transaction (``due_index`` locked
-        against every writer first); the rows written."""
+        """Rebuild the due index in one transaction, ``due_index`` locked against writers first."""
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
                 conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
@@ -502,9 +466,7 @@ class PostgresRecorder:
             if migrate:
                 self._pg_migrate(conn)
 
-        conn = _connect(self._url, self._label, autocommit, 30, application_name)
-        _prepare(conn, self._label, prepare)
-        return conn
+        return _connect(self._url, self._label, autocommit, 30, application_name, setup=prepare)[0]
 
     def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema to :data:`PG_SCHEMA_VERSION` under a transaction-scoped lock."""
@@ -545,14 +507,7 @@ class PostgresEventStore(EventStore):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         owner = new_owner()
         self._pg = PostgresRecorder(url, owner=owner, pool_size=pool_size, lease_wait=lease_wait)
-        super().__init__(
-            self._pg,
-            owner=owner,
-            projection=DueProjection(due_cache_sessions),
-            fault_hook=fault_hook,
-            thread_name="dsh-pg-writer",
-        )
-        _log.debug("session store open at %s", self.label)
+        super().__init__(self._pg, owner, due_cache_sessions, fault_hook, "dsh-pg-writer")
 
     @property
     def url(self) -> str:
@@ -582,13 +537,13 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
         self._label = redact_url(url)
-        conn = _connect(url, self._label, True, connect_timeout, "dsh-schedule-reader")
 
         def prepare(conn: psycopg.Connection[Any]) -> int:
             conn.execute("SET default_transaction_read_only = on")
             return _pg_schema_version(conn, self._label)
 
-        version = _prepare(conn, self._label, prepare)
+        name = "dsh-schedule-reader"
+        conn, version = _connect(url, self._label, True, connect_timeout, name, setup=prepare)
         if version == 0:
             conn.close()
             raise StoreMissingError(
@@ -641,25 +596,26 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
 
 
 def _connect(
-    url: str, label: str, autocommit: bool, timeout: int, application_name: str
-) -> psycopg.Connection[Any]:
-    """Connect to ``url``; a failure is a :class:`StoreError` naming ``label`` and its kind."""
+    url: str,
+    label: str,
+    autocommit: bool,
+    timeout: int,
+    application_name: str,
+    *,
+    setup: Callable[[psycopg.Connection[Any]], _T],
+) -> tuple[psycopg.Connection[Any], _T]:
+    """Connect to ``url`` and run ``setup`` on the connection (closed again when it fails); a
+    driver error is a :class:`StoreError` naming ``label`` and its kind."""
     try:
-        return psycopg.connect(
+        conn = psycopg.connect(
             url, autocommit=autocommit, connect_timeout=timeout, application_name=application_name
         )
     except psycopg.Error as error:
         raise StoreError(
             f"cannot connect to the session store {label} ({_category(error)})"
         ) from None
-
-
-def _prepare(
-    conn: psycopg.Connection[Any], label: str, setup: Callable[[psycopg.Connection[Any]], _T]
-) -> _T:
-    """Run ``setup`` on a new connection; on failure close it (a driver error: ``StoreError``)."""
     try:
-        return setup(conn)
+        return conn, setup(conn)
     except psycopg.Error as error:
         conn.close()
         raise StoreError(f"cannot open the session store {label} ({_category(error)})") from None

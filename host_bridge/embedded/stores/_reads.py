@@ -187,6 +187,11 @@ class SessionReads(Generic[_C]):
         self._on_loaded = on_loaded
 
     @property
+    def label(self) -> str:
+        """How messages name the store (a path, or a URL without password)."""
+        return self._reads_label
+
+    @property
     def has_due_index(self) -> bool:
         """Whether the store's schema has a due index (older stores have none)."""
         return self._due_index()
@@ -297,18 +302,12 @@ class OneConnectionReader(SessionReads[_C]):
         translate: Callable[[Exception], StoreError],
     ) -> None:
         """Read ``conn`` through ``queries``; ``label`` names the store in errors."""
-        self._label = label
         self._conn_lock = threading.Lock()
         self._conn: _C | None = conn
         self._version = version
         self._errors = errors
         self._translate = translate
         super().__init__(label, queries, self._query, lambda: version >= due_index_version)
-
-    @property
-    def label(self) -> str:
-        """How messages name the store (a path, or a URL without password)."""
-        return self._label
 
     @property
     def schema_version(self) -> int:
@@ -332,7 +331,7 @@ class OneConnectionReader(SessionReads[_C]):
         with self._conn_lock:
             conn = self._conn
             if conn is None:
-                raise StoreClosedError(f"the session store {self._label} is closed")
+                raise StoreClosedError(f"the session store {self._reads_label} is closed")
             try:
                 return query(conn)
             except self._errors as error:

@@ -14,7 +14,7 @@ from host_bridge.embedded.stores._due import DueEntry, ReadSession
 from host_bridge.embedded.stores._reads import ReadQueries
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op
 
-__all__ = ["Plan", "Projection", "Recorder", "SideWrite", "Stage"]
+__all__ = ["Epochs", "LoseHeld", "Plan", "Projection", "Recorder", "SideWrite", "Stage"]
 
 _T = TypeVar("_T")
 _P = TypeVar("_P", bound="Plan")
@@ -30,6 +30,12 @@ class Plan(Protocol):
     def changes(self) -> Mapping[str, DueEntry | None]:
         """The index rows to write, by session."""
 
+
+Epochs = Callable[[Iterable[str]], Mapping[str, int]]
+"""The fencing epochs of those of the given sessions this store holds (the writer's answer)."""
+
+LoseHeld = Callable[[Callable[[str], Loss]], None]
+"""Loses every session held here and not lost yet, for the reason ``loss_of(session_id)`` gives."""
 
 Stage = Callable[[Sequence[Op], ReadSession], Mapping[str, DueEntry | None]]
 """Called by a recorder inside its write transaction, after the rows are inserted and
@@ -73,12 +79,7 @@ class Recorder(Protocol):
         """Run ``query`` on a read connection; driver errors become ``StoreError``."""
 
     def write(
-        self,
-        rows: list[Op],
-        side: list[SideWrite],
-        check: set[str],
-        stage: Stage,
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+        self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
         """Write ``rows`` and ``side``, confirm ownership of ``check`` (``epochs``: those held
         here), in one transaction; ``stage`` runs before ``COMMIT``. Returns the failure
@@ -90,7 +91,7 @@ class Recorder(Protocol):
     def category(self, error: BaseException) -> str:
         """The backend's short name of ``error`` for messages: never the driver's text."""
 
-    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+    def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the session's lock or lease; returns its fencing epoch (``SessionLeaseError``
         when held elsewhere; ``lose_held(loss_of)``: every held session is lost)."""
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeGuard
 
 from actors._contract import SessionEvent, SessionHeader
 from host_bridge.embedded.codec import MAX_PAYLOAD_BYTES, PayloadError, decode_payload
@@ -39,6 +39,7 @@ __all__ = [
     "decode_session",
     "event_row",
     "is_storable_id",
+    "is_whole",
     "settle_all",
     "show_id",
 ]
@@ -170,6 +171,11 @@ def is_storable_id(value: object) -> bool:
     return True
 
 
+def is_whole(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is an ``int`` and not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_id(value: object, what: str) -> None:
     """Raise :class:`StoreError` naming ``what`` unless ``value`` is a storable id."""
     if not isinstance(value, str):
@@ -190,11 +196,7 @@ def event_row(session_id: str, event: SessionEvent, payload: bytes) -> EventRow:
             f"event type of session {show_id(session_id)} must be a non-empty valid string"
         )
     for name, number in (("seq", event.seq), ("time", event.time)):
-        if (
-            isinstance(number, bool)
-            or not isinstance(number, int)
-            or not INT64_MIN <= number <= INT64_MAX
-        ):
+        if not (is_whole(number) and INT64_MIN <= number <= INT64_MAX):
             raise StoreError(
                 f"event {name} of session {show_id(session_id)} must be a 64-bit integer"
             )

@@ -1,7 +1,7 @@
 """The SQL both backends share, written once over a placeholder mark and column types.
 
-The tables, the schema version check and migration loop, a round's row
-inserts and the due index rebuilds; each backend runs them on its own connection.
+The tables, the schema version check and migration loop, a round's rows with
+their due index rows, and the index rebuilds; each backend runs them on its own connection.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from host_bridge.embedded.stores._due import (
 )
 from host_bridge.embedded.stores._errors import StoreCorruptError, StoreVersionError
 from host_bridge.embedded.stores._reads import read_due_state
+from host_bridge.embedded.stores._recorder import SideWrite, Stage
 from host_bridge.embedded.stores._rows import EventRow, Op, SessionRow
 
 __all__ = [
@@ -25,10 +26,10 @@ __all__ = [
     "build_due_index",
     "core_tables",
     "due_index_tables",
-    "insert_rows",
     "migrate",
     "read_version",
     "rewrite_index_row",
+    "write_rows",
 ]
 
 _C = TypeVar("_C")
@@ -108,8 +109,11 @@ def migrate(
     return version
 
 
-def insert_rows(cur: Any, rows: Sequence[Op], mark: str) -> None:
-    """Insert the ``sessions`` and ``events`` rows of ``rows`` on ``cur``."""
+def write_rows(
+    cur: Any, rows: Sequence[Op], stage: Stage, mark: str, side: Sequence[SideWrite] = ()
+) -> None:
+    """Insert the ``sessions`` and ``events`` rows of ``rows`` on ``cur``, then run ``side``,
+    then write the due index rows ``stage`` returns for them (in the caller's transaction)."""
     sessions = [
         (op.session_id, op.seed_length, op.parent_session, op.created_at)
         for op in rows
@@ -132,6 +136,9 @@ def insert_rows(cur: Any, rows: Sequence[Op], mark: str) -> None:
             f" VALUES ({mark}, {mark}, {mark}, {mark}, {mark})",
             events,
         )
+    for statement, params in side:
+        cur.execute(statement, params)
+    write_due_changes(cur, stage(rows, lambda sid: read_due_state(cur, sid, mark)), mark)
 
 
 def build_due_index(select: Any, insert: Any, mark: str) -> None:
@@ -144,15 +151,7 @@ def build_due_index(select: Any, insert: Any, mark: str) -> None:
         WAKE_EVENT_TYPES,
     )
     logs = ((*row[:5], bytes(r) if isinstance(r := row[5], memoryview) else r) for row in select)
-    entries = [
-        (session_id, entry.due_ms, entry.schedule_ms, entry.inbox_ms)
-        for session_id, entry in project_logs(logs)
-    ]
-    insert.executemany(
-        "INSERT INTO due_index(session_id, due_ms, schedule_ms, inbox_ms)"
-        f" VALUES ({mark}, {mark}, {mark}, {mark})",
-        entries,
-    )
+    write_due_changes(insert, dict(project_logs(logs)), mark)
 
 
 def rewrite_index_row(cur: Any, session_id: str, mark: str) -> DueEntry | None:

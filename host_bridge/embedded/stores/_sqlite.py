@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
@@ -34,13 +34,7 @@ from host_bridge.embedded.private_files import (
     open_private_file,
     store_exposure,
 )
-from host_bridge.embedded.stores._due import (
-    DEFAULT_CACHE_SESSIONS,
-    DueEntry,
-    DueProjection,
-    IndexRow,
-    write_due_changes,
-)
+from host_bridge.embedded.stores._due import DEFAULT_CACHE_SESSIONS, DueEntry, IndexRow
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
@@ -49,18 +43,18 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
-from host_bridge.embedded.stores._reads import ReadQueries, read_due_state, sql_reads
-from host_bridge.embedded.stores._recorder import SideWrite, Stage
+from host_bridge.embedded.stores._reads import ReadQueries, sql_reads
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
     build_due_index,
     core_tables,
     due_index_tables,
-    insert_rows,
     migrate,
     read_version,
     rewrite_index_row,
+    write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
 
@@ -132,15 +126,9 @@ class SqliteRecorder:
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
         )
-        try:
+        with _closing_on_failure(self._writer_conn, path):
             self._read_conn: sqlite3.Connection | None = self._open_reader()
             self._files = _OpenFiles(path)
-        except sqlite3.Error as error:
-            self._writer_conn.close()
-            raise _open_error(path, error) from None
-        except BaseException:
-            self._writer_conn.close()
-            raise
 
     @property
     def label(self) -> str:
@@ -174,7 +162,7 @@ class SqliteRecorder:
             try:
                 return query(conn)
             except sqlite3.Error as error:
-                raise _read_error(self._path, error) from None
+                raise _file_error(self._path, error, "read") from None
 
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
@@ -217,7 +205,6 @@ class SqliteRecorder:
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
         """Rewrite one session's index row from its log in one transaction."""
-
         return self._index_transaction(
             lambda conn: rewrite_index_row(conn, session_id, "?"),
             f"rewrite the due index row of session {show_id(session_id)} in {self._path}",
@@ -227,18 +214,12 @@ class SqliteRecorder:
         self, after: tuple[int, str] | None, until_ms: int | None, limit: int
     ) -> list[tuple[str, int]]:
         """One page of the index in ``(due_ms, session_id)`` order after ``after``."""
-        clauses: list[str] = []
-        params: list[object] = []
-        if after is not None:
-            clauses.append("(due_ms, session_id) > (?, ?)")
-            params += list(after)
-        clauses.append("due_ms <= ?")  # always bounded: text sorts after numbers, never listed
-        params.append(INT64_MAX if until_ms is None else until_ms)
-        where = f" WHERE {' AND '.join(clauses)}"
-        params.append(limit)
+        later = "" if after is None else "(due_ms, session_id) > (?, ?) AND "
+        # (always bounded: text sorts after numbers, never listed)
+        params = [*(after or ()), INT64_MAX if until_ms is None else until_ms, limit]
         rows = self.read(
             lambda conn: conn.execute(
-                f"SELECT session_id, due_ms FROM due_index{where}"
+                f"SELECT session_id, due_ms FROM due_index WHERE {later}due_ms <= ?"
                 " ORDER BY due_ms, session_id LIMIT ?",
                 params,
             ).fetchall()
@@ -266,7 +247,7 @@ class SqliteRecorder:
 
     # --- session locks ---------------------------------------------------------------
 
-    def lock(self, session_id: str, lose_held: Callable[[Callable[[str], Loss]], None]) -> int:
+    def lock(self, session_id: str, lose_held: LoseHeld) -> int:
         """Take the session's byte in the lock file (no waiting); the epoch is always 0."""
         if not self._lock_session(session_id):
             holder = self._recorded_holder(session_id)
@@ -361,15 +342,9 @@ class SqliteRecorder:
     # --- writes (writer thread) ------------------------------------------------------
 
     def write(
-        self,
-        rows: list[Op],
-        side: list[SideWrite],
-        check: set[str],
-        stage: Stage,
-        epochs: Callable[[Iterable[str]], Mapping[str, int]],
+        self, rows: list[Op], side: list[SideWrite], check: set[str], stage: Stage, epochs: Epochs
     ) -> CommitResult:
-        """Write ``rows`` and ``side`` in one transaction; the locks need no confirming, but
-        first move to the lock file now at the path (sessions taken meanwhile are lost)."""
+        """No confirming; first the locks move to the lock file now at the path (or are lost)."""
         lost: dict[str, Loss] = {}
         locks = self._session_locks
         if locks is not None and rows:
@@ -428,11 +403,7 @@ class SqliteRecorder:
             if conn is None:
                 conn = self._writer_conn = self._open_writer(create=False, initialise=False)
             conn.execute("BEGIN IMMEDIATE")
-            insert_rows(conn, batch, "?")
-            for statement, params in side:
-                conn.execute(statement, params)
-            changes = stage(batch, lambda sid: read_due_state(conn, sid, "?"))
-            write_due_changes(conn, changes, "?")
+            write_rows(conn, batch, stage, "?", side)
             self._files.check()
             conn.execute("COMMIT")
         except Exception as error:  # every failure rolls back; the writer names its category
@@ -559,8 +530,8 @@ class SqliteRecorder:
         try:
             conn = self._connect()
         except sqlite3.Error as error:
-            raise _open_error(self._path, error) from None
-        try:
+            raise _file_error(self._path, error) from None
+        with _closing_on_failure(conn, self._path):
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 _log.warning("session store %s runs in journal mode %s, not WAL", self._path, mode)
@@ -569,12 +540,6 @@ class SqliteRecorder:
                 raise StoreError(f"session store {self._path} refused synchronous=FULL")
             if initialise:
                 self._migrate(conn)
-        except sqlite3.Error as error:
-            conn.close()
-            raise _open_error(self._path, error) from None
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _make_private_file(self) -> None:
@@ -638,14 +603,7 @@ class SqliteEventStore(EventStore):
         self._sqlite = SqliteRecorder(
             self._path, create=create, allow_shared=allow_shared_store, owner=owner
         )
-        super().__init__(
-            self._sqlite,
-            owner=owner,
-            projection=DueProjection(due_cache_sessions),
-            fault_hook=fault_hook,
-            thread_name="dsh-store-writer",
-        )
-        _log.debug("session store open at %s", self._path)
+        super().__init__(self._sqlite, owner, due_cache_sessions, fault_hook, "dsh-store-writer")
 
     @property
     def path(self) -> Path:
@@ -714,23 +672,29 @@ def check_write_lock(path: str | os.PathLike[str]) -> None:
         conn.close()
 
 
-def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failure to open the store at ``path`` means, without SQLite's text."""
+def _file_error(path: Path, error: sqlite3.Error, doing: str = "open") -> StoreError:
+    """What a failure to ``doing`` (open, read) the store at ``path`` means, without SQLite's
+    text; damage is named as such whatever was being done."""
     category = _category(error)
     if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return StoreCorruptError(
             f"{path} is corrupt or not an SQLite database ({category}); "
             "move it aside or restore a backup"
         )
-    return StoreError(f"cannot open the session store {path} ({category})")
+    return StoreError(f"cannot {doing} the session store {path} ({category})")
 
 
-def _read_error(path: Path, error: sqlite3.Error) -> StoreError:
-    """What a failed read of the store at ``path`` means (damage: as on open)."""
-    category = _category(error)
-    if category.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
-        return _open_error(path, error)
-    return StoreError(f"cannot read the session store {path} ({category})")
+@contextlib.contextmanager
+def _closing_on_failure(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """Close ``conn`` when the block fails; an SQLite error is told as on opening."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        conn.close()
+        raise _file_error(path, error) from None
+    except BaseException:
+        conn.close()
+        raise
 
 
 _SUSPECT_ROWS = (

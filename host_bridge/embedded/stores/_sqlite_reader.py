@@ -23,8 +23,8 @@ from host_bridge.embedded.stores._sqlite import (
     DUE_INDEX_SCHEMA_VERSION,
     SQLITE_READS,
     _category,
-    _open_error,
-    _read_error,
+    _closing_on_failure,
+    _file_error,
     _sidecar,
     schema_version,
 )
@@ -47,14 +47,8 @@ class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
         self._path = Path(os.fspath(path))
         self._immutable = _needs_immutable(self._path)
         conn = self._open()
-        try:
+        with _closing_on_failure(conn, self._path):
             version = schema_version(conn, self._path)
-        except sqlite3.Error as error:
-            conn.close()
-            raise _open_error(self._path, error) from None
-        except BaseException:
-            conn.close()
-            raise
         if version == 0:
             conn.close()
             raise StoreMissingError(
@@ -110,12 +104,12 @@ class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
                 check_same_thread=False,
             )
         except sqlite3.Error as error:
-            raise _open_error(self._path, error) from None
+            raise _file_error(self._path, error) from None
 
     def _read_error(self, error: Exception) -> StoreError:
         _log.debug("read of %s failed (%s)", self._path, _category(error))
         assert isinstance(error, sqlite3.Error)
-        return _read_error(self._path, error)
+        return _file_error(self._path, error, "read")
 
 
 def _needs_immutable(path: Path) -> bool:

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, Self
 
 from actors._futures import failed
@@ -24,11 +25,11 @@ from host_bridge.embedded.stores._recorder import Recorder
 from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     UNTOLD,
-    EventRow,
     SessionRow,
     Untold,
     check_id,
     event_row,
+    is_whole,
     show_id,
 )
 from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, WriteBehind
@@ -54,35 +55,30 @@ class EventStore(SessionReads[Any]):
     def __init__(
         self,
         recorder: Recorder,
-        *,
         owner: str,
-        projection: DueProjection,
+        due_cache_sessions: int,
         fault_hook: Callable[[], None] | None,
         thread_name: str,
     ) -> None:
-        """Compose ``recorder`` with a writer over ``projection``, and start the writer."""
+        """Compose ``recorder`` with a writer over a new due projection, and start the writer."""
         self._recorder = recorder
         self._owner = owner
-        self._projection = projection
+        self._projection = DueProjection(due_cache_sessions)
         self._writer = WriteBehind(
-            recorder, projection, fault_hook=fault_hook, thread_name=thread_name
+            recorder, self._projection, fault_hook=fault_hook, thread_name=thread_name
         )
         self._ownership = threading.Lock()  # serialises taking and giving back sessions
         super().__init__(
             recorder.label,
             recorder.queries,
             recorder.read,
-            lambda: True,
+            lambda: True,  # a writable store migrates to the schema with the due index
             self._writer.note_length,
         )
         self._writer.start()
+        _log.debug("session store open at %s", recorder.label)
 
     # --- properties ------------------------------------------------------------------
-
-    @property
-    def label(self) -> str:
-        """How messages name the store: the file path (a URL without password on PostgreSQL)."""
-        return self._recorder.label
 
     @property
     def owner(self) -> str:
@@ -147,11 +143,7 @@ class EventStore(SessionReads[Any]):
         if header.parent_session is not None:
             check_id(header.parent_session, "parent_session")
         seed_length = header.seed_length
-        if seed_length is not None and (
-            isinstance(seed_length, bool)
-            or not isinstance(seed_length, int)
-            or not 0 <= seed_length <= INT64_MAX
-        ):
+        if not (seed_length is None or (is_whole(seed_length) and 0 <= seed_length <= INT64_MAX)):
             raise StoreError(
                 f"seed_length of session {show_id(session_id)} "
                 "must be None or a non-negative integer"
@@ -203,20 +195,9 @@ class EventStore(SessionReads[Any]):
         if not checked:
             return
         if schedule_due_ms is not UNTOLD:
-            if schedule_due_ms is not None and (
-                isinstance(schedule_due_ms, bool) or not isinstance(schedule_due_ms, int)
-            ):
+            if schedule_due_ms is not None and not is_whole(schedule_due_ms):
                 raise StoreError("schedule_due_ms must be None or whole epoch milliseconds")
-            last = checked[-1]
-            checked[-1] = EventRow(
-                last.session_id,
-                last.seq,
-                last.type,
-                last.time,
-                last.payload,
-                last.data,
-                schedule_due_ms,
-            )
+            checked[-1] = replace(checked[-1], schedule_due_ms=schedule_due_ms)
         stored, held = self._writer.append_state(session_id)
         if stored is None:
             stored = self.stored_length(session_id)
@@ -319,10 +300,6 @@ class EventStore(SessionReads[Any]):
             if not self.holds_lease(session_id):  # (another thread took it for us meanwhile)
                 raise
 
-    def _check_open(self) -> None:
-        """Raise :class:`StoreClosedError` once the store is closed or its writer stopped."""
-        self._writer.check_open()
-
     # --- due index -------------------------------------------------------------------
 
     def add_due_listener(
@@ -334,11 +311,6 @@ class EventStore(SessionReads[Any]):
         commit: short, never waiting for the store. Other processes' commits are not heard.
         """
         return self._projection.add_listener(listener)
-
-    @property
-    def has_due_index(self) -> bool:
-        """Always True: a writable store migrates to the schema with the due index."""
-        return True
 
     def next_due(self) -> int | None:
         """The earliest ``due_ms`` among sessions nobody holds (see ``due_sessions``)."""
@@ -360,21 +332,18 @@ class EventStore(SessionReads[Any]):
         if refuses_claim_clock(session_id, now_ms):
             return False
         held = self._writer.held(session_id)
+        claimed = False
         try:
-            if self._recorder.claim(session_id, now_ms, self.acquire_session):
-                return True
-        except BaseException:  # whatever failed, a session taken by this claim goes back
-            if not held and self._writer.held(session_id):
+            claimed = self._recorder.claim(session_id, now_ms, self.acquire_session)
+            return claimed
+        finally:  # unless claimed, whatever happened, a session taken by this claim goes back
+            if not (claimed or held) and self._writer.held(session_id):
                 self.release_session(session_id)
-            raise
-        if not held and self._writer.held(session_id):
-            self.release_session(session_id)
-        return False
 
     def reindex(self) -> int:
         """Rebuild the due index from the stored logs in one transaction (safe while hosts
         write); the rows written."""
-        self._check_open()
+        self._writer.check_open()
         count = self._recorder.rebuild_index()
         self._projection.clear()
         _log.info("rebuilt the due index of %s: %d sessions", self.label, count)
@@ -384,7 +353,7 @@ class EventStore(SessionReads[Any]):
         """Rewrite one session's due index row from its log in one transaction; the row
         written (``None``: deleted, nothing due or no such session)."""
         check_id(session_id, "session id")
-        self._check_open()
+        self._writer.check_open()
         entry = self._recorder.rebuild_session_index(session_id)
         self._projection.forget(session_id)
         return entry
@@ -419,7 +388,7 @@ class EventStore(SessionReads[Any]):
 
 def refuses_claim_clock(session_id: str, now_ms: object) -> bool:
     """Whether ``now_ms`` is no clock reading (an ``int``, not a ``bool``); then logs why."""
-    if isinstance(now_ms, int) and not isinstance(now_ms, bool):
+    if is_whole(now_ms):
         return False
     _log.warning(
         "not claiming session %s: the clock reading is a %s, not whole epoch milliseconds",

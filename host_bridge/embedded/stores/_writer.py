@@ -441,13 +441,7 @@ class WriteBehind:
         """Lock held: the sessions whose ownership this round must confirm (leases only)."""
         if not self._recorder.confirms_on_flush:
             return set()
-        return {
-            w.session_id
-            for w in waiters
-            if w.session_id is not None
-            and w.session_id in self._leases
-            and w.session_id not in self._lost
-        }
+        return self._leases.keys() & ({w.session_id for w in waiters} - self._lost.keys())
 
     def _write_round(self, batch: list[Op], side: list[SideWrite], check: set[str]) -> WriteRound:
         """Write everything taken for this round; group commit, isolation on a row conflict."""
