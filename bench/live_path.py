@@ -20,8 +20,10 @@ Measured in one process, the anchors before the rounds and again after them:
   agent each; creates/s ÷ one agent's.
 * **delivery burst**: ``--burst`` ``at`` reminders over ``--agents`` agents, all
   due in the same millisecond; CPU from just before it until every reminder
-  reached its agent and every owner is quiet, per delivery, and the lateness of
-  each delivery (its ``followup`` call minus the due instant; never negative).
+  reached its agent and every owner is quiet, per delivery, and of it the store's
+  writer thread (its commits, the due index and the flush callbacks it runs), and
+  the lateness of each delivery (its ``followup`` call minus the due instant;
+  never negative).
 
 Rounds alternate the runtimes (threading, gevent, gevent, threading, ...); the
 load average is printed beside each row. Prints a table and writes
@@ -81,6 +83,9 @@ RECORD: dict[str, Any] = {
 MAX_CREATES_PER_AGENT = 950
 """A session holds at most 1,000 active reminders; the warm-up takes 20 of them."""
 
+WRITER_THREAD = "dsh-store-writer"
+"""The SQLite store's writer thread: it commits, keeps the due index and settles flushes."""
+
 BURST_LEAD_MS = 3000
 """How far after the last burst create the common due instant lies, at least."""
 
@@ -91,6 +96,17 @@ def _cpu() -> float:
 
 def _switches() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
+def _thread_cpu(name: str) -> float | None:
+    """CPU seconds of the live thread called ``name`` so far (None: no such thread here)."""
+    for thread in threading.enumerate():
+        if thread.name == name and thread.ident is not None:
+            try:
+                return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (AttributeError, OSError):  # not on this platform
+                return None
+    return None
 
 
 def _load1() -> float:
@@ -199,12 +215,12 @@ def burst_run(root: Path, runtime: str, agents: int, reminders: int) -> dict[str
         time.sleep((due_ms - 200 - time.time_ns() / 1e6) / 1000)  # wait for a planned instant
         store = host.host.persistence
         commits0 = 0 if store is None else store.commit_count
-        switches0, cpu0 = _switches(), _cpu()
+        switches0, cpu0, writer0 = _switches(), _cpu(), _thread_cpu(WRITER_THREAD)
         if not followups.all_seen.wait(TOOL_TIMEOUT_S * 10):
             raise BenchError(f"only {len(followups.seen)} of {reminders} were delivered")
         for agent in spawned:
             host.plugin.wait_quiet(agent, timeout=TOOL_TIMEOUT_S)
-        cpu, switches = _cpu() - cpu0, _switches() - switches0
+        cpu, switches, writer = _cpu() - cpu0, _switches() - switches0, _thread_cpu(WRITER_THREAD)
         commits = (0 if store is None else store.commit_count) - commits0
     finally:
         host.close()
@@ -212,6 +228,9 @@ def burst_run(root: Path, runtime: str, agents: int, reminders: int) -> dict[str
     lateness = [called / 1e6 - _target_ms(text) for _, text, called in followups.seen]
     return {
         "cpu_us": cpu / reminders * 1e6,
+        "writer_cpu_us": (
+            None if writer is None or writer0 is None else (writer - writer0) / reminders * 1e6
+        ),
         "switches": switches / reminders,
         "commits": commits / reminders,
         "early": sum(1 for late in lateness if late < 0),
@@ -316,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 [
                     f"{args.burst} due at once, {runtime}",
                     fmt(run["cpu_us"]),
+                    "—" if run["writer_cpu_us"] is None else fmt(run["writer_cpu_us"]),
                     fmt(run["commits"], 2),
                     fmt(run["switches"], 1),
                     fmt(late["p50_ms"]),
@@ -329,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         [
             "burst",
             "CPU µs/delivery",
+            "of it writer",
             "commits/delivery",
             "switches",
             "p50 ms",

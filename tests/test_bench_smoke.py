@@ -87,6 +87,7 @@ def test_live_path(tmp_path: Path) -> None:
         for burst in out["runs"][f"burst/{runtime}"]:
             assert burst["early"] == 0
             assert burst["lateness"]["count"] == 20
+            assert 0 < burst["writer_cpu_us"] < burst["cpu_us"]  # the writer's share of it
     assert len(out["targets"]) == 10
     assert all(isinstance(t["met"], bool) for t in out["targets"].values())
 
