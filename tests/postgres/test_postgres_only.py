@@ -29,6 +29,7 @@ from host_bridge.embedded.stores import (  # noqa: E402
 from host_bridge.protocols import SessionHeader, wall_clock_ms  # noqa: E402
 from host_bridge.testing import FakeClock, FakeTimers  # noqa: E402
 from tests.postgres.helpers import append, open_pg  # noqa: E402
+from tests.stores.case import Seam  # noqa: E402
 
 TIMEOUT = 20.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -146,6 +147,35 @@ def test_a_fenced_out_writer_can_never_append(
     assert stored is not None and len(stored.events) == 1
     append(new, "s", 1)
     assert new.flush("s").result(TIMEOUT) is True
+
+
+def test_a_flush_waiting_for_rows_a_lost_lease_dropped_never_answers_true(
+    pg_url: str, stores: list[PostgresEventStore]
+) -> None:
+    seam = Seam()
+    store = open_pg(pg_url, stores, fault_hook=seam)
+    for session_id in ("a", "b"):
+        store.acquire_session(session_id)
+        store.create_session(SessionHeader(session_id))
+    assert store.flush_all().result(TIMEOUT) is True
+    seam.pause()
+    append(store, "b", 0)
+    store.flush("b")
+    assert seam.entered.wait(TIMEOUT)  # a round is being written
+    append(store, "a", 0)
+    waiting = store.flush("a")  # for the next round
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # the lease connection is cut
+        admin.execute("SELECT pg_terminate_backend(%s)", (store.lease_backend_pid,))
+    store.acquire_session("c")  # replaces the lease connection: every held session is lost
+    store.release_session("a")
+    store.acquire_session("a")  # taken again before the next round
+    append(store, "a", 0)
+    again = store.flush("a")
+    seam.unpause()
+    assert waiting.result(TIMEOUT) is False  # its row was dropped with the lease
+    assert again.result(TIMEOUT) is True
+    stored = store.load("a")
+    assert stored is not None and len(stored.events) == 1
 
 
 _OWNER = textwrap.dedent(

@@ -197,10 +197,12 @@ class WriteBehind:
     def lose_held(self, loss_of: Callable[[str], Loss]) -> None:
         """Lose every session held and not lost yet (``loss_of`` says why); logs each."""
         dropped: list[tuple[Loss, int]] = []
+        outcomes: list[Outcome] = []
         with self._lock:
             for session_id in [s for s in self._leases if s not in self._lost]:
                 loss = loss_of(session_id)
-                dropped.append((loss, self._lose(loss) or 0))
+                dropped.append((loss, self._lose(loss, outcomes) or 0))
+        settle_all(outcomes)
         for loss, rows in dropped:
             _log.error("%s (%d rows dropped)", loss.message, rows)
 
@@ -551,7 +553,7 @@ class WriteBehind:
         newly_lost: list[tuple[Loss, int]] = []
         with self._lock:
             for loss in result.lost.values():
-                dropped = self._lose(loss)
+                dropped = self._lose(loss, outcomes)
                 if dropped is not None:
                     newly_lost.append((loss, dropped))
             self._commit_count += result.commits
@@ -613,12 +615,20 @@ class WriteBehind:
             return StoreWriteError(str(error), category=error.category)
         return True
 
-    def _lose(self, loss: Loss) -> int | None:
-        """Lock held: discard everything queued of a lost session; None if it was lost already."""
+    def _lose(self, loss: Loss, outcomes: list[Outcome]) -> int | None:
+        """Lock held: discard everything queued of a lost session; None if it was lost already.
+
+        The flush waiting for its dropped rows joins ``outcomes`` (settle them after
+        the lock) with the loss's outcome: should the session be taken again before
+        the next round, that round must not answer for rows it never wrote.
+        """
         session_id = loss.session_id
         if session_id in self._lost:
             return None
         self._lost[session_id] = loss
+        waiter = self._waiters.pop(session_id, None)
+        if waiter is not None:
+            outcomes.append((waiter.future, loss.flush_outcome()))
         dropped = self._unsynced.pop(session_id, 0)
         kept = [op for op in self._queue if op.session_id != session_id]
         if len(kept) != len(self._queue):
