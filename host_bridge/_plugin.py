@@ -369,10 +369,7 @@ class SchedulePlugin:
     def _on_status(self, agent: Agent, status: str) -> None:
         """An idle agent whose session uses Schedule gets a drive; never raises.
 
-        Left out while the owner's published status says it waits for the
-        agent to be idle: that wait posts its own drive (``AgentIdle``) when
-        the agent is idle, with a decision after this status. Every status of
-        an agent the wake-up actor activated restarts its quiet period.
+        Every status of an agent the wake-up actor activated restarts its quiet period.
         """
         self._tell_wake_up(agent, AgentActivity)
         try:
@@ -380,8 +377,6 @@ class SchedulePlugin:
                 return
             installed = self._installed.get(agent.id)
             if installed is None or installed.agent is not agent:
-                return
-            if installed.status.current.waiting_for_idle:
                 return
             if installed.holds_schedule_events():
                 _tell(installed.owner, RequestDrive("idle"))

@@ -16,11 +16,9 @@ import pytest
 from pytest_mock import MockerFixture
 
 from actors._runtime import Runtime
-from host_bridge import _plugin as plugin_module
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.protocols import ToolCall, ToolResult
 from host_bridge.testing import PENDING, FakeAgent, FakeHost
-from messages._mailbox import RequestDrive
 from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.owner.helpers import Tools
 
@@ -77,24 +75,6 @@ def test_idle_drives_once_the_session_holds_a_schedule_event(
     tools.call("schedule_delete", {"id": "schedule-1"})  # none active: still drives
     assert idle_flushes(tools) == 1
     assert idle_flushes(tools) == 1
-
-
-def test_an_owner_waiting_for_idle_drives_itself_and_gets_no_second_drive(
-    host: FakeHost, runtime: Runtime, mocker: MockerFixture
-) -> None:
-    tools = installed(host, runtime)
-    tools.call("schedule_create", {"prompt": "x", "after_seconds": 60})
-    tools.agent.begin_turn()  # the reminder falls due while a turn runs: reserve is refused
-    host.timers.advance(60_000)
-    tools.settle()
-    assert tools.plugin.status().owners[0].waiting_for_idle
-    told = mocker.spy(plugin_module, "_tell")
-    tools.agent.end_turn()  # "idle": the owner's own idle wait drives
-    tools.settle()
-    drives = [c for c in told.call_args_list if isinstance(c.args[1], RequestDrive)]
-    assert drives == []
-    assert len(tools.agent.queued) == 1  # delivered once, by the owner's own drive
-    assert idle_flushes(tools) == 1  # not waiting any more: an idle status drives again
 
 
 def test_an_inherited_schedule_event_counts(host: FakeHost, runtime: Runtime) -> None:
