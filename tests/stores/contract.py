@@ -280,13 +280,18 @@ class StoreContract(StoreCase):
         assert loaded is not None and loaded.events == (first, second)
         assert store.commit_count == commits + 2
 
-    def test_flushes_of_one_session_waiting_for_the_next_round_share_one_future(self) -> None:
+    def paused_with_sessions_a_and_b(self) -> tuple[Store, Seam]:
+        """A store holding sessions "a" and "b", its writer's next transaction held."""
         seam = Seam()
         store = self.make(fault_hook=seam)
         new_session(store, "a")
         new_session(store, "b")
         ok(store.flush_all())
         seam.pause()
+        return store, seam
+
+    def test_flushes_of_one_session_waiting_for_the_next_round_share_one_future(self) -> None:
+        store, seam = self.paused_with_sessions_a_and_b()
         record(store, "a", 0)
         in_flight = store.flush("a")
         assert seam.entered.wait(TIMEOUT)  # the writer holds a round open
@@ -324,12 +329,7 @@ class StoreContract(StoreCase):
         assert self.durable_counts() == (1, 1)
 
     def test_a_flush_of_one_session_does_not_wait_for_another_sessions_rows(self) -> None:
-        seam = Seam()
-        store = self.make(fault_hook=seam)
-        new_session(store, "a")
-        new_session(store, "b")
-        ok(store.flush_all())
-        seam.pause()
+        store, seam = self.paused_with_sessions_a_and_b()
         record(store, "b", 0)
         busy = store.flush("b")
         assert seam.entered.wait(TIMEOUT)
