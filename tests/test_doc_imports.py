@@ -1,7 +1,9 @@
-"""Every import statement shown in the README and docs/*.md runs as written."""
+"""Every import statement shown in the README and docs/*.md runs as written, and every
+dotted name the prose quotes (`host_bridge.protocols.wall_clock_ms`) exists."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -38,3 +40,33 @@ def test_the_docs_show_imports_of_the_project() -> None:
 def test_a_documented_import_runs(statement: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "path", [str(ROOT / "docs" / "examples"), *sys.path])
     exec(compile(statement, "<docs>", "exec"), {})
+
+
+_DOTTED = re.compile(r"`((?:host_bridge|messages|actors)(?:\.[A-Za-z_]\w*)+)")
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``name`` is a module, or an attribute path below the longest importable one."""
+    parts = name.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
+    return False
+
+
+def test_every_dotted_name_the_docs_quote_exists() -> None:
+    quoted = [
+        f"{path.name}:{number}: {match.group(1)}"
+        for path in DOCS
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in _DOTTED.finditer(line)
+    ]
+    assert len(quoted) > 50  # the docs quote the project's names throughout
+    assert [q for q in quoted if not _resolves(q.rsplit(" ", 1)[1])] == []
