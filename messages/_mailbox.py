@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
-from messages._tool_values import CreateSelector
+from messages._tool_values import CreateSelector, FlushPhase
 
 __all__ = [
     "ActivationSettled",
@@ -169,10 +169,6 @@ class BarrierSettled:
 
     txn: int
     ok: bool
-
-
-FlushPhase: TypeAlias = Literal["preflight", "barrier"]
-"""Which flush of a transaction: the preflight before it acts, or the barrier after its append."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ __all__ = [
     "DeleteInput",
     "ErrorSituation",
     "EverySelector",
+    "FlushPhase",
     "ListInput",
     "Operation",
     "ToolError",
@@ -209,7 +210,10 @@ _MESSAGES: Mapping[ErrorSituation, str] = {
     ),
 }
 
-_UNCERTAIN: Mapping[Literal["preflight", "barrier"], str] = {
+FlushPhase: TypeAlias = Literal["preflight", "barrier"]
+"""Which flush of a transaction: the preflight before it acts, or the barrier after its append."""
+
+_UNCERTAIN: Mapping[FlushPhase, str] = {
     "preflight": "The session's log could not be confirmed durable, so the {op} did not run.",
     "barrier": (
         "The {op} was appended but could not be confirmed durable; "
