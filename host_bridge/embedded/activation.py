@@ -233,6 +233,20 @@ class EmbeddedActivation:
         with self._lock:
             return len(self._mine)
 
+    def hand_over(self, session_id: str) -> EmbeddedAgent | None:
+        """The agent this activation woke on ``session_id``, now the caller's; else ``None``.
+
+        For a host that opens a session a reminder woke: the agent keeps running
+        (its owner, its queued turns) and is no longer passivated; the caller
+        disposes it and detaches the session when done with it.
+        """
+        with self._lock:
+            for agent_id, agent in self._mine.items():
+                if agent.session.id == session_id:
+                    del self._mine[agent_id]
+                    return agent
+        return None
+
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until no activation or passivation runs (demos, tests, shutdown).
 

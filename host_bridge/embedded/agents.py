@@ -33,7 +33,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import pykka
@@ -72,6 +72,8 @@ __all__ = [
     "Turn",
     "TurnInterrupted",
     "TurnRecord",
+    "tool_call_data",
+    "tool_result_data",
 ]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
@@ -116,22 +118,11 @@ class Turn:
         if self.tools is None:
             raise RuntimeError("this agent has no tool registry")
         try:
-            self.agent.session.append(
-                MESSAGE_EVENT,
-                {"role": "assistant", "toolCall": {"name": name, "arguments": arguments}},
-            )
+            self.agent.session.append(MESSAGE_EVENT, tool_call_data(name, arguments))
         except PayloadError:
-            # Arguments the log cannot store (a lone surrogate, an integer beyond 64 bits,
-            # deep nesting) are still the tool's to judge: record the call without them.
-            self.agent.session.append(
-                MESSAGE_EVENT,
-                {"role": "assistant", "toolCall": {"name": name, "argumentsNotStored": True}},
-            )
+            self.agent.session.append(MESSAGE_EVENT, tool_call_data(name, None, stored=False))
         result = self.tools.execute(name, arguments, agent=self.agent)
-        self.agent.session.append(
-            MESSAGE_EVENT,
-            {"role": "tool", "name": name, "isError": result.is_error, "content": result.content},
-        )
+        self.agent.session.append(MESSAGE_EVENT, tool_result_data(name, result))
         return result
 
     def tool_names(self) -> list[str]:
@@ -141,17 +132,40 @@ class Turn:
         return [tool.name for tool in self.tools.tools_for(self.agent)]
 
 
+def tool_call_data(name: str, arguments: Any, *, stored: bool = True) -> dict[str, Any]:
+    """The ``message`` event data recording a tool call (``stored=False``: without arguments).
+
+    Arguments the log cannot store (a lone surrogate, an integer beyond 64 bits,
+    deep nesting) are still the tool's to judge: the call is recorded without them.
+    """
+    call: dict[str, Any] = {"name": name}
+    if stored:
+        call["arguments"] = arguments
+    else:
+        call["argumentsNotStored"] = True
+    return {"role": "assistant", "toolCall": call}
+
+
+def tool_result_data(name: str, result: ToolResult) -> dict[str, Any]:
+    """The ``message`` event data recording a tool's result."""
+    return {"role": "tool", "name": name, "isError": result.is_error, "content": result.content}
+
+
 Model = Callable[[Turn], "str | None"]
 """A model: receives each turn, may call tools, returns the assistant's reply text (or None)."""
 
 
 @dataclass(frozen=True)
 class TurnRecord:
-    """A finished turn: the message that started it and the model's reply."""
+    """A finished turn: the message that started it and the model's reply.
+
+    ``error`` is what the model raised when the turn ``failed`` (not compared).
+    """
 
     message: UserMessage
     reply: str | None
     failed: bool = False
+    error: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 def _silent_model(turn: Turn) -> str | None:
@@ -207,6 +221,7 @@ class EmbeddedAgent:
         self._retry: Cancellable | None = None  # the back-off timer, while armed
         self._backoff_ms = RETRY_FIRST_MS
         self._turns: list[TurnRecord] = []
+        self._results: dict[int, Future[TurnRecord]] = {}  # inbox seq -> the handle send() gave
         self._actor: pykka.ActorRef[TurnActor] = registry._turn_actor.start(self)
         self._admission: TurnAdmission[InboxEntry] = TurnAdmission(
             self._start_turn, self._report_status, ready=self._ready
@@ -236,6 +251,10 @@ class EmbeddedAgent:
         with the reserver's appends. The turn starts when the agent is idle and
         unreserved and a flush covering the entry succeeded.
         """
+        self._queue(message, None)
+
+    def _queue(self, message: UserMessage, result: Future[TurnRecord] | None) -> None:
+        """Append ``message``'s inbox entry, then queue it (``result``: its turn's handle)."""
         if not isinstance(message, UserMessage):
             raise TypeError("followup expects a UserMessage")
         if self._disposed:
@@ -249,15 +268,34 @@ class EmbeddedAgent:
         else:
             event = self._session.append(INBOX_EVENT, data)
         entry = InboxEntry(event.seq, message)
+        if result is not None:
+            with self._lock:
+                self._results[entry.seq] = result
         try:
             self._admission.followup(entry, order=entry.seq)
-        except AgentDisposedError:
+        except AgentDisposedError as error:
             # In the log already: the next resume of the session queues it again.
             _log.debug("agent %r was disposed while queuing entry %d", self._id, entry.seq)
+            self._settle_result(entry.seq, error=error)
             return
         if staged and self._admission.reserved:
             return  # nothing starts or flushes while reserved; the release flushes the stage
         self._advance()
+
+    def send(self, message: UserMessage) -> Future[TurnRecord]:
+        """Queue ``message`` like :meth:`followup`; a future of the turn it starts.
+
+        The handle from a message to its turn: the future resolves with the
+        :class:`TurnRecord` once that turn finished (``failed`` and ``error``
+        when the model raised). It fails with :class:`TurnInterrupted` when the
+        turn was cut short and :class:`AgentDisposedError` when the agent was
+        disposed before the turn ran (the entry stays in the log either way,
+        and the next resume of the session runs it). Raises, queuing nothing,
+        when the inbox append fails.
+        """
+        result: Future[TurnRecord] = Future()
+        self._queue(message, result)
+        return result
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
         """Hold the agent idle; ``None`` when running, reserved, or about to wake."""
@@ -310,9 +348,9 @@ class EmbeddedAgent:
         with self._lock:
             return tuple(self._turns)
 
-    def prompt(self, text: str) -> None:
-        """Queue a user prompt (a turn started by the person, not a plugin) through the inbox."""
-        self.followup(UserMessage((TextBlock(text),), {"kind": "user"}))
+    def prompt(self, text: str) -> Future[TurnRecord]:
+        """Queue a person's prompt through the inbox (see :meth:`send`); a future of its turn."""
+        return self.send(UserMessage((TextBlock(text),), {"kind": "user"}))
 
     # --- internals: the inbox gate ------------------------------------------------------
 
@@ -430,6 +468,7 @@ class EmbeddedAgent:
         failed = False
         started = False
         interrupted = False
+        error: BaseException | None = None
         try:
             self._session.append(
                 MESSAGE_EVENT,
@@ -444,20 +483,27 @@ class EmbeddedAgent:
             reply = self.model(Turn(self, message, self._registry.tools, entry.seq))
             if reply is not None:
                 self._session.append(MESSAGE_EVENT, {"role": "assistant", "content": reply})
-        except TurnInterrupted:
+        except TurnInterrupted as cut:
             failed = interrupted = True
+            error = cut
             _log.info(
                 "turn of agent %r for inbox entry %d was interrupted; a resume runs it again",
                 self._id,
                 entry.seq,
             )
-        except Exception:
+        except Exception as raised:
             failed = True
+            error = raised
             _log.exception("turn of agent %r failed", self._id)
         if started and not interrupted:
             self._complete(entry, failed)
+        record = TurnRecord(message, reply, failed, error)
         with self._lock:
-            self._turns.append(TurnRecord(message, reply, failed))
+            self._turns.append(record)
+        if interrupted:
+            self._settle_result(entry.seq, error=error)
+        else:
+            self._settle_result(entry.seq, record=record)
         self._admission.turn_finished()  # the next turn, or "idle" and the idle waiters
         self._advance()  # asks for the flush the next message needs, if any
 
@@ -476,6 +522,19 @@ class EmbeddedAgent:
         if self._gated:
             self._session.request_flush()
 
+    def _settle_result(
+        self, seq: int, *, record: TurnRecord | None = None, error: BaseException | None = None
+    ) -> None:
+        """Resolve the handle :meth:`send` gave for entry ``seq``, if any."""
+        with self._lock:
+            result = self._results.pop(seq, None)
+        if result is None or result.done():
+            return
+        if error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(record)  # type: ignore[arg-type]
+
     def _disposed_error(self) -> AgentDisposedError:
         return AgentDisposedError(f"agent {self._id!r} is disposed")
 
@@ -487,6 +546,10 @@ class EmbeddedAgent:
             retry, self._retry = self._retry, None
         # the queued entries stay in the log for the next resume
         self._admission.close(self._disposed_error)
+        with self._lock:
+            waiting = list(self._results)
+        for seq in waiting:
+            self._settle_result(seq, error=self._disposed_error())
         if retry is not None:
             retry.cancel()
         self._unsubscribe_durable()

@@ -23,7 +23,7 @@ from actors._contract import AppendGuard, SessionDetachedError, wall_clock_ms
 from actors._runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors._session_actor import SessionActor, SessionCore
 from host_bridge._eventlog import EventLog, LogBackedSession
-from host_bridge._futures import failed
+from host_bridge._futures import failed, resolved
 from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
 from host_bridge.embedded.inbox import InboxEntry, pending_entries
 from host_bridge.embedded.stores import EventStore, SessionLeaseError, StoreError
@@ -125,6 +125,29 @@ class EmbeddedSession(LogBackedSession):
         the store as one unit, durable in one commit (see :class:`SessionCore`).
         """
         return self._append(type, data, staged=True)
+
+    def submit_append(self, type: str, data: Any) -> Future[SessionEvent]:
+        """Append one event like :meth:`append`, but never wait: a future of the event.
+
+        For callers that must not block (an asyncio loop): when the session
+        actor is busy the append goes through its mailbox and the future
+        resolves once it is committed; it fails with what ``append`` would
+        raise (a payload the log cannot store, a detached session).
+        """
+        core = self._core
+        if core is not None and core.enter_if_idle():
+            try:
+                return resolved(core.append(type, data, staged=False))
+            except Exception as error:
+                return failed(error)
+            finally:
+                core.leave()
+        reply: Future[SessionEvent] = Future()
+        try:
+            self._actor.tell(AppendEvent(type, data, reply, False))
+        except pykka.ActorDeadError:
+            return failed(SessionDetachedError(f"session {self.id!r} is detached"))
+        return reply
 
     def _append(self, type_: str, data: Any, *, staged: bool) -> SessionEvent:
         core = self._core

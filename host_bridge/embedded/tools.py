@@ -106,7 +106,8 @@ class ScopedToolRegistry:
         """Start a tool for ``agent`` without waiting; the future never fails.
 
         An unknown tool, a tool that raises, a failed future or a non-``ToolResult``
-        value resolve to an ``is_error`` result.
+        value resolve to an ``is_error`` result. Cancelling the returned future
+        cancels the tool's own (a call not yet started then makes no append).
         """
         started = self._start(name, arguments, agent)
         if isinstance(started, ToolResult):
@@ -114,8 +115,14 @@ class ScopedToolRegistry:
         outer: Future[ToolResult] = Future()
 
         def settle(done: Future[ToolResult]) -> None:
-            outer.set_result(self._outcome(name, agent, done))
+            if outer.set_running_or_notify_cancel():  # False: the caller cancelled it
+                outer.set_result(self._outcome(name, agent, done))
 
+        def cancelled(_: Future[ToolResult]) -> None:
+            if outer.cancelled():
+                started.cancel()
+
+        outer.add_done_callback(cancelled)
         started.add_done_callback(settle)
         return outer
 

@@ -1,0 +1,27 @@
+"""The asyncio face of Schedule: awaitable calls and a host for your own agent loop.
+
+:class:`AsyncHost` keeps each session's log, durable inbox, turn admission and
+the waking of cold sessions in the embedded store and runs every turn with one
+async callable of the host's (a :data:`TurnRunner`, receiving an
+:class:`AgentTurn`); :class:`Conversation` is one open session. Framework
+tools find the running turn with :func:`current_turn`. :func:`wait` awaits any
+future of the module (a tool call, ``dispose``, ``when_idle``) without blocking
+the loop. The actors stay on their own runtime (threads, or the gevent hub on
+its thread); nothing here blocks the loop.
+"""
+
+from __future__ import annotations
+
+from host_bridge.aio._futures import wait
+from host_bridge.aio._host import AsyncHost, Conversation
+from host_bridge.aio._turn import RESERVED_PREFIXES, AgentTurn, TurnRunner, current_turn
+
+__all__ = [
+    "RESERVED_PREFIXES",
+    "AgentTurn",
+    "AsyncHost",
+    "Conversation",
+    "TurnRunner",
+    "current_turn",
+    "wait",
+]

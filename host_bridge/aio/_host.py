@@ -1,0 +1,284 @@
+"""AsyncHost: the embedded host for asyncio programs that bring their own agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from actors._contract import Timers, wall_clock_ms
+from actors._runtime import RuntimeSpec
+from actors._wake_policy import WakePolicy
+from host_bridge._plugin import SchedulePlugin, install_schedule
+from host_bridge.aio._futures import wait
+from host_bridge.aio._turn import LoopTurns, TurnRunner
+from host_bridge.embedded.agents import EmbeddedAgent
+from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sessions import SessionLeaseRefusedError
+
+__all__ = ["AsyncHost", "Conversation"]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+
+class Conversation:
+    """One open session of an :class:`AsyncHost` and its root agent: a person's chat.
+
+    Its turns (the person's and the reminders that fall due while it is open)
+    run one at a time through the durable inbox and turn admission, with the
+    host's turn runner. Get one with :meth:`AsyncHost.open`.
+    """
+
+    def __init__(self, host: AsyncHost, agent: EmbeddedAgent) -> None:
+        self._host = host
+        self._agent = agent
+        self._closed = False
+
+    @property
+    def session_id(self) -> str:
+        """The session's id (the key to open it again, here or after a restart)."""
+        return self._agent.session.id
+
+    @property
+    def agent(self) -> EmbeddedAgent:
+        """The embedded agent underneath (its ``turns``, ``status``, session log)."""
+        return self._agent
+
+    async def send(self, text: str) -> str | None:
+        """Run a person's turn for ``text``; the runner's reply once the turn is complete.
+
+        The message is first recorded in the session's inbox; the turn starts
+        when no other turn (a reminder's, say) runs and the entry is durable.
+        Raises what the runner raised.
+        """
+        if self._closed:
+            raise RuntimeError(f"conversation {self.session_id!r} is closed")
+        handle = await asyncio.to_thread(self._agent.prompt, text)  # the inbox append may wait
+        record = await wait(handle)
+        if record.error is not None:
+            raise record.error
+        return record.reply
+
+    async def when_idle(self) -> None:
+        """Return once no turn runs or waits in this conversation."""
+        await wait(self._agent.when_idle())
+
+    async def close(self) -> None:
+        """Let the session go once its turns are done; its reminders then reach it cold.
+
+        A reminder falling due later wakes the session by activation (this
+        host's, or ``dsh-schedule serve``'s) and runs its turn with the runner.
+        Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await self.when_idle()
+        self._host._forget(self)
+        await asyncio.to_thread(self._host._let_go, self._agent)
+
+
+class AsyncHost:
+    """The embedded store, inbox, turn admission and activation around an async turn runner.
+
+    For asyncio hosts without a durable session log of their own: the embedded
+    store (SQLite by default, or ``store=`` a path or a ``postgresql://`` URL)
+    keeps each session's log and inbox, Schedule is installed on it, and every
+    turn, a person's (:meth:`Conversation.send`) or a reminder's, runs through
+    turn admission and calls ``run_turn`` on the loop that started the host.
+    The module records each turn's completion. With ``wake`` (the default),
+    reminders of sessions nobody has open wake them here; ``dsh-schedule serve
+    --turn-runner MODULE:ATTR`` does the same in a process of its own.
+
+    Use it as ``async with AsyncHost(run_turn) as host:``. Nothing blocks the
+    loop: store work runs in worker threads, every future is awaited.
+    ``clock`` and ``timers`` replace the wall clock and the timer service (the
+    test kit's fakes); ``stop_timeout`` bounds how long :meth:`aclose` lets
+    running turns finish before cancelling them (cancelled turns run again at
+    the next start).
+    """
+
+    def __init__(
+        self,
+        run_turn: TurnRunner,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        store: str | os.PathLike[str] | None = None,
+        wake: bool = True,
+        wake_policy: WakePolicy | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        timers: Timers | None = None,
+        runtime: RuntimeSpec = "threading",
+        lease_wait: float = 0.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self._run_turn = run_turn
+        self._data_dir = data_dir
+        self._store = store
+        self._wake = wake
+        self._wake_policy = wake_policy
+        self._clock = clock
+        self._timers = timers
+        self._runtime: RuntimeSpec = runtime
+        self._lease_wait = lease_wait
+        self.stop_timeout = stop_timeout
+        self._turns: LoopTurns | None = None
+        self._embedded: EmbeddedHost | None = None
+        self._plugin: SchedulePlugin | None = None
+        self._open: dict[str, Conversation] = {}
+        self._closing = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> AsyncHost:
+        """Open the store and install Schedule (``async with`` calls it)."""
+        if self._embedded is not None:
+            return self
+        self._turns = LoopTurns(self._run_turn, asyncio.get_running_loop())
+        self._embedded, self._plugin = await asyncio.to_thread(self._build, self._turns)
+        return self
+
+    def _build(self, turns: LoopTurns) -> tuple[EmbeddedHost, SchedulePlugin]:
+        host = EmbeddedHost(
+            self._data_dir,
+            store=self._store,
+            clock=self._clock,
+            timers=self._timers,
+            runtime=self._runtime,
+            lease_wait=self._lease_wait,
+        )
+        try:
+            if self._wake:
+                host.enable_activation(model=turns)
+            plugin = install_schedule(
+                host.context(), runtime=host.runtime, wake_policy=self._wake_policy
+            )
+        except BaseException:
+            host.close()
+            raise
+        return host, plugin
+
+    async def aclose(self) -> None:
+        """Stop delivering, let running turns finish (``stop_timeout``), write everything, close.
+
+        Turns still running then are cancelled: their messages stay unfinished
+        in the inbox and run again at the next start. Raises the store's error
+        when queued events could not be written. Idempotent.
+        """
+        host, plugin, turns = self._embedded, self._plugin, self._turns
+        if host is None or plugin is None or turns is None or self._closing:
+            return
+        self._closing = True
+        deadline = time.monotonic() + self.stop_timeout
+        try:
+            await asyncio.wait_for(wait(plugin.dispose()), self._left(deadline))
+        except TimeoutError:
+            _log.warning("Schedule did not finish disposing within the stop timeout")
+        idle = [wait(agent.when_idle()) for agent in host.agents.roots()]
+        if idle:
+            _done, pending = await asyncio.wait(
+                [asyncio.ensure_future(waiting) for waiting in idle],
+                timeout=self._left(deadline),
+            )
+            for waiting in pending:
+                waiting.cancel()
+        cut = turns.cut()
+        if cut:
+            _log.warning("%d turn(s) still running at close were cut; they run again", cut)
+        self._open.clear()
+        error = await asyncio.to_thread(host.close)
+        if error is not None:
+            raise error
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    async def __aenter__(self) -> AsyncHost:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- conversations ------------------------------------------------------------------
+
+    @property
+    def embedded(self) -> EmbeddedHost:
+        """The :class:`EmbeddedHost` underneath (its store, sessions, agents)."""
+        if self._embedded is None:
+            raise RuntimeError("the host is not started")
+        return self._embedded
+
+    @property
+    def plugin(self) -> SchedulePlugin:
+        """The installed :class:`~host_bridge.SchedulePlugin`."""
+        if self._plugin is None:
+            raise RuntimeError("the host is not started")
+        return self._plugin
+
+    async def open(self, session_id: str | None = None) -> Conversation:
+        """The conversation on ``session_id``: resumed from the store, or new (a fresh id if None).
+
+        Opening a session twice gives the same conversation. A session a
+        reminder woke here is taken over as it is (its running turn goes on).
+        Raises :class:`~host_bridge.embedded.sessions.SessionLeaseRefusedError`
+        when another process (a ``serve``) has the session live.
+        """
+        if self._closing:
+            raise RuntimeError("the host is closing")
+        if session_id is not None and session_id in self._open:
+            return self._open[session_id]
+        agent = await asyncio.to_thread(self._spawn, session_id)
+        if session_id is not None and session_id in self._open:  # opened twice at once
+            await asyncio.to_thread(self._let_go, agent)
+            return self._open[session_id]
+        conversation = Conversation(self, agent)
+        self._open[conversation.session_id] = conversation
+        return conversation
+
+    async def when_idle(self) -> None:
+        """Return once no turn runs or waits in any live session of this host."""
+        for agent in self.embedded.agents.roots():
+            await wait(agent.when_idle())
+
+    def _spawn(self, session_id: str | None) -> EmbeddedAgent:
+        """Worker thread: take over a woken session's agent, or start a root agent."""
+        host = self.embedded
+        turns = self._turns
+        if session_id is None:
+            return host.spawn_root(model=turns)
+        activation = host.activation
+        for _ in range(2):
+            if activation is not None:
+                woken = activation.hand_over(session_id)
+                if woken is not None:
+                    return woken
+            try:
+                return host.spawn_root(session_id=session_id, model=turns)
+            except SessionLeaseRefusedError:
+                if activation is None or host.sessions.get(session_id) is not None:
+                    raise
+                activation.wait_idle()  # this host's own activation is taking it: wait, retry
+        return host.spawn_root(session_id=session_id, model=turns)
+
+    def _forget(self, conversation: Conversation) -> None:
+        if self._open.get(conversation.session_id) is conversation:
+            del self._open[conversation.session_id]
+
+    def _let_go(self, agent: EmbeddedAgent) -> None:
+        """Worker thread: dispose ``agent`` and detach its session unless another root uses it."""
+        host = self._embedded
+        if host is None or self._closing:
+            return  # aclose disposes and detaches everything
+        session = agent.session
+        host.agents.dispose(agent)
+        if not any(other.session is session for other in host.agents.roots()):
+            host.sessions.detach(session)

@@ -1,0 +1,180 @@
+"""One turn of the host's turn runner, and the bridge that runs it on the host's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from actors._contract import ToolDefinition, ToolResult
+from actors._runtime import wait_for
+from host_bridge.aio._futures import wait
+from host_bridge.embedded.agents import (
+    MESSAGE_EVENT,
+    Turn,
+    TurnInterrupted,
+    tool_call_data,
+    tool_result_data,
+)
+from host_bridge.embedded.codec import PayloadError
+
+__all__ = ["RESERVED_PREFIXES", "AgentTurn", "LoopTurns", "TurnRunner", "current_turn"]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+RESERVED_PREFIXES = ("schedule/", "inbox/", "turn/")
+"""Event types the module writes; :meth:`AgentTurn.record` refuses them."""
+
+_current: contextvars.ContextVar[AgentTurn] = contextvars.ContextVar("dsh_schedule_turn")
+
+
+def current_turn() -> AgentTurn:
+    """The turn the calling task runs in (tools of a framework find their turn here).
+
+    Raises ``LookupError`` outside a turn.
+    """
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError("no Schedule turn is running in this task") from None
+
+
+class AgentTurn:
+    """What the host's turn runner receives: one turn of one agent.
+
+    ``text`` is the message the turn answers, ``source`` who sent it
+    (``{"kind": "user"}`` for a person; a reminder carries
+    ``{"kind": "plugin", "plugin": "tool-schedule", ...}``), ``tools`` the tool
+    definitions the agent sees. Every call awaits without blocking the loop.
+    """
+
+    __slots__ = ("_turn", "agent_id", "session_id", "source", "text", "tools")
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+        self.session_id: str = turn.agent.session.id
+        self.agent_id: str = turn.agent.id
+        self.text: str = turn.message.text
+        self.source: Mapping[str, Any] = turn.message.source
+        registry = turn.tools
+        self.tools: tuple[ToolDefinition, ...] = (
+            () if registry is None else tuple(registry.tools_for(turn.agent))
+        )
+
+    @property
+    def is_reminder(self) -> bool:
+        """Whether the message is a Schedule reminder (not a person's message)."""
+        return self.source.get("plugin") == "tool-schedule"
+
+    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        """Run tool ``name`` for this agent; the call and its result are recorded in the log.
+
+        ``arguments`` is a JSON value or the model's JSON text (the tools decode
+        text once, strictly). A failing tool is an ``is_error`` result, never an
+        exception. Cancelling the awaiting task cancels the call.
+        """
+        registry = self._turn.tools
+        if registry is None:
+            raise RuntimeError("this agent has no tool registry")
+        session = self._turn.agent.session
+        try:
+            await wait(session.submit_append(MESSAGE_EVENT, tool_call_data(name, arguments)))
+        except PayloadError:
+            unstored = tool_call_data(name, None, stored=False)
+            await wait(session.submit_append(MESSAGE_EVENT, unstored))
+        result = await wait(registry.submit(name, arguments, agent=self._turn.agent))
+        await wait(session.submit_append(MESSAGE_EVENT, tool_result_data(name, result)))
+        return result
+
+    async def record(self, type: str, data: Any) -> None:
+        """Append a host event (a framework's history, say) to the session log.
+
+        It becomes durable with the turn's completion, in the same store. ``type``
+        must contain a ``/`` and not start with one of :data:`RESERVED_PREFIXES`
+        (``ValueError``); ``data`` must be storable (JSON values).
+        """
+        if "/" not in type or type.startswith(RESERVED_PREFIXES):
+            raise ValueError(
+                f"event type {type!r} must contain '/' and not start with {RESERVED_PREFIXES}"
+            )
+        await wait(self._turn.agent.session.submit_append(type, data))
+
+    def records(self, type: str) -> list[Any]:
+        """The data of every event of ``type`` in the session log, oldest first."""
+        return [event.data for event in self._turn.agent.session.events if event.type == type]
+
+    def __repr__(self) -> str:
+        kind = "reminder" if self.is_reminder else "message"
+        return f"AgentTurn({self.session_id!r}, {kind})"
+
+
+TurnRunner = Callable[[AgentTurn], Awaitable["str | None"]]
+"""The host's turn: runs one turn with its framework; returns the reply text when complete.
+
+Raising fails the turn (recorded as failed, not run again). Being cancelled
+(the host stopping) leaves it unfinished: the next resume of the session runs
+it again, so a reminder is presented again rather than lost.
+"""
+
+
+class LoopTurns:
+    """The embedded agents' model that runs a :data:`TurnRunner` on an asyncio loop.
+
+    Called on an agent's turn actor; the turn's coroutine runs on ``loop`` as a
+    task, and the turn actor waits for it (a greenlet on the gevent runtime is
+    suspended, not the hub). :meth:`cut` cancels every running turn and makes
+    later ones end at once: they raise :class:`TurnInterrupted`, so their inbox
+    entries stay unfinished.
+    """
+
+    def __init__(self, run_turn: TurnRunner, loop: asyncio.AbstractEventLoop) -> None:
+        self._run_turn = run_turn
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._running: set[concurrent.futures.Future[str | None]] = set()
+        self._cut = False
+
+    @property
+    def running(self) -> int:
+        """How many turns run now."""
+        with self._lock:
+            return len(self._running)
+
+    def __call__(self, turn: Turn) -> str | None:
+        """Run one turn on the loop and wait for its reply (the embedded ``Model``)."""
+        with self._lock:
+            if self._cut:
+                raise TurnInterrupted("the host is stopping")
+            try:
+                future = asyncio.run_coroutine_threadsafe(self._run(AgentTurn(turn)), self._loop)
+            except RuntimeError:  # the loop is closed
+                raise TurnInterrupted("the host's loop is closed") from None
+            self._running.add(future)
+        try:
+            reply = wait_for(future)
+        except concurrent.futures.CancelledError:
+            raise TurnInterrupted("the turn was cancelled") from None
+        finally:
+            with self._lock:
+                self._running.discard(future)
+        if reply is not None and not isinstance(reply, str):
+            _log.warning("a turn runner returned %s, not a str or None", type(reply).__name__)
+            return str(reply)
+        return reply
+
+    async def _run(self, turn: AgentTurn) -> str | None:
+        _current.set(turn)  # this task's own context: tasks the framework starts inherit it
+        return await self._run_turn(turn)
+
+    def cut(self) -> int:
+        """Cancel every running turn and refuse new ones; how many were cancelled."""
+        with self._lock:
+            self._cut = True
+            running = list(self._running)
+        for future in running:
+            future.cancel()
+        return len(running)
