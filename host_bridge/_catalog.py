@@ -13,10 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge._openai_strict import strict_description, strict_parameters
-from host_bridge._schemas import TOOL_SPECS
+from host_bridge._schemas import TOOL_SPECS, ToolSpec
 from messages._json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
-__all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
+__all__ = [
+    "catalog_json",
+    "catalog_markdown",
+    "catalog_value",
+    "openai_responses_tools",
+    "openai_tools",
+]
 
 _DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -38,33 +44,54 @@ def catalog_value() -> dict[str, Any]:
     }
 
 
+def _function(spec: ToolSpec, *, strict: bool) -> dict[str, Any]:
+    """``name``, ``description`` and ``parameters`` of one tool, open or in strict form."""
+    if strict:
+        return {
+            "name": spec.name,
+            "description": strict_description(spec),
+            "parameters": strict_parameters(spec.parameters),
+        }
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+    }
+
+
 def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
     """The tools in the function-calling layout of OpenAI-compatible chat APIs.
 
+    Each is ``{"type": "function", "function": {name, description, parameters}}``.
     The default keeps the parameter roots open, as in the catalog.
     ``strict=True`` gives the layout for strict mode (``"strict": true``; see
     :mod:`host_bridge._openai_strict`): pass the model's arguments through
     :func:`host_bridge.normalize_strict_arguments` before
-    executing them.
+    executing them. For the Responses API see :func:`openai_responses_tools`.
     """
     tools = []
     for spec in TOOL_SPECS:
-        function: dict[str, Any]
+        function = _function(spec, strict=strict)
         if strict:
-            function = {
-                "name": spec.name,
-                "description": strict_description(spec),
-                "parameters": strict_parameters(spec.parameters),
-                "strict": True,
-            }
-        else:
-            function = {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
-            }
+            function["strict"] = True
         tools.append({"type": "function", "function": function})
     return tools
+
+
+def openai_responses_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools in the flat function-tool layout of OpenAI's Responses API.
+
+    Each is ``{"type": "function", name, description, parameters, "strict": ...}``,
+    with ``strict`` always given, since functions are strict by default there.
+    The default is ``"strict": false`` with the open parameters of
+    :func:`openai_tools`; ``strict=True`` gives the strict parameters and
+    descriptions, whose arguments go through
+    :func:`host_bridge.normalize_strict_arguments` before executing them.
+    """
+    return [
+        {"type": "function", **_function(spec, strict=strict), "strict": strict}
+        for spec in TOOL_SPECS
+    ]
 
 
 def catalog_json() -> str:

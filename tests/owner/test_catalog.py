@@ -8,7 +8,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from host_bridge._catalog import catalog_json, catalog_markdown, main, openai_tools
+from host_bridge._catalog import (
+    catalog_json,
+    catalog_markdown,
+    main,
+    openai_responses_tools,
+    openai_tools,
+)
 from host_bridge._schemas import TOOL_SPECS, ToolSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -50,3 +56,15 @@ def test_openai_layout_has_the_three_functions() -> None:
         assert "$schema" not in tool["function"]["parameters"]
         jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
     json.dumps(tools)  # serialisable as a request body
+
+
+def test_responses_layout_is_the_flat_three_functions_with_strict_always_given() -> None:
+    for strict in (False, True):
+        tools = openai_responses_tools(strict=strict)
+        assert [t["name"] for t in tools] == [s.name for s in TOOL_SPECS]
+        for tool in tools:
+            assert tool["type"] == "function"
+            assert tool["strict"] is strict
+            assert "function" not in tool and "$schema" not in tool["parameters"]
+            jsonschema.Draft202012Validator.check_schema(tool["parameters"])
+    assert openai_responses_tools()[0]["parameters"] == openai_tools()[0]["function"]["parameters"]
