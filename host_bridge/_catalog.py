@@ -2,6 +2,8 @@
 
 Regenerate with ``python -m host_bridge._catalog --write``; ``--check`` exits 1
 when the committed files differ from what :mod:`host_bridge._schemas` generates.
+The tools echoed by the saved Responses API responses in ``docs/examples`` are
+regenerated with them.
 """
 
 from __future__ import annotations
@@ -163,22 +165,46 @@ def catalog_markdown() -> str:
         '`schedule_list` becomes `{"type": "object", "properties": {}, "required": [],',
         '"additionalProperties": false}` and `schedule_delete` requires its `id` as before.',
         "",
+        "For OpenAI's Responses API, `--format responses` and `--format responses-strict` (or",
+        "`host_bridge.openai_responses_tools(strict=...)`) give the same tools as flat function",
+        'tools with an explicit `"strict": false` or `"strict": true`',
+        "(see [LLM APIs](llm-apis.md#5-the-responses-api)).",
+        "",
     ]
     return "\n".join(lines)
 
 
+def _responses_example(path: Path, *, strict: bool) -> str:
+    """A saved Responses API response whose ``tools`` echo is today's catalog.
+
+    The model's output in the file is kept as saved; only the offered tools are
+    generated, so a schema change is one ``--write`` away from the examples.
+    """
+    response = json.loads(path.read_text(encoding="utf-8"))
+    response["tools"] = openai_responses_tools(strict=strict)
+    return json.dumps(response, indent=2, ensure_ascii=False) + "\n"
+
+
 def _files() -> dict[Path, str]:
-    return {
+    files = {
         _DOCS / "tool-catalog.md": catalog_markdown(),
         _DOCS / "tool-catalog.json": catalog_json(),
     }
+    for name, strict in (("openai_responses.json", False), ("openai_responses_strict.json", True)):
+        path = _DOCS / "examples" / name
+        files[path] = _responses_example(path, strict=strict)
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
     """``--write`` regenerates the committed catalog; ``--check`` reports drift."""
     parser = argparse.ArgumentParser(prog="python -m host_bridge._catalog")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="regenerate docs/tool-catalog.*")
+    mode.add_argument(
+        "--write",
+        action="store_true",
+        help="regenerate docs/tool-catalog.* and the tools of the Responses examples",
+    )
     mode.add_argument(
         "--check", action="store_true", help="exit 1 if the committed catalog drifted"
     )

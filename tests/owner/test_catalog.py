@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from host_bridge import _catalog
 from host_bridge._catalog import (
     catalog_json,
     catalog_markdown,
@@ -23,7 +24,26 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def test_committed_catalog_matches_the_generated_one() -> None:
     assert (DOCS / "tool-catalog.json").read_text(encoding="utf-8") == catalog_json()
     assert (DOCS / "tool-catalog.md").read_text(encoding="utf-8") == catalog_markdown()
+    for name, strict in (("openai_responses.json", False), ("openai_responses_strict.json", True)):
+        saved = json.loads((DOCS / "examples" / name).read_text(encoding="utf-8"))
+        assert saved["tools"] == openai_responses_tools(strict=strict)
     assert main(["--check"]) == 0
+
+
+def test_check_reports_a_saved_response_whose_tools_drifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    monkeypatch.setattr(_catalog, "_DOCS", docs)
+    (docs / "examples").mkdir(parents=True)
+    for name in ("openai_responses.json", "openai_responses_strict.json"):
+        (docs / "examples" / name).write_text('{"output": [], "tools": []}', encoding="utf-8")
+    assert main(["--check"]) == 1
+    assert "openai_responses.json, openai_responses_strict.json" in capsys.readouterr().err
+    assert main(["--write"]) == 0
+    assert main(["--check"]) == 0
+    saved = json.loads((docs / "examples" / "openai_responses.json").read_text("utf-8"))
+    assert saved == {"output": [], "tools": openai_responses_tools()}  # the output is kept
 
 
 @pytest.mark.parametrize("spec", TOOL_SPECS, ids=lambda s: s.name)
