@@ -1,15 +1,14 @@
-"""A scripted OpenAI Agents SDK bot for an AsyncHost, fake time moved timer by timer, counts.
+"""A scripted OpenAI Agents SDK bot for an AsyncHost, and what a store says was delivered.
 
 The bot is a real SDK ``Agent`` with Schedule's tools, on the kit's scripted
 model, run by :func:`~host_bridge.integrations.openai_agents.turn_runner`; it
-remembers every turn it ran. Fake time moves one armed timer at a time and the
-host is let become quiet after each (no sleeps): a test then sees what a due
-timer caused before it looks.
+remembers every turn it ran.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,8 +20,7 @@ from agents import Agent
 from host_bridge.aio import AgentTurn, AsyncHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.stores import SqliteEventStore
-from host_bridge.integrations.openai_agents import schedule_tools, turn_runner
-from host_bridge.testing import FakeTimers, settle
+from host_bridge.integrations.openai_agents import HostLogSession, schedule_tools, turn_runner
 from host_bridge.testing.openai_agents import ScriptedReminderModel
 from messages import SCHEDULE_CHANGE_TYPE
 
@@ -72,59 +70,14 @@ class Bot:
             )
 
 
-def quiet(host: AsyncHost) -> None:
-    """Blocking: let the wake-up actor, activations, owners and agents run until none has work."""
-    plugin, embedded = host.plugin, host.embedded
-    wake, activation = plugin.wake_up, embedded.activation
-    for _ in range(50):
-        if wake is not None:
-            settle(wake, timeout=TIMEOUT)
-        if activation is not None:
-            activation.wait_idle(TIMEOUT)
-        for agent in plugin.agents():
-            plugin.wait_quiet(agent, TIMEOUT)
-            agent.when_idle().result(timeout=TIMEOUT)
-        if wake is not None:
-            settle(wake, timeout=TIMEOUT)
-        status = plugin.status()
-        busy = any(o.busy for o in status.owners) or any(
-            a.status != "idle" for a in embedded.agents.roots()
-        )
-        in_flight = status.wake_up.in_flight if status.wake_up is not None else 0
-        if not busy and in_flight == 0:
-            return
-    raise AssertionError("the host never became quiet")
+def store_of(data_dir: Path) -> Path:
+    """The SQLite store of a data directory."""
+    return data_dir / "sessions.sqlite3"
 
 
-def _advance(timers: FakeTimers, ms: int, host: AsyncHost) -> None:
-    clock = timers.clock
-    target = clock.monotonic() + ms
-    quiet(host)
-    for _ in range(10_000):
-        armed = timers.armed()
-        if not armed or clock.monotonic() + armed[0] > target:
-            break
-        timers.advance(armed[0])
-        quiet(host)
-    else:
-        raise AssertionError("timers kept firing")
-    timers.advance(target - clock.monotonic())
-    quiet(host)
-
-
-async def advance(timers: FakeTimers, ms: int, host: AsyncHost) -> None:
-    """Let ``ms`` of fake time pass, timer by timer, the host quiet after each (in a thread)."""
-    await asyncio.to_thread(_advance, timers, ms, host)
-
-
-async def settled(host: AsyncHost) -> None:
-    """Return once the host is quiet (see :func:`quiet`)."""
-    await asyncio.to_thread(quiet, host)
-
-
-def delivery_counts(store: Path) -> dict[str, tuple[int, int, int]]:
-    """Per session of the closed store: dispatches, reminder inbox entries, their finished turns."""
-    opened = SqliteEventStore(store, create=False)
+def delivery_counts(data_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """Per stored session: dispatches, reminder inbox entries, and how many of those finished."""
+    opened = SqliteEventStore(store_of(data_dir), create=False)
     try:
         counts: dict[str, tuple[int, int, int]] = {}
         for session_id in opened.session_ids():
@@ -151,10 +104,36 @@ def _counts(events: Sequence[Any]) -> tuple[int, int, int]:
     return dispatches, len(inbox), sum(done[seq] for seq in inbox)
 
 
-def due_entries(store: Path) -> dict[str, Any]:
+def owed(data_dir: Path) -> dict[str, Any]:
     """The closed store's due index: what is still owed, per session."""
-    opened = SqliteEventStore(store, create=False)
+    opened = SqliteEventStore(store_of(data_dir), create=False)
     try:
         return dict(opened.due_entries())
     finally:
         opened.close()
+
+
+async def stored_history(data_dir: Path, session_id: str) -> list[Any]:
+    """The SDK history of a stored session, read by a :class:`HostLogSession` in a new host.
+
+    The host has no Schedule and wakes nothing: it only runs this one turn.
+    """
+
+    async def read(turn: AgentTurn) -> str:
+        return json.dumps(await HostLogSession(turn).get_items())
+
+    async with AsyncHost(read, data_dir=data_dir, wake=False, schedule=False) as host:
+        reply = await (await host.open(session_id)).send("(read the history)")
+    assert reply is not None
+    history: list[Any] = json.loads(reply)
+    return history
+
+
+def text_of(item: Any) -> str:
+    """The text of a history item (``<type>`` for one without text, a tool call say)."""
+    content = item.get("content") if isinstance(item, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return f"<{item.get('type') if isinstance(item, dict) else type(item).__name__}>"

@@ -2,9 +2,10 @@
 
 The agent is a real ``agents.Agent`` with Schedule's tools on the kit's scripted
 model (an SDK ``ScriptedModel``); its history is the log-backed session. Time
-moves only when a test moves it, timer by timer, with the host quiet after each
-step, so "not before it is due" is checked on a host that had every chance to
-deliver.
+moves only when a test moves it, timer by timer with the host settled after
+each, so "not before it is due" is checked on a host that had every chance to
+deliver. The example and ``serve`` run as real processes on a real clock;
+their waits are on output lines, never on sleeps.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, Runner, set_tracing_disabled
+from agents import Agent, FunctionTool, Runner, TResponseInputItem, set_tracing_disabled
 from agents.models.chatcmpl_converter import Converter
-from agents.testing import ModelStep, ScriptedModel, function_call
+from agents.testing import ModelCall, ModelStep, ScriptedModel, function_call
 
 from host_bridge import openai_tools
 from host_bridge._schemas import TOOL_SPECS
@@ -34,21 +36,22 @@ from host_bridge.integrations.openai_agents import (
     schedule_tools,
     turn_runner,
 )
-from host_bridge.testing import FakeClock, FakeTimers
+from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
 from host_bridge.testing.openai_agents import ScriptedReminderModel, reminder_request
+from tests.cli.helpers import Proc
 from tests.integrations.oai_helpers import (
     TIMEOUT,
     Bot,
-    advance,
     delivery_counts,
-    due_entries,
-    settled,
+    owed,
+    stored_history,
+    text_of,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "docs" / "examples" / "openai_agents_bot.py"
-
-_T = TypeVar("_T")
+EXAMPLES = REPO / "docs" / "examples"
+EXAMPLE = EXAMPLES / "openai_agents_bot.py"
+FRAMING = "[SCHEDULE REMINDER]"
 
 
 @pytest.fixture(autouse=True)
@@ -58,18 +61,13 @@ def _no_tracing() -> Iterator[None]:
     set_tracing_disabled(False)
 
 
-def run(body: Callable[[], Awaitable[_T]]) -> _T:
-    """Run one async test body on a fresh loop, bounded by a generous timeout."""
-
-    async def bounded() -> _T:
-        return await asyncio.wait_for(body(), TIMEOUT * 6)
-
-    return asyncio.run(bounded())
-
-
-def host_on(tmp_path: Path, run_turn: Any, clock: FakeClock) -> tuple[AsyncHost, FakeTimers]:
+def fake_time_host(data_dir: Path, run_turn: Any, clock: FakeClock) -> tuple[AsyncHost, FakeTimers]:
     timers = FakeTimers(clock)
-    return AsyncHost(run_turn, data_dir=tmp_path, clock=clock, timers=timers), timers
+    return AsyncHost(run_turn, data_dir=data_dir, clock=clock, timers=timers), timers
+
+
+async def advance(host: AsyncHost, timers: FakeTimers, ms: int) -> None:
+    await advance_async(host, timers, ms, timeout=TIMEOUT)
 
 
 def tool_messages(host: AsyncHost, session_id: str) -> list[dict[str, Any]]:
@@ -83,7 +81,18 @@ def tool_messages(host: AsyncHost, session_id: str) -> list[dict[str, Any]]:
     ]
 
 
-# --- (a) the tools ------------------------------------------------------------------------
+def outputs_seen(model: ScriptedModel) -> list[Any]:
+    """The tool outputs the model's last call received, decoded."""
+    last = model.last_call
+    assert last is not None and isinstance(last.input, list)
+    return [
+        json.loads(item["output"])
+        for item in last.input
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+
+
+# --- (a) the tools ----------------------------------------------------------------------------
 
 
 def test_the_tools_keep_the_catalog_schemas_as_they_are() -> None:
@@ -96,7 +105,7 @@ def test_the_tools_keep_the_catalog_schemas_as_they_are() -> None:
         assert tool.params_json_schema == {
             k: v for k, v in spec.parameters.items() if k != "$schema"
         }
-        # what the SDK sends a chat-completions model is the catalog's function, not strict
+        # what the SDK sends a chat-completions model: the catalog's function, not strict
         assert Converter.tool_to_openai(tool) == {
             "type": "function",
             "function": {**offered["function"], "strict": False},
@@ -115,9 +124,9 @@ def test_the_strict_tools_are_the_strict_catalog_and_the_sdk_keeps_it() -> None:
         assert Converter.tool_to_openai(tool) == offered
 
 
-def test_the_sdk_default_strict_conversion_would_rewrite_the_open_schema() -> None:
+def test_the_sdks_default_strict_conversion_would_rewrite_the_open_schema() -> None:
     """Why the tools are not strict by default: every selector would become required."""
-    (spec, *_) = TOOL_SPECS
+    spec = TOOL_SPECS[0]
     parameters = {k: v for k, v in spec.parameters.items() if k != "$schema"}
 
     async def nothing(context: Any, arguments: str) -> str:
@@ -129,7 +138,7 @@ def test_the_sdk_default_strict_conversion_would_rewrite_the_open_schema() -> No
     assert rewritten["properties"]["after_seconds"]["type"] == "integer"  # and not nullable
 
 
-def test_the_models_argument_text_reaches_the_tool_unchanged_and_errors_come_back(
+async def test_the_models_argument_text_reaches_the_tool_unchanged_and_errors_come_back(
     tmp_path: Path,
 ) -> None:
     odd = '{"prompt":  "stretch" , "after_seconds": 5}'  # spacing a parser would not keep
@@ -143,66 +152,46 @@ def test_the_models_argument_text_reaches_the_tool_unchanged_and_errors_come_bac
             [function_call("schedule_create", repeated, call_id="call_repeated")],
         ]
     )
-
-    async def body() -> tuple[list[dict[str, Any]], Any]:
-        clock = FakeClock()
-        host, _ = host_on(tmp_path, bot, clock)
-        async with host:
-            chat = await host.open("chat")
-            await chat.send("do as scripted")
-            return tool_messages(host, "chat"), bot.model.calls
-
-    messages, calls = run(body)
+    host, _ = fake_time_host(tmp_path, bot, FakeClock())
+    async with host:
+        chat = await host.open("chat")
+        reply = await chat.send("do as scripted")
+        messages = tool_messages(host, "chat")
     sent = [m["toolCall"]["arguments"] for m in messages if "toolCall" in m]
     assert sent == [odd, refused, repeated]  # byte for byte what the model sent
     results = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
     assert results[0]["id"] == "schedule-1" and results[0]["afterSeconds"] == 5
     assert results[1]["code"] == "invalid_selector"
-    assert results[2]["code"] == "invalid_selector"  # a repeated key is refused by the tool
-    outputs = [
-        item["output"]
-        for item in calls[-1].input
-        if isinstance(item, dict) and item.get("type") == "function_call_output"
-    ]
-    assert [json.loads(output) for output in outputs] == results  # the model read the errors
+    assert results[2]["code"] == "invalid_selector"  # the tool refuses a repeated key
+    assert outputs_seen(bot.model) == results  # the model read every result, errors too
+    assert reply == "I could not set that reminder: invalid_selector."
 
 
-def test_strict_tools_normalise_the_models_nulls(tmp_path: Path) -> None:
+async def test_strict_tools_normalise_the_models_nulls(tmp_path: Path) -> None:
     nulls = '{"prompt": "stretch", "after_seconds": 5, "at": null, "every_seconds": null}'
     bot = Bot(strict=True)
     bot.model.enqueue([function_call("schedule_create", nulls, call_id="call_strict")])
-
-    async def body() -> list[dict[str, Any]]:
-        host, _ = host_on(tmp_path, bot, FakeClock())
-        async with host:
-            chat = await host.open("chat")
-            reply = await chat.send("do as scripted")
-            assert reply is not None and reply.startswith("OK, I will remind you to stretch")
-            return tool_messages(host, "chat")
-
-    result = json.loads(run(body)[-1]["content"])
+    host, _ = fake_time_host(tmp_path, bot, FakeClock())
+    async with host:
+        chat = await host.open("chat")
+        reply = await chat.send("do as scripted")
+    assert reply == "OK, I will remind you to stretch at 2026-01-01T00:00:05.000Z."
+    (result,) = outputs_seen(bot.model)
     assert result["id"] == "schedule-1" and result["kind"] == "after"
 
 
-def test_a_tool_called_outside_a_turn_answers_an_error_the_model_reads() -> None:
+async def test_a_tool_called_outside_a_turn_answers_an_error_the_model_reads() -> None:
     model = ScriptedReminderModel([[function_call("schedule_list", "{}", call_id="call_1")]])
     agent: Agent[Any] = Agent(name="assistant", tools=schedule_tools(), model=model)
-
-    async def body() -> Any:
-        return await Runner.run(agent, "list my reminders")
-
-    result = run(body)
-    (output,) = [
-        item
-        for item in model.calls[-1].input
-        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    result = await Runner.run(agent, "list my reminders")
+    assert outputs_seen(model) == [
+        {
+            "code": "no_turn",
+            "message": "Schedule tools run only inside a host turn; none is running here.",
+            "tool": "schedule_list",
+        }
     ]
-    assert json.loads(output["output"]) == {
-        "code": "no_turn",
-        "message": "Schedule tools run only inside a host turn; none is running here.",
-        "tool": "schedule_list",
-    }
-    assert "no_turn" in result.final_output
+    assert result.final_output == "I could not set that reminder: no_turn."
 
 
 def test_the_scripted_model_understands_simple_reminder_requests() -> None:
@@ -215,58 +204,58 @@ def test_the_scripted_model_understands_simple_reminder_requests() -> None:
 # --- (b) on time, once, through the SDK runner; the history holds the reminder turn -----------
 
 
-def test_a_reminder_is_a_new_sdk_turn_on_time_once_and_in_the_history(tmp_path: Path) -> None:
+async def test_a_reminder_is_a_new_sdk_turn_on_time_once_and_in_the_history(
+    tmp_path: Path,
+) -> None:
     bot = Bot()
-    clock = FakeClock()
-
-    async def body() -> None:
-        host, timers = host_on(tmp_path, bot, clock)
-        async with host:
-            chat = await host.open("chat")
-            reply = await chat.send("remind me in 5 seconds to stretch")
-            assert reply == "OK, I will remind you to stretch at 2026-01-01T00:00:05.000Z."
-            await advance(timers, 4_999, host)
-            assert bot.reminders() == []  # not before it is due
-            await advance(timers, 1, host)
-            await bot.wait_reminders(1)
-            await advance(timers, 60_000, host)
-            assert bot.reminders() == ["Reminder: stretch"]  # exactly once
-            await chat.send("thanks")
-            seen = bot.model.calls[-1].input  # what the SDK gave the model: the history
-        texts = [_text(item) for item in seen]
-        assert texts[0] == "remind me in 5 seconds to stretch"
-        reminder_at = next(i for i, t in enumerate(texts) if t.startswith("[SCHEDULE REMINDER]"))
-        assert texts[reminder_at + 1 :] == ["Reminder: stretch", "thanks"]
-
-    run(body)
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 1)}
+    host, timers = fake_time_host(tmp_path, bot, FakeClock())
+    async with host:
+        chat = await host.open("chat")
+        reply = await chat.send("remind me in 5 seconds to stretch")
+        assert reply == "OK, I will remind you to stretch at 2026-01-01T00:00:05.000Z."
+        await advance(host, timers, 4_999)
+        assert bot.reminders() == []  # not before it is due
+        await advance(host, timers, 1)
+        await bot.wait_reminders(1)
+        await advance(host, timers, 60_000)
+        assert bot.reminders() == ["Reminder: stretch"]  # exactly once
+        await chat.send("thanks")
+        last = bot.model.last_call  # what the SDK gave the model: the session's history
+    assert last is not None
+    texts = [text_of(item) for item in last.input]
+    assert texts[0] == "remind me in 5 seconds to stretch"
+    at = next(i for i, text in enumerate(texts) if text.startswith(FRAMING))
+    assert texts[at + 1 :] == ["Reminder: stretch", "thanks"]
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
 
 
-def test_the_log_backed_session_folds_adds_pops_and_clears_across_turns(tmp_path: Path) -> None:
+async def test_the_log_backed_session_folds_adds_pops_and_clears_across_hosts(
+    tmp_path: Path,
+) -> None:
     seen: dict[str, Any] = {}
 
     async def run_turn(turn: AgentTurn) -> str | None:
         session = HostLogSession()  # the current turn's
         assert session.session_id == turn.session_id == "chat"
         if turn.text == "write":
-            await session.add_items([{"role": "user", "content": c} for c in ("a", "b", "c")])
+            await session.add_items([user(c) for c in ("a", "b", "c")])
             seen["popped"] = await session.pop_item()
             seen["last two"] = await session.get_items(limit=2)
         elif turn.text == "clear":
             seen["before clear"] = await session.get_items()
             await session.clear_session()
             seen["popped empty"] = await session.pop_item()
-            await session.add_items([{"role": "user", "content": "d"}])
+            await session.add_items([user("d")])
         elif turn.text == "fail":
             async with session:  # a run that raises keeps its changes (it is not run again)
-                await session.add_items([{"role": "user", "content": "e"}])
+                await session.add_items([user("e")])
                 raise RuntimeError("the framework failed")
         seen[turn.text] = await session.get_items()
         seen[f"{turn.text} records"] = len(turn.records(HISTORY_EVENT))
         return None
 
-    async def once(*texts: str) -> None:
-        host, _ = host_on(tmp_path, run_turn, FakeClock())
+    for texts in (["write"], ["clear"], ["read", "fail", "read again"]):  # a new host each
+        host, _ = fake_time_host(tmp_path, run_turn, FakeClock())
         async with host:
             chat = await host.open("chat")
             for text in texts:
@@ -275,96 +264,163 @@ def test_the_log_backed_session_folds_adds_pops_and_clears_across_turns(tmp_path
                         await chat.send(text)
                 else:
                     await chat.send(text)
-
-    run(lambda: once("write"))
-    run(lambda: once("clear"))  # a new host: the history comes from the store
-    run(lambda: once("read", "fail", "read again"))
-    assert seen["popped"] == {"role": "user", "content": "c"}
-    assert seen["last two"] == seen["write"] == [_user("a"), _user("b")]
-    assert seen["before clear"] == [_user("a"), _user("b")]
+    assert seen["popped"] == user("c")
+    assert seen["last two"] == seen["write"] == [user("a"), user("b")]
+    assert seen["before clear"] == [user("a"), user("b")]
     assert seen["popped empty"] is None  # nothing to pop: nothing recorded
-    assert seen["clear"] == seen["read"] == [_user("d")]
+    assert seen["clear"] == seen["read"] == [user("d")]
     assert seen["read records"] == 4  # add, pop, clear, add: an append-only log
-    assert seen["read again"] == [_user("d"), _user("e")]
-    assert seen["read again records"] == 6  # and the failed run's add and done
+    assert seen["read again"] == [user("d"), user("e")]
+    assert seen["read again records"] == 6  # the failed run's add, and its end
 
 
-# --- (c) a restart ---------------------------------------------------------------------------
+# --- (c) a restart ----------------------------------------------------------------------------
 
 
-def test_a_reminder_pending_at_close_arrives_once_after_a_restart(tmp_path: Path) -> None:
+async def test_a_reminder_pending_at_close_arrives_once_after_a_restart(tmp_path: Path) -> None:
     clock = FakeClock()
     first, second = Bot(), Bot()
+    host, timers = fake_time_host(tmp_path, first, clock)
+    async with host:
+        chat = await host.open("chat")
+        await chat.send("remind me in 30 seconds to stretch")
+        await advance(host, timers, 10_000)
+    assert first.reminders() == []  # closed with the reminder pending
 
-    async def before() -> None:
-        host, timers = host_on(tmp_path, first, clock)
-        async with host:
-            chat = await host.open("chat")
-            await chat.send("remind me in 30 seconds to stretch")
-            await advance(timers, 10_000, host)
-        assert first.reminders() == []  # closed with the reminder pending
-
-    async def after() -> Any:
-        host, timers = host_on(tmp_path, second, clock)
-        async with host:
-            await host.open("chat")
-            await advance(timers, 19_999, host)
-            assert second.reminders() == []
-            await advance(timers, 1, host)
-            await second.wait_reminders(1)
-            await advance(timers, 60_000, host)
-            return second.model.calls[-1].input
-
-    run(before)
-    seen = run(after)
+    host, timers = fake_time_host(tmp_path, second, clock)  # the same store, a new process
+    async with host:
+        await host.open("chat")
+        await advance(host, timers, 19_999)
+        assert second.reminders() == []
+        await advance(host, timers, 1)
+        await second.wait_reminders(1)
+        await advance(host, timers, 60_000)
     assert second.reminders() == ["Reminder: stretch"]
-    assert _text(seen[0]) == "remind me in 30 seconds to stretch"
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 1)}
+    last = second.model.last_call
+    assert last is not None  # the history the reminder's run saw came from the store
+    assert text_of(last.input[0]) == "remind me in 30 seconds to stretch"
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
 
 
-# --- (d) a closed chat -----------------------------------------------------------------------
-
-
-def test_a_closed_chats_reminder_wakes_it_and_runs_an_sdk_turn(tmp_path: Path) -> None:
-    bot = Bot()
+async def test_a_reminder_turn_cut_by_a_stop_runs_again_once_without_a_duplicate(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock()
+    author, second = Bot(), Bot()
+    hanging = asyncio.Event()
 
-    async def body() -> None:
-        host, timers = host_on(tmp_path, bot, clock)
-        async with host:
-            chat = await host.open("chat")
-            await chat.send("remind me in 60 seconds to stretch")
-            await chat.close()
-            await settled(host)
-            assert host.embedded.sessions.list() == ()  # nobody has the session open
-            await advance(timers, 59_999, host)
-            assert bot.reminders() == []
-            assert host.embedded.sessions.list() == ()  # not woken early either
-            await advance(timers, 1, host)
-            await bot.wait_reminders(1)
-            await advance(timers, 60_000, host)
-        assert [(r.session_id, r.reply) for r in bot.ran if r.reminder] == [
-            ("chat", "Reminder: stretch")
-        ]
+    async def hang(call: ModelCall) -> Any:
+        hanging.set()
+        await asyncio.Event().wait()  # the model never answers: the stop cuts the turn
 
-    run(body)
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 1)}
-    assert due_entries(tmp_path / "sessions.sqlite3") == {}
+    model = ScriptedModel([ModelStep.respond(hang)])
+    stuck = turn_runner(Agent(name="assistant", tools=schedule_tools(), model=model))
+
+    async def first_runner(turn: AgentTurn) -> str | None:
+        return await (stuck(turn) if turn.is_reminder else author(turn))
+
+    timers = FakeTimers(clock)
+    first = AsyncHost(first_runner, data_dir=tmp_path, clock=clock, timers=timers, stop_timeout=1.0)
+    async with first:
+        chat = await first.open("chat")
+        await chat.send("remind me in 5 seconds to stretch")
+        await settle_async(first, timeout=TIMEOUT)
+        timers.advance(5_000)
+        await asyncio.wait_for(hanging.wait(), TIMEOUT)
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 0)}  # cut: still owed
+
+    host, timers = fake_time_host(tmp_path, second, clock)
+    async with host:  # the next start wakes the session for the turn it owes
+        await second.wait_reminders(1)
+        await advance(host, timers, 60_000)
+    assert second.reminders() == ["Reminder: stretch"]
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
+    texts = [text_of(item) for item in await stored_history(tmp_path, "chat")]
+    assert [t.startswith(FRAMING) for t in texts].count(True) == 1  # the cut run left nothing
+    assert texts[-2:] == [texts[-2], "Reminder: stretch"] and texts[-2].startswith(FRAMING)
 
 
-# --- (f) the example ---------------------------------------------------------------------------
+# --- (d) a closed chat ------------------------------------------------------------------------
 
 
-def test_the_example_is_at_most_40_lines() -> None:
-    assert len(EXAMPLE.read_text("utf-8").splitlines()) <= 40
+async def test_a_closed_chats_reminder_wakes_it_and_runs_an_sdk_turn(tmp_path: Path) -> None:
+    bot = Bot()
+    host, timers = fake_time_host(tmp_path, bot, FakeClock())
+    async with host:
+        chat = await host.open("chat")
+        await chat.send("remind me in 60 seconds to stretch")
+        await chat.close()
+        await settle_async(host, timeout=TIMEOUT)
+        assert host.embedded.sessions.list() == ()  # nobody has the session open
+        await advance(host, timers, 59_999)
+        assert bot.reminders() == []
+        assert host.embedded.sessions.list() == ()  # not woken early either
+        await advance(host, timers, 1)
+        await bot.wait_reminders(1)
+        await advance(host, timers, 60_000)
+    assert [(r.session_id, r.reply) for r in bot.ran if r.reminder] == [
+        ("chat", "Reminder: stretch")
+    ]
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
+    assert owed(tmp_path) == {}
 
 
-def _bot(data_dir: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "OPENAI_AGENTS_DISABLE_TRACING": "1", "PYTHONPATH": str(REPO)}
+async def test_on_postgresql_the_history_and_the_reminder_share_the_store(
+    tmp_path: Path, pg_url: str
+) -> None:
+    clock = FakeClock()
+    first, second, third = Bot(), Bot(), Bot()
+    async with AsyncHost(first, store=pg_url, data_dir=tmp_path, clock=clock, wake=False) as one:
+        chat = await one.open("chat")
+        await chat.send("remind me in 60 seconds to stretch")
+        await chat.close()
+    timers = FakeTimers(clock)
+    async with AsyncHost(
+        second, store=pg_url, data_dir=tmp_path, clock=clock, timers=timers
+    ) as two:
+        await advance(two, timers, 60_000)  # another process wakes the closed chat
+        await second.wait_reminders(1)
+    async with AsyncHost(third, store=pg_url, data_dir=tmp_path, clock=clock) as three:
+        await (await three.open("chat")).send("thanks")
+    assert second.reminders() == ["Reminder: stretch"]
+    last = third.model.last_call
+    assert last is not None
+    texts = [text_of(item) for item in last.input]
+    assert texts[0] == "remind me in 60 seconds to stretch"
+    assert texts[-3].startswith(FRAMING) and texts[-2:] == ["Reminder: stretch", "thanks"]
+
+
+# --- the example, and serve with its runner (real processes, the real clock) ------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """``$DSH_SCHEDULE_HOME`` of ``serve``; given ``--data``, it must stay unused."""
+    default = tmp_path / "default-home"
+    yield default
+    assert not default.exists(), "serve wrote to the default data dir despite --data"
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()
+
+
+def example_env() -> dict[str, str]:
+    path = os.pathsep.join([str(EXAMPLES), str(REPO)])  # the example's module; this checkout
+    return {"PYTHONPATH": path, "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+
+
+def start_example(data_dir: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(EXAMPLE), str(data_dir)],
-        cwd=EXAMPLE.parent,
-        env=env,
+        cwd=EXAMPLES,
+        env={**os.environ, **example_env()},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -372,14 +428,30 @@ def _bot(data_dir: Path) -> subprocess.Popen[str]:
     )
 
 
-def test_the_example_keeps_its_reminder_over_a_restart(tmp_path: Path) -> None:
-    first = _bot(tmp_path)
-    out, err = first.communicate("remind me in 2 seconds to stretch\n", timeout=TIMEOUT * 3)
+def closed_chat(data_dir: Path, seconds: int) -> None:
+    """The example's first run: a person asks for a reminder, and the chat ends before it is due."""
+    first = start_example(data_dir)
+    out, err = first.communicate(f"remind me in {seconds} seconds to stretch\n", TIMEOUT * 3)
     assert first.returncode == 0, err
     assert out.startswith("agent: OK, I will remind you to stretch at ")
-    assert "Reminder" not in out  # it ended before the reminder was due
+    assert "Reminder" not in out
 
-    second = _bot(tmp_path)  # a restart: the same store, the same conversation
+
+def serve(procs: list[Proc], data_dir: Path, home: Path, runner: str) -> Proc:
+    args = ["-m", "host_bridge.cli", "serve", "--data", str(data_dir), "--turn-runner", runner]
+    proc = Proc(args, home, example_env())
+    procs.append(proc)
+    proc.wait_line("serving ")
+    return proc
+
+
+def test_the_example_is_at_most_40_lines() -> None:
+    assert len(EXAMPLE.read_text("utf-8").splitlines()) <= 40
+
+
+def test_the_example_keeps_its_reminder_over_a_restart(tmp_path: Path) -> None:
+    closed_chat(tmp_path, 2)
+    second = start_example(tmp_path)  # a restart: the same store, the same conversation
     stdout = second.stdout
     assert stdout is not None
     lines: queue.Queue[str] = queue.Queue()
@@ -390,69 +462,48 @@ def test_the_example_keeps_its_reminder_over_a_restart(tmp_path: Path) -> None:
         rest, err = second.communicate("", timeout=TIMEOUT * 3)  # end of input: it closes
     assert second.returncode == 0, err
     assert rest == ""
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 1)}
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
 
 
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _user(text: str) -> dict[str, str]:
-    return {"role": "user", "content": text}
-
-
-def _text(item: Any) -> str:
-    content = item.get("content") if isinstance(item, dict) else None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return f"<{item.get('type') if isinstance(item, dict) else type(item).__name__}>"
-
-
-def test_a_reminder_turn_cut_by_a_stop_runs_again_once_at_the_next_start(
-    tmp_path: Path,
+async def test_serve_with_the_examples_runner_delivers_a_closed_chats_reminder(
+    tmp_path: Path, home: Path, procs: list[Proc]
 ) -> None:
-    clock = FakeClock()
-    author, second = Bot(), Bot()
-    hanging = asyncio.Event()
+    await asyncio.to_thread(closed_chat, tmp_path, 1)
+    proc = serve(procs, tmp_path, home, "openai_agents_bot:run_turn")
+    proc.wait_line("agent: Reminder: stretch")  # the SDK turn's reply, printed by the runner
+    proc.wait_line("reminder schedule-1 of session chat")
+    assert proc.stop() == 0
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
+    texts = [text_of(item) for item in await stored_history(tmp_path, "chat")]
+    assert texts[0] == "remind me in 1 seconds to stretch"
+    assert texts[-1] == "Reminder: stretch" and texts[-2].startswith(FRAMING)
 
-    async def hang(call: Any) -> Any:
-        hanging.set()
-        await asyncio.Event().wait()  # the model never answers: the stop cuts the turn
 
-    stuck = turn_runner(
-        Agent(
-            name="assistant", tools=schedule_tools(), model=ScriptedModel([ModelStep.respond(hang)])
-        )
-    )
+# --- (e) SIGKILL in the middle of the reminder's SDK turn --------------------------------------
 
-    async def first_run_turn(turn: AgentTurn) -> str | None:
-        return await (stuck(turn) if turn.is_reminder else author(turn))
 
-    async def before() -> None:
-        timers = FakeTimers(clock)
-        host = AsyncHost(
-            first_run_turn, data_dir=tmp_path, clock=clock, timers=timers, stop_timeout=0.1
-        )
-        async with host:
-            chat = await host.open("chat")
-            await chat.send("remind me in 5 seconds to stretch")
-            await asyncio.to_thread(timers.advance, 5_000)
-            await asyncio.wait_for(hanging.wait(), TIMEOUT)
+async def test_a_sigkill_during_the_sdk_turn_presents_the_reminder_again_once(
+    tmp_path: Path, home: Path, procs: list[Proc]
+) -> None:
+    await asyncio.to_thread(closed_chat, tmp_path, 1)
+    paused = serve(procs, tmp_path, home, "tests.integrations.oai_pausing_bot:run_turn")
+    paused.wait_line("PAUSED in the model")  # the reminder's turn is inside the SDK run
+    assert paused.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert not [line for line in paused.out if " reminder " in line]
 
-    async def after() -> Any:
-        host, timers = host_on(tmp_path, second, clock)
-        async with host:
-            await host.open("chat")
-            await second.wait_reminders(1)
-            await advance(timers, 60_000, host)
-            return second.model.calls[-1].input
+    again = serve(procs, tmp_path, home, "openai_agents_bot:run_turn")
+    again.wait_line("reminder schedule-1 of session chat")
+    assert again.stop() == 0
+    assert [line for line in again.out if line.startswith("agent:")] == ["agent: Reminder: stretch"]
+    assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}  # one dispatch: presented again
+    assert owed(tmp_path) == {}
+    texts = [text_of(item) for item in await stored_history(tmp_path, "chat")]
+    assert [t.startswith(FRAMING) for t in texts].count(True) == 1  # no trace of the cut run
+    assert texts[-1] == "Reminder: stretch"
 
-    run(before)
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 0)}  # cut: owed
-    seen = run(after)
-    assert second.reminders() == ["Reminder: stretch"]
-    texts = [_text(item) for item in seen]
-    assert [t.startswith("[SCHEDULE REMINDER]") for t in texts].count(True) == 1  # not twice
-    assert texts[-1].startswith("[SCHEDULE REMINDER]")  # the cut run left nothing behind
-    assert delivery_counts(tmp_path / "sessions.sqlite3") == {"chat": (1, 1, 1)}
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def user(text: str) -> TResponseInputItem:
+    return {"role": "user", "content": text}
