@@ -29,11 +29,9 @@ from types import TracebackType
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, SessionSettings, Tool, TResponseInputItem
-from agents.memory.session_settings import resolve_session_limit
 from agents.tool_context import ToolContext
 
-from host_bridge._catalog import openai_tools
-from host_bridge._openai_strict import normalize_strict_arguments
+from host_bridge import normalize_strict_arguments, openai_tools
 from host_bridge.aio import AgentTurn, TurnRunner, current_turn
 
 __all__ = ["HISTORY_EVENT", "HostLogSession", "schedule_tools", "turn_runner"]
@@ -137,7 +135,8 @@ class HostLogSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history, oldest first; the newest ``limit`` items when given."""
         items = self._history()
-        count = resolve_session_limit(limit, self.session_settings)
+        settings = self.session_settings
+        count = limit if limit is not None or settings is None else settings.limit
         if count is None:
             return items
         return items[-count:] if count > 0 else []

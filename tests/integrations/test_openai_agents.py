@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, Runner, TResponseInputItem, set_tracing_disabled
+from agents import (
+    Agent,
+    FunctionTool,
+    Runner,
+    SessionSettings,
+    TResponseInputItem,
+    set_tracing_disabled,
+)
 from agents.models.chatcmpl_converter import Converter
 from agents.testing import ModelCall, ModelStep, ScriptedModel, function_call
 
@@ -246,6 +253,10 @@ async def test_the_log_backed_session_folds_adds_pops_and_clears_across_hosts(
             await session.clear_session()
             seen["popped empty"] = await session.pop_item()
             await session.add_items([user("d")])
+        elif turn.text == "read again":
+            limited = HostLogSession(session_settings=SessionSettings(limit=1))
+            seen["limited"] = await limited.get_items()
+            seen["limit wins"] = await limited.get_items(limit=2)
         elif turn.text == "fail":
             async with session:  # a run that raises keeps its changes (it is not run again)
                 await session.add_items([user("e")])
@@ -272,6 +283,8 @@ async def test_the_log_backed_session_folds_adds_pops_and_clears_across_hosts(
     assert seen["read records"] == 4  # add, pop, clear, add: an append-only log
     assert seen["read again"] == [user("d"), user("e")]
     assert seen["read again records"] == 6  # the failed run's add, and its end
+    assert seen["limited"] == [user("e")]
+    assert seen["limit wins"] == [user("d"), user("e")]
 
 
 # --- (c) a restart ----------------------------------------------------------------------------
@@ -450,16 +463,17 @@ def test_the_example_is_at_most_40_lines() -> None:
 
 
 def test_the_example_keeps_its_reminder_over_a_restart(tmp_path: Path) -> None:
-    closed_chat(tmp_path, 2)
+    closed_chat(tmp_path, 4)  # due after the restart below has opened the conversation
     second = start_example(tmp_path)  # a restart: the same store, the same conversation
     stdout = second.stdout
     assert stdout is not None
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
     try:  # the reminder arrives while the bot waits for input
-        assert lines.get(timeout=TIMEOUT * 3) == "agent: Reminder: stretch\n"
+        line = lines.get(timeout=TIMEOUT * 3)
     finally:
         rest, err = second.communicate("", timeout=TIMEOUT * 3)  # end of input: it closes
+    assert line == "agent: Reminder: stretch\n", err
     assert second.returncode == 0, err
     assert rest == ""
     assert delivery_counts(tmp_path) == {"chat": (1, 1, 1)}
