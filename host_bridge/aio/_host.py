@@ -17,7 +17,6 @@ from host_bridge.aio._futures import wait
 from host_bridge.aio._turn import LoopTurns, TurnRunner
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sessions import SessionLeaseRefusedError
 
 __all__ = ["AsyncHost", "Conversation"]
 
@@ -259,24 +258,17 @@ class AsyncHost:
             await wait(agent.when_idle())
 
     def _spawn(self, session_id: str | None) -> EmbeddedAgent:
-        """Worker thread: take over a woken session's agent, or start a root agent."""
+        """Worker thread: take over the agent a reminder woke here, or start a root agent."""
         host = self.embedded
-        turns = self._turns
         if session_id is None:
-            return host.spawn_root(model=turns)
+            return host.spawn_root(model=self._turns)
         activation = host.activation
-        for _ in range(2):
-            if activation is not None:
-                woken = activation.hand_over(session_id)
-                if woken is not None:
-                    return woken
-            try:
-                return host.spawn_root(session_id=session_id, model=turns)
-            except SessionLeaseRefusedError:
-                if activation is None or host.sessions.get(session_id) is not None:
-                    raise
-                activation.wait_idle()  # this host's own activation is taking it: wait, retry
-        return host.spawn_root(session_id=session_id, model=turns)
+        if activation is None:
+            return host.spawn_root(session_id=session_id, model=self._turns)
+        with activation.opening(session_id) as woken:
+            if woken is not None:
+                return woken
+            return host.spawn_root(session_id=session_id, model=self._turns)
 
     def _forget(self, conversation: Conversation) -> None:
         if self._open.get(conversation.session_id) is conversation:

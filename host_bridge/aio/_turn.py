@@ -18,6 +18,7 @@ from host_bridge.embedded.agents import (
     MESSAGE_EVENT,
     Turn,
     TurnInterrupted,
+    completed_runs,
     tool_call_data,
     tool_result_data,
 )
@@ -102,21 +103,39 @@ class AgentTurn:
         return result
 
     async def record(self, type: str, data: Any) -> None:
-        """Append a host event (a framework's history, say) to the session log.
+        """Append a record of the host's (a framework's history, say) to the session log.
 
-        It becomes durable with the turn's completion, in the same store. ``type``
-        must contain a ``/`` and not start with one of :data:`RESERVED_PREFIXES`
-        (``ValueError``); ``data`` must be storable (JSON values).
+        It is kept in the same store as the turn, tagged with this run of it:
+        :meth:`records` leaves out the records of a run that never completed.
+        ``type`` must contain a ``/`` and not start with one of
+        :data:`RESERVED_PREFIXES` (``ValueError``); ``data`` must be storable
+        (JSON values). The event's data is ``{"turn": <run>, "data": data}``.
         """
         if "/" not in type or type.startswith(RESERVED_PREFIXES):
             raise ValueError(
                 f"event type {type!r} must contain '/' and not start with {RESERVED_PREFIXES}"
             )
-        await wait(self._turn.agent.session.submit_append(type, data))
+        tagged = {"turn": self._turn.started_seq, "data": data}
+        await wait(self._turn.agent.session.submit_append(type, tagged))
 
     def records(self, type: str) -> list[Any]:
-        """The data of every event of ``type`` in the session log, oldest first."""
-        return [event.data for event in self._turn.agent.session.events if event.type == type]
+        """The data of the ``type`` records of completed turns and of this one, oldest first.
+
+        A run that a crash or a stop cut before its completion was recorded is
+        run again; its records are left out, so history never holds a cut run
+        beside its re-run.
+        """
+        events = self._turn.agent.session.events
+        kept = completed_runs(events)
+        kept.add(self._turn.started_seq or -1)
+        return [
+            event.data["data"]
+            for event in events
+            if event.type == type
+            and isinstance(event.data, dict)
+            and event.data.get("turn") in kept
+            and "data" in event.data
+        ]
 
     def __repr__(self) -> str:
         kind = "reminder" if self.is_reminder else "message"
