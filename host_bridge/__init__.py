@@ -7,8 +7,9 @@ ready-made turn-admission state machine for a host's agent adapter;
 :class:`RestartPolicy` and :class:`WakePolicy` tune supervision and the waking
 of cold sessions; :class:`ThreadTimers`, :class:`SteadyClock` and the clock
 functions are the defaults a host may pass; :func:`from_pykka` and its siblings
-adapt futures; :func:`openai_tools` and :func:`normalize_strict_arguments` serve
-LLM APIs; :class:`ScheduleTelemetry` reports through OpenTelemetry. The invariant
+adapt futures; :func:`openai_tools` (chat completions), :func:`openai_responses_tools`
+(the Responses API) and :func:`normalize_strict_arguments` serve LLM APIs;
+:class:`ScheduleTelemetry` reports through OpenTelemetry. The invariant
 companion that checks a host's own store is :mod:`host_bridge.invariant`. The embedded reference
 host is :mod:`host_bridge.embedded`, the test kit for hosts :mod:`host_bridge.testing`.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from actors._clock import ThreadTimers
 from actors._wake_policy import WakePolicy
 from host_bridge._admission import AdmissionClosedError, TurnAdmission
-from host_bridge._catalog import openai_tools
+from host_bridge._catalog import openai_responses_tools, openai_tools
 from host_bridge._composition import CompositionError
 from host_bridge._futures import chain, failed, from_pykka, resolved
 from host_bridge._openai_strict import normalize_strict_arguments
@@ -43,6 +44,7 @@ __all__ = [
     "from_pykka",
     "install_schedule",
     "normalize_strict_arguments",
+    "openai_responses_tools",
     "openai_tools",
     "resolved",
 ]

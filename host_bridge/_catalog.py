@@ -2,6 +2,8 @@
 
 Regenerate with ``python -m host_bridge._catalog --write``; ``--check`` exits 1
 when the committed files differ from what :mod:`host_bridge._schemas` generates.
+The tools echoed by the saved Responses API responses in ``docs/examples`` are
+regenerated with them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge._openai_strict import strict_description, strict_parameters
-from host_bridge._schemas import TOOL_SPECS
+from host_bridge._schemas import TOOL_SPECS, ToolSpec
 from messages._json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
-__all__ = ["catalog_json", "catalog_markdown", "catalog_value", "openai_tools"]
+__all__ = [
+    "catalog_json",
+    "catalog_markdown",
+    "catalog_value",
+    "openai_responses_tools",
+    "openai_tools",
+]
 
 _DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -38,33 +46,54 @@ def catalog_value() -> dict[str, Any]:
     }
 
 
+def _function(spec: ToolSpec, *, strict: bool) -> dict[str, Any]:
+    """``name``, ``description`` and ``parameters`` of one tool, open or in strict form."""
+    if strict:
+        return {
+            "name": spec.name,
+            "description": strict_description(spec),
+            "parameters": strict_parameters(spec.parameters),
+        }
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+    }
+
+
 def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
     """The tools in the function-calling layout of OpenAI-compatible chat APIs.
 
+    Each is ``{"type": "function", "function": {name, description, parameters}}``.
     The default keeps the parameter roots open, as in the catalog.
     ``strict=True`` gives the layout for strict mode (``"strict": true``; see
     :mod:`host_bridge._openai_strict`): pass the model's arguments through
     :func:`host_bridge.normalize_strict_arguments` before
-    executing them.
+    executing them. For the Responses API see :func:`openai_responses_tools`.
     """
     tools = []
     for spec in TOOL_SPECS:
-        function: dict[str, Any]
+        function = _function(spec, strict=strict)
         if strict:
-            function = {
-                "name": spec.name,
-                "description": strict_description(spec),
-                "parameters": strict_parameters(spec.parameters),
-                "strict": True,
-            }
-        else:
-            function = {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
-            }
+            function["strict"] = True
         tools.append({"type": "function", "function": function})
     return tools
+
+
+def openai_responses_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools in the flat function-tool layout of OpenAI's Responses API.
+
+    Each is ``{"type": "function", name, description, parameters, "strict": ...}``,
+    with ``strict`` always given, since functions are strict by default there.
+    The default is ``"strict": false`` with the open parameters of
+    :func:`openai_tools`; ``strict=True`` gives the strict parameters and
+    descriptions, whose arguments go through
+    :func:`host_bridge.normalize_strict_arguments` before executing them.
+    """
+    return [
+        {"type": "function", **_function(spec, strict=strict), "strict": strict}
+        for spec in TOOL_SPECS
+    ]
 
 
 def catalog_json() -> str:
@@ -136,22 +165,46 @@ def catalog_markdown() -> str:
         '`schedule_list` becomes `{"type": "object", "properties": {}, "required": [],',
         '"additionalProperties": false}` and `schedule_delete` requires its `id` as before.',
         "",
+        "For OpenAI's Responses API, `--format responses` and `--format responses-strict` (or",
+        "`host_bridge.openai_responses_tools(strict=...)`) give the same tools as flat function",
+        'tools with an explicit `"strict": false` or `"strict": true`',
+        "(see [LLM APIs](llm-apis.md#5-the-responses-api)).",
+        "",
     ]
     return "\n".join(lines)
 
 
+def _responses_example(path: Path, *, strict: bool) -> str:
+    """A saved Responses API response whose ``tools`` echo is today's catalog.
+
+    The model's output in the file is kept as saved; only the offered tools are
+    generated, so a schema change is one ``--write`` away from the examples.
+    """
+    response = json.loads(path.read_text(encoding="utf-8"))
+    response["tools"] = openai_responses_tools(strict=strict)
+    return json.dumps(response, indent=2, ensure_ascii=False) + "\n"
+
+
 def _files() -> dict[Path, str]:
-    return {
+    files = {
         _DOCS / "tool-catalog.md": catalog_markdown(),
         _DOCS / "tool-catalog.json": catalog_json(),
     }
+    for name, strict in (("openai_responses.json", False), ("openai_responses_strict.json", True)):
+        path = _DOCS / "examples" / name
+        files[path] = _responses_example(path, strict=strict)
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:
     """``--write`` regenerates the committed catalog; ``--check`` reports drift."""
     parser = argparse.ArgumentParser(prog="python -m host_bridge._catalog")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="regenerate docs/tool-catalog.*")
+    mode.add_argument(
+        "--write",
+        action="store_true",
+        help="regenerate docs/tool-catalog.* and the tools of the Responses examples",
+    )
     mode.add_argument(
         "--check", action="store_true", help="exit 1 if the committed catalog drifted"
     )

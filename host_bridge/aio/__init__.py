@@ -6,14 +6,17 @@ async callable of the host's (a :data:`TurnRunner`, receiving an
 :class:`AgentTurn`); :class:`Conversation` is one open session. Framework
 tools find the running turn with :func:`current_turn`. :func:`wait` awaits any
 future of the module (a tool call, ``dispose``, ``when_idle``) without blocking
-the loop. The actors stay on their own runtime (threads, or the gevent hub on
-its thread); nothing here blocks the loop.
+the loop. :func:`import_turn_runner` loads a runner by its ``MODULE:ATTR`` path
+and :class:`LoopThread` gives a program that is not async a loop to run it on
+(``dsh-schedule serve --turn-runner`` uses both). The actors stay on their own
+runtime (threads, or the gevent hub on its thread); nothing here blocks the loop.
 """
 
 from __future__ import annotations
 
 from host_bridge.aio._futures import wait
 from host_bridge.aio._host import AsyncHost, Conversation
+from host_bridge.aio._loop_thread import LoopThread, TurnRunnerImportError, import_turn_runner
 from host_bridge.aio._turn import RESERVED_PREFIXES, AgentTurn, TurnRunner, current_turn
 
 __all__ = [
@@ -21,7 +24,10 @@ __all__ = [
     "AgentTurn",
     "AsyncHost",
     "Conversation",
+    "LoopThread",
     "TurnRunner",
+    "TurnRunnerImportError",
     "current_turn",
+    "import_turn_runner",
     "wait",
 ]

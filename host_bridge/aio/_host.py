@@ -98,7 +98,9 @@ class AsyncHost:
     ``clock`` and ``timers`` replace the wall clock and the timer service (the
     test kit's fakes); ``stop_timeout`` bounds how long :meth:`aclose` lets
     running turns finish before cancelling them (cancelled turns run again at
-    the next start).
+    the next start). ``schedule=False`` leaves Schedule out: the bare host, to
+    check its adapters with the conformance kit or to install Schedule with
+    options of one's own on :attr:`embedded`.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class AsyncHost:
         runtime: RuntimeSpec = "threading",
         lease_wait: float = 0.0,
         stop_timeout: float = 10.0,
+        schedule: bool = True,
     ) -> None:
         self._run_turn = run_turn
         self._data_dir = data_dir
@@ -125,6 +128,7 @@ class AsyncHost:
         self._runtime: RuntimeSpec = runtime
         self._lease_wait = lease_wait
         self.stop_timeout = stop_timeout
+        self._schedule = schedule
         self._turns: LoopTurns | None = None
         self._embedded: EmbeddedHost | None = None
         self._plugin: SchedulePlugin | None = None
@@ -141,7 +145,7 @@ class AsyncHost:
         self._embedded, self._plugin = await asyncio.to_thread(self._build, self._turns)
         return self
 
-    def _build(self, turns: LoopTurns) -> tuple[EmbeddedHost, SchedulePlugin]:
+    def _build(self, turns: LoopTurns) -> tuple[EmbeddedHost, SchedulePlugin | None]:
         host = EmbeddedHost(
             self._data_dir,
             store=self._store,
@@ -153,8 +157,12 @@ class AsyncHost:
         try:
             if self._wake:
                 host.enable_activation(model=turns)
-            plugin = install_schedule(
-                host.context(), runtime=host.runtime, wake_policy=self._wake_policy
+            plugin = (
+                install_schedule(
+                    host.context(), runtime=host.runtime, wake_policy=self._wake_policy
+                )
+                if self._schedule
+                else None
             )
         except BaseException:
             host.close()
@@ -169,14 +177,15 @@ class AsyncHost:
         when queued events could not be written. Idempotent.
         """
         host, plugin, turns = self._embedded, self._plugin, self._turns
-        if host is None or plugin is None or turns is None or self._closing:
+        if host is None or turns is None or self._closing:
             return
         self._closing = True
         deadline = time.monotonic() + self.stop_timeout
-        try:
-            await asyncio.wait_for(wait(plugin.dispose()), self._left(deadline))
-        except TimeoutError:
-            _log.warning("Schedule did not finish disposing within the stop timeout")
+        if plugin is not None:
+            try:
+                await asyncio.wait_for(wait(plugin.dispose()), self._left(deadline))
+            except TimeoutError:
+                _log.warning("Schedule did not finish disposing within the stop timeout")
         idle = [wait(agent.when_idle()) for agent in host.agents.roots()]
         if idle:
             _done, pending = await asyncio.wait(
@@ -221,7 +230,7 @@ class AsyncHost:
     def plugin(self) -> SchedulePlugin:
         """The installed :class:`~host_bridge.SchedulePlugin`."""
         if self._plugin is None:
-            raise RuntimeError("the host is not started")
+            raise RuntimeError("the host is not started, or was started without Schedule")
         return self._plugin
 
     async def open(self, session_id: str | None = None) -> Conversation:

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from actors._contract import ToolDefinition, ToolResult
+from actors._contract import ToolDefinition, ToolResult, UserMessage
 from actors._runtime import wait_for
 from host_bridge.aio._futures import wait
 from host_bridge.embedded.agents import (
@@ -46,18 +46,19 @@ def current_turn() -> AgentTurn:
 class AgentTurn:
     """What the host's turn runner receives: one turn of one agent.
 
-    ``text`` is the message the turn answers, ``source`` who sent it
+    ``text`` is the text of the ``message`` the turn answers, ``source`` who sent it
     (``{"kind": "user"}`` for a person; a reminder carries
     ``{"kind": "plugin", "plugin": "tool-schedule", ...}``), ``tools`` the tool
     definitions the agent sees. Every call awaits without blocking the loop.
     """
 
-    __slots__ = ("_turn", "agent_id", "session_id", "source", "text", "tools")
+    __slots__ = ("_turn", "agent_id", "message", "session_id", "source", "text", "tools")
 
     def __init__(self, turn: Turn) -> None:
         self._turn = turn
         self.session_id: str = turn.agent.session.id
         self.agent_id: str = turn.agent.id
+        self.message: UserMessage = turn.message
         self.text: str = turn.message.text
         self.source: Mapping[str, Any] = turn.message.source
         registry = turn.tools

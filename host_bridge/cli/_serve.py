@@ -43,6 +43,8 @@ import click
 
 from actors._contract import Agent
 from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
+from host_bridge.aio import LoopThread, TurnRunner, TurnRunnerImportError, import_turn_runner
+from host_bridge.aio._turn import LoopTurns
 from host_bridge.cli._common import (
     WRITE_STORE_EXIT,
     allow_shared_store_option,
@@ -65,6 +67,7 @@ __all__ = [
     "CutTurn",
     "NotifierModel",
     "Presented",
+    "RunnerModel",
     "Server",
     "WarningsOnStderr",
     "serve_command",
@@ -208,6 +211,62 @@ class NotifierModel:
         return f"Reminder presented: {prompts}"
 
 
+class RunnerModel:
+    """The model of activated sessions when the host gives its own turn runner.
+
+    Each turn runs with the runner on ``serve``'s loop (see
+    :class:`~host_bridge.aio._turn.LoopTurns`); once it returned, the reminders
+    it delivered are handed to ``present`` (printed). :meth:`cut_running`
+    cancels the turns still running at a stop: they raise
+    :class:`TurnInterrupted`, are listed in :attr:`cut` and their reminders
+    are presented again at the next start.
+    """
+
+    def __init__(
+        self, turns: LoopTurns, present: Callable[[Presented], None], clock: Callable[[], int]
+    ) -> None:
+        self._turns = turns
+        self._present = present
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cut: list[CutTurn] = []
+
+    @property
+    def cut(self) -> tuple[CutTurn, ...]:
+        """The reminder turns cut since the stop began, in the order they ended."""
+        with self._lock:
+            return tuple(self._cut)
+
+    def cut_running(self) -> None:
+        """Cancel the running turns and let no new one start."""
+        self._turns.cut()
+
+    def __call__(self, turn: Turn) -> str | None:
+        """Run one turn with the runner, then present the reminders it delivered."""
+        receipts = reminders_of(turn)
+        session_id = turn.agent.session.id
+        try:
+            reply = self._turns(turn)
+        except TurnInterrupted:
+            if receipts:
+                ids = tuple(receipt["scheduleId"] for receipt in receipts)
+                with self._lock:
+                    self._cut.append(CutTurn(session_id, ids, True))
+            raise
+        now = format_ms(self._clock())
+        for receipt in receipts:
+            self._present(
+                Presented(
+                    session_id,
+                    receipt["scheduleId"],
+                    receipt["prompt"],
+                    receipt["occurrenceAt"],
+                    now,
+                )
+            )
+        return reply
+
+
 class Server:
     """A running ``serve``: an activating host, the plugin, the printer and the notifier.
 
@@ -217,7 +276,9 @@ class Server:
     other code (the demo runs one in-process, for its own session only:
     ``accept``). It keeps no per-reminder state: what was presented is in the
     store, ``on_presented`` hears of each reminder and :attr:`presented_count`
-    counts them.
+    counts them. With ``turn_runner`` (the host's async turn, see
+    :mod:`host_bridge.aio`) the reminder turns run with it, on a loop of the
+    server's own, instead of the notifier.
     """
 
     def __init__(
@@ -230,7 +291,12 @@ class Server:
         on_presented: Callable[[Presented], None] | None = None,
         echo: Callable[[str], None] = click.echo,
         accept: Callable[[str], bool] | None = None,
+        turn_runner: TurnRunner | None = None,
     ) -> None:
+        if turn_runner is not None and notify_command is not None:
+            raise ValueError("a turn runner and a notify command cannot be combined")
+        self._turn_runner = turn_runner
+        self._loop: LoopThread | None = None
         self._data_dir = data_dir
         self._notify_command = notify_command
         self._notify_timeout = notify_timeout
@@ -241,7 +307,7 @@ class Server:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._notifying: dict[subprocess.Popen[bytes], bool] = {}  # running -> killed by a stop
-        self._model: NotifierModel | None = None
+        self._model: NotifierModel | RunnerModel | None = None
         self.presented_count = 0
         self.notify_failures = 0
         self.host: EmbeddedHost | None = None
@@ -251,11 +317,17 @@ class Server:
         """Open the host on the store, enable activation, install Schedule."""
         host = open_host(self._data_dir)
         try:
-            self._model = NotifierModel(self._present, host.clock, stopping=self._stopping)
+            if self._turn_runner is not None:
+                self._loop = LoopThread()
+                turns = LoopTurns(self._turn_runner, self._loop.loop)
+                self._model = RunnerModel(turns, self._present, host.clock)
+            else:
+                self._model = NotifierModel(self._present, host.clock, stopping=self._stopping)
             host.enable_activation(model=self._model, accept=self._accept)
             self.plugin = install_schedule(host.context(), wake_policy=self._policy)
         except BaseException as error:
             close_host(host, failing=error)
+            self._stop_loop()
             raise
         self.host = host
 
@@ -294,8 +366,16 @@ class Server:
                 if still:
                     _log.error("%d turn(s) did not end after they were cut", len(still))
         finally:  # the plugin's dispose was awaited and reported above
-            close_host(host, None, timeout=max(0.1, left()))
+            try:
+                close_host(host, None, timeout=max(0.1, left()))
+            finally:
+                self._stop_loop()
         return () if self._model is None else self._model.cut
+
+    def _stop_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop()
 
     def _cut_turns(self) -> None:
         """Let no notify command start, and stop the running ones (their process groups)."""
@@ -304,6 +384,8 @@ class Server:
             running = list(self._notifying)
             for process in running:
                 self._notifying[process] = True
+        if isinstance(self._model, RunnerModel):
+            self._model.cut_running()
         _stop_groups(running)
 
     def _present(self, item: Presented) -> None:
@@ -559,9 +641,19 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
     help="How long a stop waits for turns in flight (notify commands included) to finish; "
     "turns still running then are cut and their reminders presented again at the next start.",
 )
+@click.option(
+    "--turn-runner",
+    metavar="MODULE:ATTR",
+    default=None,
+    help="Run each reminder's turn with this async function of yours "
+    "(async def run_turn(turn) -> str | None, as for the asyncio host) instead of the built-in "
+    "notifier; the current directory is importable. Cannot be combined with --notify-command.",
+)
 @location_options
 @allow_shared_store_option
 def serve_command(
+    *,
+    turn_runner: str | None,
     notify_command: str | None,
     notify_timeout: float,
     quiet_period: float,
@@ -576,10 +668,22 @@ def serve_command(
     may share one store: a session is woken by one of them at a time. Warnings
     (a full disk, a database that went away) are shown on stderr.
     """
+    if turn_runner is not None and notify_command is not None:
+        raise click.UsageError("--turn-runner and --notify-command cannot be combined")
+    runner: TurnRunner | None = None
+    if turn_runner is not None:
+        try:
+            runner = import_turn_runner(turn_runner)
+        except TurnRunnerImportError as error:
+            raise click.BadParameter(str(error), param_hint="--turn-runner") from None
     data_dir = resolve_data_dir()
     policy = WakePolicy(max_concurrent=concurrency, quiet_period_ms=int(quiet_period * 1000))
     server = Server(
-        data_dir, notify_command=notify_command, notify_timeout=notify_timeout, policy=policy
+        data_dir,
+        notify_command=notify_command,
+        notify_timeout=notify_timeout,
+        policy=policy,
+        turn_runner=runner,
     )
     stop = threading.Event()
     cut: tuple[CutTurn, ...] = ()

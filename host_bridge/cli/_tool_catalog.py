@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import click
 
-from host_bridge._catalog import catalog_json, openai_tools
+from host_bridge._catalog import catalog_json, openai_responses_tools, openai_tools
 from host_bridge.cli._common import exit_codes_help, location_options
 
 __all__ = ["catalog_command"]
+
+_LAYOUTS: dict[str, Callable[[], list[dict[str, Any]]] | None] = {
+    "json": None,
+    "openai": openai_tools,
+    "openai-strict": partial(openai_tools, strict=True),
+    "responses": openai_responses_tools,
+    "responses-strict": partial(openai_responses_tools, strict=True),
+}
+"""Each ``--format`` and the tools array it prints (``None``: the catalog document)."""
 
 
 @click.command(
@@ -25,14 +37,19 @@ __all__ = ["catalog_command"]
         '          the same for strict mode ("strict": true): closed objects, every\n'
         "          property required, optional ones nullable, constraints in the\n"
         "          descriptions; pass the model's arguments through\n"
-        "          host_bridge._openai_strict.normalize_strict_arguments\n\n"
+        "          host_bridge.normalize_strict_arguments\n"
+        "  responses\n"
+        "          a `tools` array of flat function tools for OpenAI's Responses API\n"
+        '          (client.responses.create), open parameters and "strict": false\n'
+        "  responses-strict\n"
+        '          the same with "strict": true and the strict-mode parameters\n\n'
         + exit_codes_help((0, "the catalog was printed"), (2, "usage error"))
     ),
 )
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["json", "openai", "openai-strict"], case_sensitive=False),
+    type=click.Choice(list(_LAYOUTS), case_sensitive=False),
     default="json",
     show_default=True,
     help="Output layout.",
@@ -44,9 +61,8 @@ def catalog_command(output_format: str) -> None:
     The catalog does not depend on any stored data; --data and --store are
     accepted for uniformity with the other commands and ignored.
     """
-    layout = output_format.lower()
-    if layout in ("openai", "openai-strict"):
-        tools = openai_tools(strict=layout == "openai-strict")
-        click.echo(json.dumps(tools, indent=2, ensure_ascii=False))
-    else:
+    tools = _LAYOUTS[output_format.lower()]
+    if tools is None:
         click.echo(catalog_json(), nl=False)
+    else:
+        click.echo(json.dumps(tools(), indent=2, ensure_ascii=False))

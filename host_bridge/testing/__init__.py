@@ -5,7 +5,9 @@ The fakes follow the host contract exactly and record their calls in a shared
 follow-up, dispatch append, release and barrier. Time moves only when a test
 moves it (:class:`FakeClock`, :class:`FakeTimers`); flush outcomes (``PENDING``
 holds one), append and follow-up failures are scriptable; :func:`settle` waits
-for one actor and :func:`settle_host` for a whole host without sleeping.
+for one actor and :func:`settle_host` for a whole host without sleeping;
+:func:`settle_async` and :func:`advance_async` do the same for an
+:class:`~host_bridge.aio.AsyncHost` from its loop.
 :func:`call_tool` runs a tool for an agent as a host does; :func:`dispatches`
 and :func:`assert_delivered_once` read deliveries back from a session log.
 Pytest fixtures (``fake_host``, ``fake_clock``, ``embedded_host``,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from host_bridge.testing._activation import FakeActivation
 from host_bridge.testing._agents import FakeAgent
+from host_bridge.testing._async import advance_async, settle_async
 from host_bridge.testing._calls import call_tool, call_tool_json
 from host_bridge.testing._clock import FakeClock, FakeTimers
 from host_bridge.testing._delivery import Dispatch, assert_delivered_once, dispatches
@@ -41,10 +44,12 @@ __all__ = [
     "FakeTimers",
     "FlushOutcome",
     "Journal",
+    "advance_async",
     "assert_delivered_once",
     "call_tool",
     "call_tool_json",
     "dispatches",
     "settle",
+    "settle_async",
     "settle_host",
 ]

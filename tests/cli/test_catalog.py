@@ -1,4 +1,4 @@
-"""``dsh-schedule catalog``: the tool schemas, valid JSON Schema, in both layouts."""
+"""``dsh-schedule catalog``: the tool schemas, valid JSON Schema, in every layout."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from host_bridge._catalog import catalog_value, openai_tools
+from host_bridge._catalog import catalog_value, openai_responses_tools, openai_tools
 from tests.cli.helpers import REPO, run_cli
 
 NAMES = ["schedule_create", "schedule_list", "schedule_delete"]
@@ -52,6 +52,9 @@ def test_openai_layout_is_function_tools_with_valid_parameter_schemas(home: Path
 
 def test_format_is_case_insensitive(home: Path) -> None:
     assert run_cli(["catalog", "--format", "OpenAI"], home).code == 0
+    upper = run_cli(["catalog", "--format", "Responses-Strict"], home)
+    assert upper.code == 0, upper.err
+    assert json.loads(upper.out) == openai_responses_tools(strict=True)
 
 
 def test_openai_strict_layout_is_the_strict_tools(home: Path) -> None:
@@ -66,3 +69,32 @@ def test_openai_strict_layout_is_the_strict_tools(home: Path) -> None:
         Draft202012Validator.check_schema(parameters)
         assert parameters["additionalProperties"] is False
         assert parameters["required"] == list(parameters["properties"])
+
+
+def test_responses_layouts_are_flat_function_tools_with_an_explicit_strict(home: Path) -> None:
+    for layout, strict in (("responses", False), ("responses-strict", True)):
+        run = run_cli(["catalog", "--format", layout], home)
+        assert run.code == 0, run.err
+        tools: list[dict[str, Any]] = json.loads(run.out)
+        assert tools == openai_responses_tools(strict=strict)
+        assert [tool["name"] for tool in tools] == NAMES
+        chat = openai_tools(strict=strict)
+        for tool, chat_tool in zip(tools, chat, strict=True):
+            assert set(tool) == {"type", "name", "description", "parameters", "strict"}
+            assert tool["type"] == "function"
+            assert tool["strict"] is strict
+            assert tool["parameters"] == chat_tool["function"]["parameters"]
+            Draft202012Validator.check_schema(tool["parameters"])
+        create = tools[0]["parameters"]
+        assert ("additionalProperties" in create) is strict  # open unless strict
+
+
+def test_help_lists_every_format_and_an_unknown_one_is_a_usage_error(home: Path) -> None:
+    shown = run_cli(["catalog", "--help"], home)
+    assert shown.code == 0, shown.err
+    assert "[json|openai|openai-strict|responses|responses-strict]" in shown.out
+    for layout in ("responses", "responses-strict"):
+        assert f"\n    {layout}\n" in shown.out  # each has its paragraph under Formats
+    wrong = run_cli(["catalog", "--format", "responses-lax"], home)
+    assert wrong.code == 2
+    assert "responses-strict" in wrong.err

@@ -1,4 +1,4 @@
-"""The runnable examples of the docs: a pykka host that embeds Schedule, an OpenAI round trip."""
+"""The runnable examples of the docs: a pykka host that embeds Schedule, OpenAI round trips."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from host_bridge import openai_responses_tools
 from messages._text import canonical_json
 from tests.cli.helpers import REPO
 
@@ -99,3 +100,62 @@ def test_the_openai_round_trip_answers_the_saved_tool_calls(
     response = json.loads((REPO / "docs" / "examples" / saved).read_text("utf-8"))
     calls = response["choices"][0]["message"]["tool_calls"]
     assert all(isinstance(call["function"]["arguments"], str) for call in calls)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            [],
+            [
+                ("call_example_create", AFTER_VIEW),
+                ("call_example_list", {"schedules": [AFTER_VIEW]}),
+            ],
+        ),
+        (["--strict"], [("call_example_strict", AT_VIEW)]),
+    ],
+    ids=["default", "strict"],
+)
+def test_the_responses_round_trip_answers_the_saved_function_calls(
+    options: list[str], expected: list[tuple[str, dict[str, Any]]]
+) -> None:
+    example = REPO / "docs" / "examples" / "openai_round_trip.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--api", "responses", "--now", NOW, *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = [
+        json.loads(line.removeprefix("output: "))
+        for line in done.stdout.splitlines()
+        if line.startswith("output: ")
+    ]
+    assert [(o["type"], o["call_id"]) for o in outputs] == [
+        ("function_call_output", i) for i, _ in expected
+    ]
+    for output, (_, value) in zip(outputs, expected, strict=True):
+        assert output["output"] == canonical_json(value)  # the tool's content, byte for byte
+    page = (REPO / "docs" / "llm-apis.md").read_text("utf-8")
+    section = page[page.index("## 5. The Responses API") :]
+    if not options:  # the page shows the first output item of this run
+        shown = re.search(r"prints, for the first call.*?```json\n(.*?)```", section, re.S)
+        assert shown is not None
+        assert json.loads(shown.group(1)) == outputs[0]
+        call = re.search(r"comes back as a `function_call` item.*?```json\n(.*?)```", section, re.S)
+        assert call is not None
+        saved = REPO / "docs" / "examples" / "openai_responses.json"  # the page quotes it
+        assert json.loads(call.group(1)) == json.loads(saved.read_text("utf-8"))["output"][0]
+    quoted = re.search(r"```python\n(def function_call_outputs.*?)```", section, re.S)
+    assert quoted is not None
+    assert quoted.group(1) in example.read_text("utf-8")  # the page quotes the example's code
+
+
+def test_the_responses_page_shows_a_generated_tool() -> None:
+    page = (REPO / "docs" / "llm-apis.md").read_text("utf-8")
+    section = page[page.index("## 5. The Responses API") :]
+    shown = re.search(r"strict by default:\n\n```json\n(.*?)```", section, re.S)
+    assert shown is not None
+    assert json.loads(shown.group(1)) == openai_responses_tools()[1]  # schedule_list

@@ -1,17 +1,19 @@
-"""Conformance bundles of the three hosts the suite checks: fake, embedded, pykka example."""
+"""Conformance bundles of the hosts the suite checks: fake, embedded, pykka example, asyncio."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
 import json
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
+from host_bridge.aio import AgentTurn, AsyncHost, LoopThread
 from host_bridge.embedded.agents import Turn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
@@ -19,6 +21,8 @@ from host_bridge.embedded.stores import SqliteStoreReader
 from host_bridge.protocols import Agent, SessionEvent, SessionHeader
 from host_bridge.testing import FakeAgent, FakeHost
 from host_bridge.testing.conformance import ConformanceHost, TurnModel
+
+_T = TypeVar("_T")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pykka_host.py"
 
@@ -191,4 +195,61 @@ def example_host(tmp_path: Path, module: ModuleType | None = None) -> Conformanc
         close=host.close,
         durable_events=durable_events,
         dispose=dispose,
+    )
+
+
+# --- the asyncio host, bringing its own agent loop ---------------------------------------------
+
+
+def async_host(tmp_path: Path) -> ConformanceHost:
+    """:class:`AsyncHost` on SQLite, its turns run by one async runner on a loop thread.
+
+    The kit's model of each agent is called from the runner in a worker thread
+    (it blocks to hold turns open), so the loop stays free as a host's would.
+    """
+    loop = LoopThread("conformance-loop")
+    models: dict[str, TurnModel] = {}
+
+    async def run_turn(turn: AgentTurn) -> str | None:
+        model = models.get(turn.agent_id)  # an agent the kit's activation woke has none
+        if model is not None:
+            await asyncio.to_thread(model, turn.message)
+        return None
+
+    def on_loop(work: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(work, loop.loop).result(timeout=60)
+
+    host = AsyncHost(run_turn, data_dir=tmp_path / "data", schedule=False)  # the kit installs none
+    on_loop(host.start())
+    ids = itertools.count(1)
+
+    def spawn_root(model: TurnModel) -> Agent:
+        conversation = on_loop(host.open(f"conformance-{next(ids)}"))  # a new session
+        models[conversation.agent.id] = model  # before any message: no turn ran yet
+        return conversation.agent
+
+    def durable_events(session_id: str) -> Sequence[SessionEvent]:
+        with SqliteStoreReader(store_path(host.embedded.data_dir)) as reader:
+            stored = reader.load(session_id)
+        return () if stored is None else stored.events
+
+    def dispose(agent: Agent) -> None:
+        live = host.embedded.agents.get(agent.id)
+        assert live is agent
+        host.embedded.agents.dispose(live)
+
+    def close() -> None:
+        try:
+            on_loop(host.aclose())
+        finally:
+            loop.stop()
+
+    return ConformanceHost(
+        context=host.embedded.context(),
+        spawn_root=spawn_root,
+        close=close,
+        durable_events=durable_events,
+        detach=host.embedded.sessions.detach,
+        dispose=dispose,
+        durable_inbox=True,
     )

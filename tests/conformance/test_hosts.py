@@ -1,11 +1,11 @@
-"""The conformance kit run against the fake host, the embedded host and the docs' pykka example."""
+"""The conformance kit run against the fake, embedded, pykka example and asyncio hosts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from host_bridge.testing.conformance import ConformanceHost, HostConformance
-from tests.conformance.hosts import embedded_host, example_host, fake_host
+from tests.conformance.hosts import async_host, embedded_host, example_host, fake_host
 
 
 class TestFakeHost(HostConformance):
@@ -27,3 +27,10 @@ class TestPykkaExampleHost(HostConformance):
 
     def make_host(self, tmp_path: Path) -> ConformanceHost:
         return example_host(tmp_path)
+
+
+class TestAsyncHost(HostConformance):
+    """``host_bridge.aio.AsyncHost``: every turn through one async runner on a loop thread."""
+
+    def make_host(self, tmp_path: Path) -> ConformanceHost:
+        return async_host(tmp_path)

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from actors._runtime import Runtime
-from host_bridge._catalog import catalog_value, openai_tools
+from host_bridge._catalog import catalog_value, openai_responses_tools, openai_tools
 from host_bridge._openai_strict import normalize_strict_arguments, strict_parameters
 from host_bridge._plugin import install_schedule
 from host_bridge._schemas import TOOL_SPECS
@@ -80,6 +80,24 @@ def test_every_strict_schema_is_valid_json_schema_and_follows_the_strict_rules(
     assert parameters["type"] == "object" and "anyOf" not in parameters
     assert strict_mode_violations(parameters) == []
     assert count_properties(parameters) <= 5000
+
+
+@pytest.mark.parametrize("tool", openai_responses_tools(strict=True), ids=lambda t: t["name"])
+def test_the_strict_responses_tools_follow_the_strict_rules_too(tool: dict[str, Any]) -> None:
+    assert tool["strict"] is True
+    parameters = tool["parameters"]
+    jsonschema.Draft202012Validator.check_schema(parameters)
+    assert parameters["type"] == "object" and "anyOf" not in parameters
+    assert strict_mode_violations(parameters) == []
+    assert count_properties(parameters) <= 5000
+    (chat,) = [t["function"] for t in STRICT if t["function"]["name"] == tool["name"]]
+    assert (tool["description"], parameters) == (chat["description"], chat["parameters"])
+
+
+def test_the_open_responses_tools_say_strict_false_and_would_break_the_rules() -> None:
+    create = openai_responses_tools()[0]
+    assert create["strict"] is False
+    assert "$: additionalProperties is not false" in strict_mode_violations(create["parameters"])
 
 
 def test_the_checker_catches_what_the_default_layout_does_wrong() -> None:

@@ -1,0 +1,253 @@
+"""AsyncHost end to end: real SQLite, real actors, turns on the test's loop, fake time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_bridge.aio import AgentTurn, AsyncHost, current_turn, wait
+from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
+from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
+from messages._records import SCHEDULE_CHANGE_TYPE
+from tests.changes import change_of, reopened
+from tests.stores.case import Seam
+
+TIMEOUT = 20.0
+REMIND = re.compile(r"remind (\d+) (.+)")
+
+
+class Runner:
+    """A turn runner that creates a reminder for ``remind N text`` and notes every turn."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[bool, str]] = []
+        self.loops: set[asyncio.AbstractEventLoop] = set()
+
+    async def __call__(self, turn: AgentTurn) -> str | None:
+        self.loops.add(asyncio.get_running_loop())
+        assert current_turn() is turn
+        self.turns.append((turn.is_reminder, turn.text))
+        match = REMIND.fullmatch(turn.text)
+        if match is None:
+            return f"seen: {turn.text.splitlines()[0]}"
+        arguments = json.dumps({"prompt": match[2], "after_seconds": int(match[1])})
+        result = await turn.call_tool("schedule_create", arguments)
+        return str(json.loads(result.content)["id"])
+
+    @property
+    def reminders(self) -> list[str]:
+        return [text for is_reminder, text in self.turns if is_reminder]
+
+
+@contextlib.asynccontextmanager
+async def fake_time_host(
+    data_dir: Path, runner: Runner, clock: FakeClock | None = None
+) -> AsyncIterator[tuple[AsyncHost, FakeTimers]]:
+    clock = clock if clock is not None else FakeClock()
+    timers = FakeTimers(clock)
+    async with AsyncHost(runner, data_dir=data_dir, clock=clock, timers=timers) as host:
+        yield host, timers
+
+
+def stored_changes(data_dir: Path, session_id: str) -> list[tuple[str, str]]:
+    events = reopened(data_dir / "sessions.sqlite3", session_id).events
+    return [change_of(e.data) for e in events if e.type == SCHEDULE_CHANGE_TYPE]
+
+
+async def test_a_reminder_arrives_as_a_new_turn_on_the_hosts_loop_once_and_not_early(
+    tmp_path: Path,
+) -> None:
+    runner = Runner()
+    async with fake_time_host(tmp_path, runner) as (host, timers):
+        chat = await host.open("u-1")
+        assert await chat.send("remind 60 stretch") == "schedule-1"
+        timers.advance(59_999)
+        await settle_async(host, timeout=TIMEOUT)
+        assert runner.reminders == []
+        timers.advance(1)
+        await settle_async(host, timeout=TIMEOUT)
+        assert len(runner.reminders) == 1
+        assert 'reminder_prompt_json: "stretch"' in runner.reminders[0]
+        timers.advance(3_600_000)
+        await settle_async(host, timeout=TIMEOUT)
+        assert len(runner.reminders) == 1
+        assert runner.loops == {asyncio.get_running_loop()}
+        completed = [e for e in chat.agent.session.events if e.type == "turn/completed"]
+        assert len(completed) == 2  # the person's turn and the reminder's, recorded by the module
+    assert stored_changes(tmp_path, "u-1") == [("create", "schedule-1"), ("dispatch", "schedule-1")]
+
+
+async def test_a_reminder_survives_a_restart_and_reaches_a_closed_conversation(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    first = Runner()
+    async with fake_time_host(tmp_path, first, clock) as (host, _):
+        chat = await host.open("u-1")
+        await chat.send("remind 60 stretch")
+    assert first.reminders == []
+
+    second = Runner()
+    async with fake_time_host(tmp_path, second, clock) as (host, timers):
+        await advance_async(host, timers, 60_000)  # nobody opened u-1: activation wakes it
+        assert len(second.reminders) == 1
+        assert host.embedded.sessions.get("u-1") is not None
+        chat = await host.open("u-1")  # takes over the woken agent
+        assert await chat.send("hello") == "seen: hello"
+        await chat.close()
+        assert host.embedded.sessions.get("u-1") is None
+    assert stored_changes(tmp_path, "u-1") == [("create", "schedule-1"), ("dispatch", "schedule-1")]
+
+
+async def test_a_failing_runner_fails_the_send_and_the_turn_is_completed_not_rerun(
+    tmp_path: Path,
+) -> None:
+    async def broken(turn: AgentTurn) -> str | None:
+        raise ValueError("the model is down")
+
+    async with AsyncHost(broken, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        with pytest.raises(ValueError, match="the model is down"):
+            await chat.send("hi")
+        events = chat.agent.session.events
+        completed = [e.data for e in events if e.type == "turn/completed"]
+        assert len(completed) == 1 and completed[0]["failed"] is True
+
+
+async def test_records_are_kept_in_the_session_log_and_reserved_types_are_refused(
+    tmp_path: Path,
+) -> None:
+    async def remember(turn: AgentTurn) -> str | None:
+        before = turn.records("test/history")
+        await turn.record("test/history", {"said": turn.text})
+        with pytest.raises(ValueError):
+            await turn.record("schedule/change", {})
+        with pytest.raises(ValueError):
+            await turn.record("history", {})
+        return str(len(before))
+
+    async with AsyncHost(remember, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        assert await chat.send("one") == "0"
+    async with AsyncHost(remember, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        assert await chat.send("two") == "1"
+    events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
+    history = [e.data for e in events if e.type == "test/history"]
+    assert history == [{"said": "one"}, {"said": "two"}]
+
+
+async def test_no_coroutine_is_blocked_while_a_tool_call_waits_for_a_slow_flush(
+    tmp_path: Path,
+) -> None:
+    seam = Seam()
+    ticks = 0
+    held_ticks: list[int] = []
+
+    async def watchdog() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def slow_create(turn: AgentTurn) -> str | None:
+        seam.pause()  # the next write round (the create's preflight flush) is held open
+        call = asyncio.ensure_future(
+            turn.call_tool("schedule_create", {"prompt": "p", "after_seconds": 60})
+        )
+        await asyncio.to_thread(seam.entered.wait, TIMEOUT)
+        start = ticks
+        async with asyncio.timeout(TIMEOUT):
+            while ticks < start + 20:  # the loop keeps ticking while the flush is held
+                assert not call.done()
+                await asyncio.sleep(0.01)
+        held_ticks.append(ticks - start)
+        seam.unpause()
+        result = await call
+        return str(json.loads(result.content)["state"])
+
+    ticking = asyncio.ensure_future(watchdog())
+    try:
+        async with AsyncHost(slow_create, data_dir=tmp_path) as host:
+            host.embedded.persistence.fault_hook = seam  # type: ignore[union-attr]
+            chat = await host.open("u-1")
+            assert await chat.send("go") == "scheduled"
+    finally:
+        ticking.cancel()
+    assert held_ticks and held_ticks[0] >= 20
+
+
+async def test_cancelling_an_awaited_tool_call_cancels_it_before_its_append(
+    tmp_path: Path,
+) -> None:
+    seam = Seam()
+
+    async def cancel_create(turn: AgentTurn) -> str | None:
+        seam.pause()
+        call = asyncio.ensure_future(
+            turn.call_tool("schedule_create", {"prompt": "p", "after_seconds": 60})
+        )
+        await asyncio.to_thread(seam.entered.wait, TIMEOUT)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        seam.unpause()
+        listed = await turn.call_tool("schedule_list", {})
+        return listed.content
+
+    async with AsyncHost(cancel_create, data_dir=tmp_path) as host:
+        host.embedded.persistence.fault_hook = seam  # type: ignore[union-attr]
+        chat = await host.open("u-1")
+        listed: Any = json.loads(await chat.send("go") or "null")
+        await settle_async(host, timeout=TIMEOUT)
+    assert listed["schedules"] == []
+    assert stored_changes(tmp_path, "u-1") == []
+
+
+async def test_aclose_cuts_a_running_turn_and_the_next_start_runs_it_again(tmp_path: Path) -> None:
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    async def hangs(turn: AgentTurn) -> str | None:
+        runs.append(turn.text)
+        if len(runs) == 1:
+            started.set()
+            await asyncio.Event().wait()  # never ends by itself
+        return "done"
+
+    host = AsyncHost(hangs, data_dir=tmp_path, stop_timeout=0.0)
+    await host.start()
+    chat = await host.open("u-1")
+    sending = asyncio.ensure_future(chat.send("hi"))
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    await host.aclose()
+    with pytest.raises((TurnInterrupted, AgentDisposedError)):  # not answered, either way
+        await asyncio.wait_for(sending, TIMEOUT)
+
+    async with AsyncHost(hangs, data_dir=tmp_path) as again:
+        chat = await again.open("u-1")
+        await asyncio.wait_for(chat.when_idle(), TIMEOUT)
+        assert runs == ["hi", "hi"]  # the unfinished turn ran once more
+        completed = [e for e in chat.agent.session.events if e.type == "turn/completed"]
+        assert len(completed) == 1
+
+
+async def test_wait_awaits_a_module_future_and_opening_twice_gives_one_conversation(
+    tmp_path: Path,
+) -> None:
+    runner = Runner()
+    async with AsyncHost(runner, data_dir=tmp_path) as host:
+        first = await host.open("u-1")
+        assert await host.open("u-1") is first
+        await wait(first.agent.when_idle())
+        fresh = await host.open()
+        assert fresh.session_id != "u-1"
+        assert await fresh.send("x") == "seen: x"
+        await host.when_idle()
