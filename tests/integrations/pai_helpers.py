@@ -154,13 +154,15 @@ def prompts_seen(messages: Sequence[ModelMessage]) -> list[str]:
 class Child:
     """A Python subprocess whose stdout lines a thread collects; its stdin stays open.
 
-    ``paths`` go first on its ``PYTHONPATH`` (then the repository, so it imports
-    this checkout); ``home`` is its default data location, which it must not need.
+    ``paths`` go first on its ``PYTHONPATH``, then the repository (so it imports
+    this checkout), then the test's own; ``home`` is its default data location,
+    which it must not need.
     """
 
     def __init__(self, args: Sequence[str], home: Path, paths: Sequence[Path] = ()) -> None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), str(REPO)])
+        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), str(REPO), *inherited])
         env["DSH_SCHEDULE_HOME"] = str(home)
         env["PYTHONIOENCODING"] = "utf-8"
         self.popen = subprocess.Popen(

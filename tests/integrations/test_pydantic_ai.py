@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -134,11 +135,10 @@ def test_an_openai_model_sends_the_schemas_open_and_not_strict(
         assert tool.strict is False
         open_schema = {k: v for k, v in SPECS[tool.name].parameters.items() if k != "$schema"}
         assert tool.parameters_json_schema == open_schema  # no additionalProperties: false
-    # What strict=False prevents: left to infer, this model makes schedule_delete strict and
-    # closes every root.
+    # What strict=False prevents: left to infer, the model closes every root (and recent
+    # Pydantic AI versions send schedule_delete as strict).
     inferred = [dataclasses.replace(tool, strict=None) for tool in offered]
     guessed = model.customize_request_parameters(ModelRequestParameters(function_tools=inferred))
-    assert {t.name: t.strict for t in guessed.function_tools}["schedule_delete"] is True
     assert all(
         t.parameters_json_schema.get("additionalProperties") is False
         for t in guessed.function_tools
@@ -210,8 +210,9 @@ def test_argument_text_that_is_not_json_gets_pydantic_ais_retry_prompt(tmp_path:
             chat = await host.open("chat")
             assert await chat.send("go") == "done"
             assert tool_calls(chat.agent.session.events) == []  # never reached the tool
-            (retry,) = returns(seen[1])
-            assert (retry.tool_call_id, retry.outcome) == ("bad", "retried")
+            (retry,) = seen[1][-1].parts  # its class depends on the Pydantic AI version
+            assert isinstance(retry, ToolReturnPart | RetryPromptPart)
+            assert retry.tool_call_id == "bad"
             assert "Invalid JSON" in str(retry.content)
 
     run(scenario())
