@@ -39,8 +39,45 @@ MESSAGES_RECORD = "pydantic_ai/messages"
 """The session-log event type of one run's new messages (a list in the JSON form of
 ``ModelMessagesTypeAdapter``)."""
 
-_ANY_ARGUMENTS = pydantic_core.SchemaValidator(pydantic_core.core_schema.any_schema())
-"""Decodes the model's argument text and passes the value on as it is: the tools judge it."""
+_ANY = pydantic_core.SchemaValidator(pydantic_core.core_schema.any_schema())
+
+
+class _Decoded(dict[str, Any]):
+    """Arguments Pydantic AI decoded from the model's JSON text, which they still carry."""
+
+    text: str
+    rendered: bytes  # the decoded value as it was, to tell whether a hook changed it since
+
+
+class _KeepText:
+    """The tools' argument validator: decodes as Pydantic AI does, accepts any value.
+
+    An object decoded from text keeps that text, so the tools get the model's
+    own text and decode it themselves, strictly (a repeated key or ``NaN`` is
+    refused as in every host), unless a hook changed the arguments meanwhile.
+    """
+
+    def validate_json(self, input: str | bytes | bytearray, **options: Any) -> Any:
+        value = _ANY.validate_json(input, **options)
+        if not isinstance(value, dict):
+            return value
+        decoded = _Decoded(value)
+        decoded.text = input if isinstance(input, str) else bytes(input).decode()
+        decoded.rendered = pydantic_core.to_json(value)
+        return decoded
+
+    def validate_python(self, input: Any, **options: Any) -> Any:
+        return _ANY.validate_python(input, **options)
+
+
+def _as_sent(arguments: Any) -> Any:
+    """The model's text for arguments decoded from it and unchanged since, else the value."""
+    if isinstance(arguments, _Decoded) and pydantic_core.to_json(arguments) == arguments.rendered:
+        return arguments.text
+    return arguments
+
+
+_ARGUMENTS = _KeepText()
 
 _NO_TURN = (
     "The schedule tools are unavailable: this agent run is not part of a Schedule turn, "
@@ -57,7 +94,8 @@ class ScheduleToolset(AbstractToolset[Any]):
     closed-looking schema strict on OpenAI and close every object), and
     ``sequential=True`` (calls run in the model's order, so ids and the log
     follow it). A call runs ``current_turn().call_tool(name, arguments)`` with
-    the arguments as decoded, and returns the result's ``content``: the
+    the model's arguments as it sent them (its JSON text, or the object a
+    provider decoded), and returns the result's ``content``: the
     model-visible JSON the tools define, errors included (an ordinary result
     the model reads and corrects). Outside a turn the call fails with a
     :class:`~pydantic_ai.ToolFailed` message the model reads; the run goes on.
@@ -84,7 +122,7 @@ class ScheduleToolset(AbstractToolset[Any]):
                     sequential=True,
                 ),
                 max_retries=ctx.max_retries,
-                args_validator=_ANY_ARGUMENTS,
+                args_validator=_ARGUMENTS,
             )
             for spec in TOOL_SPECS
         }
@@ -98,7 +136,7 @@ class ScheduleToolset(AbstractToolset[Any]):
         except LookupError:
             _log.warning("%s was called outside a Schedule turn; the model is told", name)
             raise ToolFailed(_NO_TURN) from None
-        result = await turn.call_tool(name, tool_args)
+        result = await turn.call_tool(name, _as_sent(tool_args))
         return result.content
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 import pytest
 from pydantic_ai import Agent, ModelMessagesTypeAdapter
+from pydantic_ai.capabilities import Hooks
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -156,9 +157,16 @@ def test_outside_a_turn_a_call_fails_with_a_message_the_model_reads() -> None:
     assert returns(seen[1]) == [failed]  # the model was told
 
 
+NAN = '{"prompt":"a","after_seconds":NaN}'
 ARGUMENTS: list[tuple[Any, Any, str | None]] = [
     # (what the model sends, what the tool receives, the error code it answers)
-    ('{"prompt":"stretch","after_seconds":60}', {"prompt": "stretch", "after_seconds": 60}, None),
+    ('{"prompt":"stretch","after_seconds":60}', '{"prompt":"stretch","after_seconds":60}', None),
+    (  # the model's text reaches the tools, whose strict decoding refuses a repeated key
+        '{"prompt":"a","prompt":"b","after_seconds":60}',
+        '{"prompt":"a","prompt":"b","after_seconds":60}',
+        "invalid_selector",
+    ),
+    (NAN, NAN, "invalid_selector"),
     (
         {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
         {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
@@ -169,7 +177,7 @@ ARGUMENTS: list[tuple[Any, Any, str | None]] = [
         {"prompt": "water", "after_seconds": None, "every_seconds": 1800},
         "invalid_selector",  # the null is kept, and counts toward "exactly one" selector
     ),
-    ("[1]", [1], "invalid_selector"),  # not an object: still the tool's to answer
+    ("[1]", [1], "invalid_selector"),  # not an object: decoded, still the tool's to answer
     ({"prompt": "", "after_seconds": 60}, {"prompt": "", "after_seconds": 60}, "invalid_prompt"),
 ]
 
@@ -196,6 +204,30 @@ def test_arguments_reach_the_tool_as_sent_and_its_errors_reach_the_model(tmp_pat
             codes = [json.loads(text_of(p)).get("code") for p in answered]
             assert codes == [code for _, _, code in ARGUMENTS]
             assert all(p.outcome == "success" for p in answered)  # errors are ordinary values
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["changed in place", "replaced"])
+def test_arguments_a_hook_changed_reach_the_tool_as_changed(tmp_path: Path, in_place: bool) -> None:
+    async def later(ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
+        if in_place:
+            args["after_seconds"] = 120
+            return args
+        return {**args, "after_seconds": 120}
+
+    sent = '{"prompt":"stretch","after_seconds":60}'
+    model, _ = scripted([ToolCallPart("schedule_create", sent)])
+    hooks = Hooks[Any](after_tool_validate=later)
+    agent = Agent(model, toolsets=[ScheduleToolset()], capabilities=[hooks])
+    clock = FakeClock()
+
+    async def scenario() -> None:
+        async with fake_time_host(turn_runner(agent), tmp_path, clock) as host:
+            chat = await host.open("chat")
+            assert await chat.send("go") == "done"
+            (call,) = tool_calls(chat.agent.session.events)
+            assert call["arguments"] == {"prompt": "stretch", "after_seconds": 120}
 
     run(scenario())
 
