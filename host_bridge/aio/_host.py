@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-from actors._contract import Timers, wall_clock_ms
+from actors._contract import TextBlock, Timers, UserMessage, wall_clock_ms
 from actors._runtime import RuntimeSpec
 from actors._wake_policy import WakePolicy
 from host_bridge._plugin import SchedulePlugin, install_schedule
@@ -56,8 +56,8 @@ class Conversation:
         """
         if self._closed:
             raise RuntimeError(f"conversation {self.session_id!r} is closed")
-        handle = await asyncio.to_thread(self._agent.prompt, text)  # the inbox append may wait
-        record = await wait(handle)
+        message = UserMessage((TextBlock(text),), {"kind": "user"})
+        record = await wait(self._agent.submit(message))
         if record.error is not None:
             raise record.error
         return record.reply

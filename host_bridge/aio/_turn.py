@@ -8,10 +8,11 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from actors._contract import ToolDefinition, ToolResult, UserMessage
+from actors._contract import AgentStatus, ToolDefinition, ToolResult, UserMessage
 from actors._runtime import wait_for
+from host_bridge._admission import TurnAdmission
 from host_bridge.aio._futures import wait
 from host_bridge.embedded.agents import (
     MESSAGE_EVENT,
@@ -22,9 +23,18 @@ from host_bridge.embedded.agents import (
 )
 from host_bridge.embedded.codec import PayloadError
 
-__all__ = ["RESERVED_PREFIXES", "AgentTurn", "LoopTurns", "TurnRunner", "current_turn"]
+__all__ = [
+    "RESERVED_PREFIXES",
+    "AgentTurn",
+    "LoopTurns",
+    "TurnRunner",
+    "admission_on_loop",
+    "current_turn",
+]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+_M = TypeVar("_M")
 
 RESERVED_PREFIXES = ("schedule/", "inbox/", "turn/")
 """Event types the module writes; :meth:`AgentTurn.record` refuses them."""
@@ -179,3 +189,42 @@ class LoopTurns:
         for future in running:
             future.cancel()
         return len(running)
+
+
+def admission_on_loop(
+    loop: asyncio.AbstractEventLoop,
+    run: Callable[[_M], Awaitable[object]],
+    on_status: Callable[[AgentStatus], None] | None = None,
+    *,
+    ready: Callable[[_M], bool] | None = None,
+) -> TurnAdmission[_M]:
+    """A :class:`~host_bridge.TurnAdmission` whose turns run as ``await run(message)`` on ``loop``.
+
+    For a host with agents of its own on asyncio: Schedule starts a reminder's
+    turn from its own thread; the turn is handed to the loop
+    (``call_soon_threadsafe``) and the admission hears it ended, however it
+    ended (a failed turn is logged). ``on_status`` and ``ready`` are the
+    admission's. If the loop is closed a turn does not start (the admission
+    drops it with a logged error, as it does when ``start_turn`` raises).
+    """
+
+    async def turn(message: _M) -> None:
+        try:
+            await run(message)
+        except Exception:
+            _log.exception("a turn run on the loop failed")
+        finally:
+            admission.turn_finished()
+
+    def start_turn(message: _M) -> None:
+        if loop.is_closed():
+            raise RuntimeError("the loop is closed")
+        work = turn(message)
+        try:
+            asyncio.run_coroutine_threadsafe(work, loop)
+        except BaseException:
+            work.close()
+            raise
+
+    admission: TurnAdmission[_M] = TurnAdmission(start_turn, on_status, ready=ready)
+    return admission

@@ -255,19 +255,27 @@ class EmbeddedAgent:
 
     def _queue(self, message: UserMessage, result: Future[TurnRecord] | None) -> None:
         """Append ``message``'s inbox entry, then queue it (``result``: its turn's handle)."""
+        staged = self._may_queue(message)
+        data = queued_data(message)
+        if staged:
+            event = self._session.append_staged(INBOX_EVENT, data)
+        else:
+            event = self._session.append(INBOX_EVENT, data)
+        self._queued(InboxEntry(event.seq, message), staged, result)
+
+    def _may_queue(self, message: UserMessage) -> bool:
+        """Raise unless ``message`` may be queued; whether its inbox entry joins a stage."""
         if not isinstance(message, UserMessage):
             raise TypeError("followup expects a UserMessage")
         if self._disposed:
             raise self._disposed_error()
-        staged = self._gated and self._admission.reserved
-        data = queued_data(message)
+        return self._gated and self._admission.reserved
+
+    def _queued(self, entry: InboxEntry, staged: bool, result: Future[TurnRecord] | None) -> None:
+        """``entry`` is in the log: hand it to admission, start or flush what may go on."""
         if staged:
-            event = self._session.append_staged(INBOX_EVENT, data)
             with self._lock:
                 self._staged = True
-        else:
-            event = self._session.append(INBOX_EVENT, data)
-        entry = InboxEntry(event.seq, message)
         if result is not None:
             with self._lock:
                 self._results[entry.seq] = result
@@ -295,6 +303,35 @@ class EmbeddedAgent:
         """
         result: Future[TurnRecord] = Future()
         self._queue(message, result)
+        return result
+
+    def submit(self, message: UserMessage) -> Future[TurnRecord]:
+        """:meth:`send` that never waits, for callers on an event loop.
+
+        The inbox append goes through the session actor when it is busy; a
+        failed append (or a disposed agent) fails the returned future instead
+        of raising, and nothing is queued.
+        """
+        result: Future[TurnRecord] = Future()
+        try:
+            staged = self._may_queue(message)
+        except Exception as error:
+            result.set_exception(error)
+            return result
+        appended = self._session.submit_append(INBOX_EVENT, queued_data(message), staged=staged)
+
+        def queue(done: Future[Any]) -> None:
+            error = done.exception()
+            if error is not None:
+                result.set_exception(error)
+                return
+            try:
+                self._queued(InboxEntry(done.result().seq, message), staged, result)
+            except Exception as failure:  # the admission refused it: the entry waits for a resume
+                if not result.done():
+                    result.set_exception(failure)
+
+        appended.add_done_callback(queue)
         return result
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
