@@ -1,0 +1,1 @@
+"""Ready integrations of Schedule with agent frameworks (optional extras)."""
