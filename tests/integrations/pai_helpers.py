@@ -126,7 +126,7 @@ def nothing_owed(data_dir: Path) -> bool:
 
 def recorded_runs(events: Sequence[SessionEvent]) -> list[Any]:
     """The data of every ``pydantic_ai/messages`` record, oldest first."""
-    return [e.data for e in events if e.type == MESSAGES_RECORD]
+    return [e.data["data"] for e in events if e.type == MESSAGES_RECORD]
 
 
 def tool_calls(events: Sequence[SessionEvent]) -> list[Any]:

@@ -35,6 +35,12 @@ from pydantic_ai.tools import ToolDefinition
 
 from host_bridge._schemas import TOOL_SPECS
 from host_bridge.aio import AgentTurn, AsyncHost, TurnRunner
+from host_bridge.embedded.inbox import (
+    INBOX_EVENT,
+    TURN_COMPLETED_EVENT,
+    completed_data,
+    queued_data,
+)
 from host_bridge.integrations.pydantic_ai import (
     MESSAGES_RECORD,
     ScheduleToolset,
@@ -42,7 +48,7 @@ from host_bridge.integrations.pydantic_ai import (
     remember,
     turn_runner,
 )
-from host_bridge.protocols import wall_clock_ms
+from host_bridge.protocols import TextBlock, UserMessage, wall_clock_ms
 from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
 from tests.cli.helpers import create, write_session
 from tests.integrations.pai_hanging import PAUSED
@@ -489,10 +495,20 @@ def closed_chat_with_a_due_reminder(data_dir: Path) -> None:
     said = Agent(model).run_sync("hello").new_messages()
     earlier = ModelMessagesTypeAdapter.dump_python(said, mode="json")
     now = wall_clock_ms()
-    write_session(
+    hello = UserMessage((TextBlock("hello"),), {"kind": "user"})
+    write_session(  # one completed turn (inbox entry 0, run 1) with its history, then a reminder
         data_dir,
         SESSION,
-        [(MESSAGES_RECORD, earlier), create("schedule-1", "stretch", 1, now - 1_000)],
+        [
+            (INBOX_EVENT, queued_data(hello)),
+            (
+                "message",
+                {"role": "user", "content": "hello", "source": {"kind": "user"}, "inbox": 0},
+            ),
+            (MESSAGES_RECORD, {"turn": 1, "data": earlier}),
+            (TURN_COMPLETED_EVENT, completed_data(0, failed=False)),
+            create("schedule-1", "stretch", 1, now - 1_000),
+        ],
     )
 
 
