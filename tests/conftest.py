@@ -8,6 +8,7 @@ import pykka
 import pytest
 
 from actors._runtime import Runtime, get_runtime
+from tests.cli.helpers import Proc
 
 # PostgreSQL for every test that asks for it: one throwaway server, a database per test.
 pytest_plugins = ("tests.pg_server",)
@@ -24,3 +25,14 @@ def _stop_actors() -> Iterator[None]:
 def runtime(request: pytest.FixtureRequest) -> Runtime:
     """Each actor runtime in turn: a test that asks for it runs once on each."""
     return get_runtime(request.param)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """Subprocesses a test started (``tests.cli.helpers.Proc``), killed at teardown if alive."""
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        if proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()

@@ -15,6 +15,7 @@ import pytest
 
 from bench import (
     _aps,
+    asyncio_host,
     clock_faults,
     create_loop,
     create_throughput,
@@ -199,3 +200,14 @@ def test_public_surface_counts_public_modules_only() -> None:
     assert surface["messages"] > 0
     assert not any(part.startswith("_") for name in surface for part in name.split("."))
     assert "messages._fold" not in surface
+
+
+def test_asyncio_host(tmp_path: Path) -> None:
+    out = run(asyncio_host.main, "asyncio_host", tmp_path)
+    assert [row["host"] for row in out["summary"]] == ["asyncio", "sync"]
+    for row in out["summary"]:
+        assert row["create_per_s"] > 0
+        assert row["deliver_per_s"] > 0
+    ours = out["summary"][0]
+    assert ours["create_loop_max_lag_ms"] is not None and ours["create_loop_max_lag_ms"] >= 0
+    assert out["ratios"]["create_rate_vs_sync"] > 0

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-from actors._contract import Timers, wall_clock_ms
+from actors._contract import TextBlock, Timers, UserMessage, wall_clock_ms
 from actors._runtime import RuntimeSpec
 from actors._wake_policy import WakePolicy
 from host_bridge._plugin import SchedulePlugin, install_schedule
@@ -17,7 +17,6 @@ from host_bridge.aio._futures import wait
 from host_bridge.aio._turn import LoopTurns, TurnRunner
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sessions import SessionLeaseRefusedError
 
 __all__ = ["AsyncHost", "Conversation"]
 
@@ -56,8 +55,8 @@ class Conversation:
         """
         if self._closed:
             raise RuntimeError(f"conversation {self.session_id!r} is closed")
-        handle = await asyncio.to_thread(self._agent.prompt, text)  # the inbox append may wait
-        record = await wait(handle)
+        message = UserMessage((TextBlock(text),), {"kind": "user"})
+        record = await wait(self._agent.submit(message))
         if record.error is not None:
             raise record.error
         return record.reply
@@ -259,24 +258,17 @@ class AsyncHost:
             await wait(agent.when_idle())
 
     def _spawn(self, session_id: str | None) -> EmbeddedAgent:
-        """Worker thread: take over a woken session's agent, or start a root agent."""
+        """Worker thread: take over the agent a reminder woke here, or start a root agent."""
         host = self.embedded
-        turns = self._turns
         if session_id is None:
-            return host.spawn_root(model=turns)
+            return host.spawn_root(model=self._turns)
         activation = host.activation
-        for _ in range(2):
-            if activation is not None:
-                woken = activation.hand_over(session_id)
-                if woken is not None:
-                    return woken
-            try:
-                return host.spawn_root(session_id=session_id, model=turns)
-            except SessionLeaseRefusedError:
-                if activation is None or host.sessions.get(session_id) is not None:
-                    raise
-                activation.wait_idle()  # this host's own activation is taking it: wait, retry
-        return host.spawn_root(session_id=session_id, model=turns)
+        if activation is None:
+            return host.spawn_root(session_id=session_id, model=self._turns)
+        with activation.opening(session_id) as woken:
+            if woken is not None:
+                return woken
+            return host.spawn_root(session_id=session_id, model=self._turns)
 
     def _forget(self, conversation: Conversation) -> None:
         if self._open.get(conversation.session_id) is conversation:

@@ -8,23 +8,34 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from actors._contract import ToolDefinition, ToolResult, UserMessage
+from actors._contract import AgentStatus, ToolDefinition, ToolResult, UserMessage
 from actors._runtime import wait_for
+from host_bridge._admission import TurnAdmission
 from host_bridge.aio._futures import wait
 from host_bridge.embedded.agents import (
     MESSAGE_EVENT,
     Turn,
     TurnInterrupted,
+    completed_runs,
     tool_call_data,
     tool_result_data,
 )
 from host_bridge.embedded.codec import PayloadError
 
-__all__ = ["RESERVED_PREFIXES", "AgentTurn", "LoopTurns", "TurnRunner", "current_turn"]
+__all__ = [
+    "RESERVED_PREFIXES",
+    "AgentTurn",
+    "LoopTurns",
+    "TurnRunner",
+    "admission_on_loop",
+    "current_turn",
+]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+_M = TypeVar("_M")
 
 RESERVED_PREFIXES = ("schedule/", "inbox/", "turn/")
 """Event types the module writes; :meth:`AgentTurn.record` refuses them."""
@@ -92,21 +103,39 @@ class AgentTurn:
         return result
 
     async def record(self, type: str, data: Any) -> None:
-        """Append a host event (a framework's history, say) to the session log.
+        """Append a record of the host's (a framework's history, say) to the session log.
 
-        It becomes durable with the turn's completion, in the same store. ``type``
-        must contain a ``/`` and not start with one of :data:`RESERVED_PREFIXES`
-        (``ValueError``); ``data`` must be storable (JSON values).
+        It is kept in the same store as the turn, tagged with this run of it:
+        :meth:`records` leaves out the records of a run that never completed.
+        ``type`` must contain a ``/`` and not start with one of
+        :data:`RESERVED_PREFIXES` (``ValueError``); ``data`` must be storable
+        (JSON values). The event's data is ``{"turn": <run>, "data": data}``.
         """
         if "/" not in type or type.startswith(RESERVED_PREFIXES):
             raise ValueError(
                 f"event type {type!r} must contain '/' and not start with {RESERVED_PREFIXES}"
             )
-        await wait(self._turn.agent.session.submit_append(type, data))
+        tagged = {"turn": self._turn.started_seq, "data": data}
+        await wait(self._turn.agent.session.submit_append(type, tagged))
 
     def records(self, type: str) -> list[Any]:
-        """The data of every event of ``type`` in the session log, oldest first."""
-        return [event.data for event in self._turn.agent.session.events if event.type == type]
+        """The data of the ``type`` records of completed turns and of this one, oldest first.
+
+        A run that a crash or a stop cut before its completion was recorded is
+        run again; its records are left out, so history never holds a cut run
+        beside its re-run.
+        """
+        events = self._turn.agent.session.events
+        kept = completed_runs(events)
+        kept.add(self._turn.started_seq or -1)
+        return [
+            event.data["data"]
+            for event in events
+            if event.type == type
+            and isinstance(event.data, dict)
+            and event.data.get("turn") in kept
+            and "data" in event.data
+        ]
 
     def __repr__(self) -> str:
         kind = "reminder" if self.is_reminder else "message"
@@ -179,3 +208,42 @@ class LoopTurns:
         for future in running:
             future.cancel()
         return len(running)
+
+
+def admission_on_loop(
+    loop: asyncio.AbstractEventLoop,
+    run: Callable[[_M], Awaitable[object]],
+    on_status: Callable[[AgentStatus], None] | None = None,
+    *,
+    ready: Callable[[_M], bool] | None = None,
+) -> TurnAdmission[_M]:
+    """A :class:`~host_bridge.TurnAdmission` whose turns run as ``await run(message)`` on ``loop``.
+
+    For a host with agents of its own on asyncio: Schedule starts a reminder's
+    turn from its own thread; the turn is handed to the loop
+    (``call_soon_threadsafe``) and the admission hears it ended, however it
+    ended (a failed turn is logged). ``on_status`` and ``ready`` are the
+    admission's. If the loop is closed a turn does not start (the admission
+    drops it with a logged error, as it does when ``start_turn`` raises).
+    """
+
+    async def turn(message: _M) -> None:
+        try:
+            await run(message)
+        except Exception:
+            _log.exception("a turn run on the loop failed")
+        finally:
+            admission.turn_finished()
+
+    def start_turn(message: _M) -> None:
+        if loop.is_closed():
+            raise RuntimeError("the loop is closed")
+        work = turn(message)
+        try:
+            asyncio.run_coroutine_threadsafe(work, loop)
+        except BaseException:
+            work.close()
+            raise
+
+    admission: TurnAdmission[_M] = TurnAdmission(start_turn, on_status, ready=ready)
+    return admission

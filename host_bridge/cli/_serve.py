@@ -98,6 +98,17 @@ class Presented:
     occurrence_at: str
     presented_at: str
 
+    @classmethod
+    def of(cls, session_id: str, receipt: dict[str, str], presented_at: str) -> Presented:
+        """The item for one receipt of :func:`reminders_of`."""
+        return cls(
+            session_id,
+            receipt["scheduleId"],
+            receipt["prompt"],
+            receipt["occurrenceAt"],
+            presented_at,
+        )
+
     def to_json(self) -> dict[str, str]:
         """The object a notify command reads."""
         return {
@@ -150,7 +161,26 @@ class CutTurn:
     started: bool
 
 
-class NotifierModel:
+class _CutLog:
+    """The turns a stop cut, noted by a model of activated sessions as they end."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cut: list[CutTurn] = []
+
+    @property
+    def cut(self) -> tuple[CutTurn, ...]:
+        """The turns cut since the stop began, in the order they ended."""
+        with self._lock:
+            return tuple(self._cut)
+
+    def _note_cut(self, session_id: str, receipts: Sequence[dict[str, str]], started: bool) -> None:
+        ids = tuple(receipt["scheduleId"] for receipt in receipts)
+        with self._lock:
+            self._cut.append(CutTurn(session_id, ids, started))
+
+
+class NotifierModel(_CutLog):
     """The model of activated sessions: presents each reminder to ``present`` and records it.
 
     Returns the assistant reply the turn records (``Reminder presented: …``);
@@ -167,17 +197,10 @@ class NotifierModel:
         *,
         stopping: threading.Event | None = None,
     ) -> None:
+        super().__init__()
         self._present = present
         self._clock = clock
         self._stopping = stopping if stopping is not None else threading.Event()
-        self._lock = threading.Lock()
-        self._cut: list[CutTurn] = []
-
-    @property
-    def cut(self) -> tuple[CutTurn, ...]:
-        """The turns cut since the stop began, in the order they ended."""
-        with self._lock:
-            return tuple(self._cut)
 
     def __call__(self, turn: Turn) -> str | None:
         """Run one turn."""
@@ -193,25 +216,15 @@ class NotifierModel:
             now = format_ms(self._clock())
             for receipt in receipts:
                 started = True
-                self._present(
-                    Presented(
-                        session_id,
-                        receipt["scheduleId"],
-                        receipt["prompt"],
-                        receipt["occurrenceAt"],
-                        now,
-                    )
-                )
+                self._present(Presented.of(session_id, receipt, now))
         except TurnInterrupted:
-            ids = tuple(receipt["scheduleId"] for receipt in receipts)
-            with self._lock:
-                self._cut.append(CutTurn(session_id, ids, started))
+            self._note_cut(session_id, receipts, started)
             raise
         prompts = "; ".join(receipt["prompt"] for receipt in receipts)
         return f"Reminder presented: {prompts}"
 
 
-class RunnerModel:
+class RunnerModel(_CutLog):
     """The model of activated sessions when the host gives its own turn runner.
 
     Each turn runs with the runner on ``serve``'s loop (see
@@ -225,17 +238,10 @@ class RunnerModel:
     def __init__(
         self, turns: LoopTurns, present: Callable[[Presented], None], clock: Callable[[], int]
     ) -> None:
+        super().__init__()
         self._turns = turns
         self._present = present
         self._clock = clock
-        self._lock = threading.Lock()
-        self._cut: list[CutTurn] = []
-
-    @property
-    def cut(self) -> tuple[CutTurn, ...]:
-        """The reminder turns cut since the stop began, in the order they ended."""
-        with self._lock:
-            return tuple(self._cut)
 
     def cut_running(self) -> None:
         """Cancel the running turns and let no new one start."""
@@ -249,21 +255,11 @@ class RunnerModel:
             reply = self._turns(turn)
         except TurnInterrupted:
             if receipts:
-                ids = tuple(receipt["scheduleId"] for receipt in receipts)
-                with self._lock:
-                    self._cut.append(CutTurn(session_id, ids, True))
+                self._note_cut(session_id, receipts, True)
             raise
         now = format_ms(self._clock())
         for receipt in receipts:
-            self._present(
-                Presented(
-                    session_id,
-                    receipt["scheduleId"],
-                    receipt["prompt"],
-                    receipt["occurrenceAt"],
-                    now,
-                )
-            )
+            self._present(Presented.of(session_id, receipt, now))
         return reply
 
 

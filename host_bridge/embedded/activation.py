@@ -34,9 +34,10 @@ is reported once, as one WARNING line naming the session.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -127,6 +128,8 @@ class EmbeddedActivation:
         self._running = 0  # activations and passivations submitted and not finished
         self._listeners: list[Callable[[], None]] = []
         self._mine: dict[str, EmbeddedAgent] = {}
+        self._busy: set[str] = set()  # sessions being activated or passivated now
+        self._opening: dict[str, int] = {}  # sessions a host is opening: not activated meanwhile
         self._closed = False
         self._audit_ms = audit_ms
         self._audited_at: int | None = None  # host clock of the last audit (wake-up actor)
@@ -233,19 +236,33 @@ class EmbeddedActivation:
         with self._lock:
             return len(self._mine)
 
-    def hand_over(self, session_id: str) -> EmbeddedAgent | None:
-        """The agent this activation woke on ``session_id``, now the caller's; else ``None``.
+    @contextlib.contextmanager
+    def opening(self, session_id: str) -> Iterator[EmbeddedAgent | None]:
+        """Open ``session_id`` in this host without racing its activation.
 
-        For a host that opens a session a reminder woke: the agent keeps running
-        (its owner, its queued turns) and is no longer passivated; the caller
-        disposes it and detaches the session when done with it.
+        For a host that opens a session (a person's chat) while this activation
+        may be waking it. Inside the block the session is not activated or
+        passivated: an activation or passivation of it that is running is
+        waited for first. The value is the agent this activation woke on the
+        session, now the caller's (its owner and queued turns go on; it is no
+        longer passivated, the caller disposes it and detaches the session when
+        done), or ``None``: then the caller spawns its own agent inside the block.
         """
-        with self._lock:
-            for agent_id, agent in self._mine.items():
-                if agent.session.id == session_id:
-                    del self._mine[agent_id]
-                    return agent
-        return None
+        with self._idle:
+            self._opening[session_id] = self._opening.get(session_id, 0) + 1
+            self._idle.wait_for(lambda: session_id not in self._busy)
+            woken = next((a for a in self._mine.values() if a.session.id == session_id), None)
+            if woken is not None:
+                del self._mine[woken.id]
+        try:
+            yield woken
+        finally:
+            with self._idle:
+                left = self._opening[session_id] - 1
+                if left:
+                    self._opening[session_id] = left
+                else:
+                    del self._opening[session_id]
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until no activation or passivation runs (demos, tests, shutdown).
@@ -289,7 +306,27 @@ class EmbeddedActivation:
             self._running -= 1
             self._idle.notify_all()
 
+    @contextlib.contextmanager
+    def _working_on(self, session_id: str) -> Iterator[bool]:
+        """Mark ``session_id`` busy for :meth:`opening`; False (unmarked) while a host opens it."""
+        with self._idle:
+            if session_id in self._opening or session_id in self._busy:
+                yield False
+                return
+            self._busy.add(session_id)
+        try:
+            yield True
+        finally:
+            with self._idle:
+                self._busy.discard(session_id)
+                self._idle.notify_all()
+
     def _activate(self, session_id: str) -> Agent | None:
+        """Activate ``session_id`` unless a host is opening it here (then: declined)."""
+        with self._working_on(session_id) as mine:
+            return self._claim_and_spawn(session_id) if mine else None
+
+    def _claim_and_spawn(self, session_id: str) -> Agent | None:
         """Claim, resume, spawn; every step that raises gives the session back first.
 
         The claim and ``resume_claimed`` give it back themselves; a spawn that
@@ -359,6 +396,11 @@ class EmbeddedActivation:
         _log.log(level, "session %s: %s", show_id(session_id), text)
 
     def _passivate(self, agent: Agent) -> bool:
+        """Let an activated agent's session go, unless a host is opening it (then: declined)."""
+        with self._working_on(agent.session.id) as mine:
+            return self._let_go(agent) if mine else False
+
+    def _let_go(self, agent: Agent) -> bool:
         host = self._host
         with self._lock:
             mine = self._mine.get(agent.id) is agent

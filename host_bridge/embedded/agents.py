@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -44,6 +44,7 @@ from actors._contract import (
     AgentStatus,
     Cancellable,
     SessionDetachedError,
+    SessionEvent,
     TextBlock,
     Timers,
     ToolResult,
@@ -57,6 +58,7 @@ from host_bridge.embedded.inbox import (
     TURN_COMPLETED_EVENT,
     InboxEntry,
     completed_data,
+    completed_entry,
     queued_data,
 )
 from host_bridge.embedded.sessions import EmbeddedSession
@@ -72,6 +74,7 @@ __all__ = [
     "Turn",
     "TurnInterrupted",
     "TurnRecord",
+    "completed_runs",
     "tool_call_data",
     "tool_result_data",
 ]
@@ -105,13 +108,16 @@ class TurnInterrupted(Exception):  # noqa: N818 (it says what happened, not that
 class Turn:
     """What a model callable sees during one turn.
 
-    ``inbox_seq`` is the seq of the ``inbox/queued`` event that queued ``message``.
+    ``inbox_seq`` is the seq of the ``inbox/queued`` event that queued ``message``,
+    ``started_seq`` that of the ``message`` event that started this run of the
+    turn (a turn cut by a crash or a stop runs again from the same entry).
     """
 
     agent: EmbeddedAgent
     message: UserMessage
     tools: ScopedToolRegistry | None
     inbox_seq: int | None = None
+    started_seq: int | None = None
 
     def call_tool(self, name: str, arguments: Any) -> ToolResult:
         """Run a tool for this agent, record the call and result in the log, return the result."""
@@ -149,6 +155,27 @@ def tool_call_data(name: str, arguments: Any, *, stored: bool = True) -> dict[st
 def tool_result_data(name: str, result: ToolResult) -> dict[str, Any]:
     """The ``message`` event data recording a tool's result."""
     return {"role": "tool", "name": name, "isError": result.is_error, "content": result.content}
+
+
+def completed_runs(events: Iterable[SessionEvent]) -> set[int]:
+    """The seqs of the ``message`` events that started turn runs which then completed.
+
+    A run completes when a ``turn/completed`` event names its inbox entry after
+    it; of the runs of one entry (a cut run, then its re-run) only the last can.
+    """
+    latest: dict[int, int] = {}  # inbox seq -> the seq that started its latest run
+    done: set[int] = set()
+    for event in events:
+        if event.type == MESSAGE_EVENT:
+            data = event.data
+            entry = data.get("inbox") if isinstance(data, Mapping) else None
+            if isinstance(entry, int) and data.get("role") == "user":
+                latest[entry] = event.seq
+        elif event.type == TURN_COMPLETED_EVENT:
+            completed = completed_entry(event.data)
+            if completed is not None and completed in latest:
+                done.add(latest[completed])
+    return done
 
 
 Model = Callable[[Turn], "str | None"]
@@ -255,19 +282,27 @@ class EmbeddedAgent:
 
     def _queue(self, message: UserMessage, result: Future[TurnRecord] | None) -> None:
         """Append ``message``'s inbox entry, then queue it (``result``: its turn's handle)."""
+        staged = self._may_queue(message)
+        data = queued_data(message)
+        if staged:
+            event = self._session.append_staged(INBOX_EVENT, data)
+        else:
+            event = self._session.append(INBOX_EVENT, data)
+        self._queued(InboxEntry(event.seq, message), staged, result)
+
+    def _may_queue(self, message: UserMessage) -> bool:
+        """Raise unless ``message`` may be queued; whether its inbox entry joins a stage."""
         if not isinstance(message, UserMessage):
             raise TypeError("followup expects a UserMessage")
         if self._disposed:
             raise self._disposed_error()
-        staged = self._gated and self._admission.reserved
-        data = queued_data(message)
+        return self._gated and self._admission.reserved
+
+    def _queued(self, entry: InboxEntry, staged: bool, result: Future[TurnRecord] | None) -> None:
+        """``entry`` is in the log: hand it to admission, start or flush what may go on."""
         if staged:
-            event = self._session.append_staged(INBOX_EVENT, data)
             with self._lock:
                 self._staged = True
-        else:
-            event = self._session.append(INBOX_EVENT, data)
-        entry = InboxEntry(event.seq, message)
         if result is not None:
             with self._lock:
                 self._results[entry.seq] = result
@@ -295,6 +330,35 @@ class EmbeddedAgent:
         """
         result: Future[TurnRecord] = Future()
         self._queue(message, result)
+        return result
+
+    def submit(self, message: UserMessage) -> Future[TurnRecord]:
+        """:meth:`send` that never waits, for callers on an event loop.
+
+        The inbox append goes through the session actor when it is busy; a
+        failed append (or a disposed agent) fails the returned future instead
+        of raising, and nothing is queued.
+        """
+        result: Future[TurnRecord] = Future()
+        try:
+            staged = self._may_queue(message)
+        except Exception as error:
+            result.set_exception(error)
+            return result
+        appended = self._session.submit_append(INBOX_EVENT, queued_data(message), staged=staged)
+
+        def queue(done: Future[Any]) -> None:
+            error = done.exception()
+            if error is not None:
+                result.set_exception(error)
+                return
+            try:
+                self._queued(InboxEntry(done.result().seq, message), staged, result)
+            except Exception as failure:  # the admission refused it: the entry waits for a resume
+                if not result.done():
+                    result.set_exception(failure)
+
+        appended.add_done_callback(queue)
         return result
 
     def reserve_turn_admission(self) -> Callable[[], None] | None:
@@ -470,7 +534,7 @@ class EmbeddedAgent:
         interrupted = False
         error: BaseException | None = None
         try:
-            self._session.append(
+            start = self._session.append(
                 MESSAGE_EVENT,
                 {
                     "role": "user",
@@ -480,7 +544,8 @@ class EmbeddedAgent:
                 },
             )
             started = True
-            reply = self.model(Turn(self, message, self._registry.tools, entry.seq))
+            turn = Turn(self, message, self._registry.tools, entry.seq, start.seq)
+            reply = self.model(turn)
             if reply is not None:
                 self._session.append(MESSAGE_EVENT, {"role": "assistant", "content": reply})
         except TurnInterrupted as cut:

@@ -126,8 +126,10 @@ class EmbeddedSession(LogBackedSession):
         """
         return self._append(type, data, staged=True)
 
-    def submit_append(self, type: str, data: Any) -> Future[SessionEvent]:
-        """Append one event like :meth:`append`, but never wait: a future of the event.
+    def submit_append(
+        self, type: str, data: Any, *, staged: bool = False
+    ) -> Future[SessionEvent]:
+        """Append one event like :meth:`append` (``staged``: :meth:`append_staged`), never waiting.
 
         For callers that must not block (an asyncio loop): when the session
         actor is busy the append goes through its mailbox and the future
@@ -137,14 +139,14 @@ class EmbeddedSession(LogBackedSession):
         core = self._core
         if core is not None and core.enter_if_idle():
             try:
-                return resolved(core.append(type, data, staged=False))
+                return resolved(core.append(type, data, staged=staged))
             except Exception as error:
                 return failed(error)
             finally:
                 core.leave()
         reply: Future[SessionEvent] = Future()
         try:
-            self._actor.tell(AppendEvent(type, data, reply, False))
+            self._actor.tell(AppendEvent(type, data, reply, staged))
         except pykka.ActorDeadError:
             return failed(SessionDetachedError(f"session {self.id!r} is detached"))
         return reply

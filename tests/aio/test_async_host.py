@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from host_bridge.aio import AgentTurn, AsyncHost, current_turn, wait
 from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
+from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
 from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.changes import change_of, reopened
@@ -140,8 +142,41 @@ async def test_records_are_kept_in_the_session_log_and_reserved_types_are_refuse
         chat = await host.open("u-1")
         assert await chat.send("two") == "1"
     events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
-    history = [e.data for e in events if e.type == "test/history"]
+    history = [e.data["data"] for e in events if e.type == "test/history"]
     assert history == [{"said": "one"}, {"said": "two"}]
+
+
+async def test_the_records_of_a_run_a_stop_cut_are_left_out_when_it_runs_again(
+    tmp_path: Path,
+) -> None:
+    recorded = asyncio.Event()
+    seen: list[list[Any]] = []
+
+    async def records_then_hangs(turn: AgentTurn) -> str | None:
+        seen.append(turn.records("test/history"))
+        await turn.record("test/history", {"run": len(seen)})
+        if len(seen) == 1:
+            recorded.set()
+            await asyncio.Event().wait()  # cut by the stop below
+        return "done"
+
+    host = AsyncHost(records_then_hangs, data_dir=tmp_path, stop_timeout=0.0)
+    await host.start()
+    chat = await host.open("u-1")
+    sending = asyncio.ensure_future(chat.send("hi"))
+    await asyncio.wait_for(recorded.wait(), TIMEOUT)
+    await host.aclose()
+    with pytest.raises((TurnInterrupted, AgentDisposedError)):
+        await sending
+
+    async with AsyncHost(records_then_hangs, data_dir=tmp_path) as again:
+        chat = await again.open("u-1")
+        await asyncio.wait_for(chat.when_idle(), TIMEOUT)  # the cut turn runs again
+        assert await chat.send("next") == "done"
+    assert seen == [[], [], [{"run": 2}]]  # the cut run's record never reached a later turn
+    events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
+    stored = [e.data["data"] for e in events if e.type == "test/history"]
+    assert stored == [{"run": 1}, {"run": 2}, {"run": 3}]  # the log keeps everything
 
 
 async def test_no_coroutine_is_blocked_while_a_tool_call_waits_for_a_slow_flush(
@@ -251,3 +286,37 @@ async def test_wait_awaits_a_module_future_and_opening_twice_gives_one_conversat
         assert fresh.session_id != "u-1"
         assert await fresh.send("x") == "seen: x"
         await host.when_idle()
+
+
+async def test_opening_a_session_its_activation_is_waking_takes_over_the_woken_agent(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with fake_time_host(tmp_path, Runner(), clock) as (host, _):
+        await (await host.open("u-1")).send("remind 60 stretch")
+    clock.advance(61_000)  # overdue when the next host starts
+
+    runner = Runner()
+    async with fake_time_host(tmp_path, runner, clock) as (host, timers):
+        sessions = host.embedded.sessions
+        resume = sessions.resume_claimed
+        entered, gate = threading.Event(), threading.Event()
+
+        def held_resume(session_id: str) -> EmbeddedSession:
+            entered.set()
+            assert gate.wait(TIMEOUT)
+            return resume(session_id)
+
+        sessions.resume_claimed = held_resume  # type: ignore[method-assign]
+        timers.advance(0)  # the wake-up activates u-1 on a worker thread, held before going live
+        assert await asyncio.to_thread(entered.wait, TIMEOUT)
+        opening = asyncio.ensure_future(host.open("u-1"))
+        await asyncio.to_thread(lambda: None)  # let the open reach the activation
+        assert not opening.done()  # it waits for the activation of its session
+        gate.set()
+        chat = await asyncio.wait_for(opening, TIMEOUT)
+        roots = [a for a in host.embedded.agents.roots() if a.session.id == "u-1"]
+        assert roots == [chat.agent]  # the woken agent, taken over: one root on the session
+        await settle_async(host, timeout=TIMEOUT)
+        assert len(runner.reminders) == 1
+        assert await chat.send("hello") == "seen: hello"

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.cli.helpers import REPO, TIMEOUT, Proc
 from tests.cli.test_serve import delivery_counts
@@ -25,16 +22,6 @@ def run_example(data_dir: Path, *text: str) -> str:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        if proc.popen.poll() is None:
-            proc.popen.kill()
-            proc.popen.wait()
 
 
 def test_the_example_is_at_most_forty_lines() -> None:

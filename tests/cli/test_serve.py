@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -38,16 +37,6 @@ from tests.cli.helpers import (
     run_cli,
     write_session,
 )
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        if proc.popen.poll() is None:
-            proc.popen.kill()
-            proc.popen.wait()
 
 
 def serve(procs: list[Proc], data_dir: Path, home: Path, *extra: str) -> Proc:

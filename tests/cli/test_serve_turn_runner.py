@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,16 +45,6 @@ def runner_dir(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "hostbot.py").write_text(RUNNER, "utf-8")
     return folder
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        if proc.popen.poll() is None:
-            proc.popen.kill()
-            proc.popen.wait()
 
 
 def serve_with_runner(

@@ -350,3 +350,60 @@ def test_spawn_uses_unique_ids_and_sessions(host: EmbeddedHost) -> None:
     assert session is second.session
     sharing = host.spawn_root(session=session)
     assert sharing.session is session
+
+
+# --- the handle from a message to its turn ----------------------------------------------------
+
+
+def test_send_and_submit_resolve_with_the_record_of_the_turn_they_started(
+    host: EmbeddedHost,
+) -> None:
+    replies = iter(["first", "second"])
+    agent = host.spawn_root(model=lambda turn: next(replies))
+    sent = agent.send(message("a"))
+    submitted = agent.submit(message("b"))
+    assert sent.result(timeout=TIMEOUT) == TurnRecord(message("a"), "first")
+    assert submitted.result(timeout=TIMEOUT) == TurnRecord(message("b"), "second")
+
+
+def test_a_failed_turn_hands_its_error_to_the_handle_and_is_recorded_complete(
+    host: EmbeddedHost,
+) -> None:
+    def broken(turn: Turn) -> str | None:
+        raise KeyError("model down")
+
+    agent = host.spawn_root(model=broken)
+    record = agent.prompt("hi").result(timeout=TIMEOUT)
+    assert record.failed and isinstance(record.error, KeyError)
+    completed = [e.data for e in agent.session.events if e.type == "turn/completed"]
+    assert [data["failed"] for data in completed] == [True]
+
+
+def test_a_handle_fails_when_the_agent_is_disposed_before_the_turn_ran(
+    host: EmbeddedHost,
+) -> None:
+    model = BlockingModel()
+    agent = host.spawn_root(model=model)
+    running = agent.send(message("holds the agent"))
+    assert model.entered.wait(TIMEOUT)
+    waiting = agent.send(message("waits"))
+    host.agents.dispose(agent)
+    model.gate.set()
+    with pytest.raises(AgentDisposedError):
+        waiting.result(timeout=TIMEOUT)
+    assert running.done()
+    late = agent.submit(message("after dispose"))
+    with pytest.raises(AgentDisposedError):  # submit fails its future instead of raising
+        late.result(timeout=TIMEOUT)
+    queued = [e for e in agent.session.events if e.type == "inbox/queued"]
+    assert len(queued) == 2  # the waiting entry stays in the log for the next resume
+
+
+def test_submit_of_a_detached_session_fails_its_future_and_queues_nothing(
+    host: EmbeddedHost,
+) -> None:
+    agent = host.spawn_root(model=lambda turn: "never")
+    host.sessions.detach(agent.session)
+    with pytest.raises(Exception, match="detached"):
+        agent.submit(message("lost")).result(timeout=TIMEOUT)
+    assert agent.queued == ()
