@@ -20,12 +20,9 @@ normalises the model's nulls before the tools see them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, SessionSettings, Tool, TResponseInputItem
@@ -39,13 +36,10 @@ __all__ = ["HISTORY_EVENT", "HostLogSession", "schedule_tools", "turn_runner"]
 _log = logging.getLogger("dsh_schedule.integrations.openai_agents")
 
 HISTORY_EVENT = "openai_agents/items"
-"""Type of the session-log events that hold the SDK history.
+"""Type of the session-log records that hold the SDK history.
 
 Data: ``{"add": [item, ...]}``, ``{"pop": 1}`` (the newest item was removed) or
-``{"clear": true}``, each with ``"run": id`` when made in a run of
-``async with HostLogSession(...)``, and ``{"done": id}`` when that run ended.
-The history is their fold, oldest first, without the changes of runs that
-never ended.
+``{"clear": true}``; the history is their fold, oldest first.
 """
 
 _NO_TURN = "Schedule tools run only inside a host turn; none is running here."
@@ -96,16 +90,13 @@ class HostLogSession:
 
     One per turn (``turn`` defaults to :func:`~host_bridge.aio.current_turn`);
     ``session_id`` is the host session's id. Every change is appended as a
-    :data:`HISTORY_EVENT` event with :meth:`AgentTurn.record
-    <host_bridge.aio.AgentTurn.record>`, durable with the turn's completion;
-    since the log is append-only, ``pop_item`` and ``clear_session`` are events
-    too, and the history is their fold.
-
-    Used as ``async with HostLogSession(turn) as session:`` around the run (as
-    :func:`turn_runner` does), the changes of a run that was cut (cancelled by a
-    host stopping, so that its message is presented again) are left out of the
-    history: the turn's next run starts from the history as it was before. A
-    run that ends, or raises, keeps its changes.
+    :data:`HISTORY_EVENT` record with :meth:`AgentTurn.record
+    <host_bridge.aio.AgentTurn.record>`, in the same store and commits as the
+    turn; since the log is append-only, ``pop_item`` and ``clear_session`` are
+    records too, and the history is their fold. The records of a run that was
+    cut (by a stop or a crash, so that its turn runs again) are left out
+    (:meth:`AgentTurn.records <host_bridge.aio.AgentTurn.records>`): the re-run
+    starts from the history as it was before.
     """
 
     session_settings: SessionSettings | None = None
@@ -116,21 +107,6 @@ class HostLogSession:
         self.turn = current_turn() if turn is None else turn
         self.session_id: str = self.turn.session_id
         self.session_settings = session_settings
-        self._run: str | None = None
-
-    async def __aenter__(self) -> HostLogSession:
-        self._run = uuid.uuid4().hex
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        run, self._run = self._run, None
-        if run is not None and not (exc_type and issubclass(exc_type, asyncio.CancelledError)):
-            await self.turn.record(HISTORY_EVENT, {"done": run})
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history, oldest first; the newest ``limit`` items when given."""
@@ -142,76 +118,55 @@ class HostLogSession:
         return items[-count:] if count > 0 else []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` to the history (one event)."""
+        """Append ``items`` to the history (one record)."""
         if items:
-            await self._record({"add": json.loads(json.dumps(list(items), ensure_ascii=False))})
+            plain = json.loads(json.dumps(list(items), ensure_ascii=False))
+            await self.turn.record(HISTORY_EVENT, {"add": plain})
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when the history is empty."""
         items = self._history()
         if not items:
             return None
-        await self._record({"pop": 1})
+        await self.turn.record(HISTORY_EVENT, {"pop": 1})
         return items[-1]
 
     async def clear_session(self) -> None:
         """Forget the whole history."""
-        await self._record({"clear": True})
-
-    async def _record(self, change: dict[str, Any]) -> None:
-        if self._run is not None:
-            change["run"] = self._run
-        await self.turn.record(HISTORY_EVENT, change)
+        await self.turn.record(HISTORY_EVENT, {"clear": True})
 
     def _history(self) -> list[TResponseInputItem]:
-        return _fold_history(self.turn.records(HISTORY_EVENT), self._run)
+        return _fold_history(self.turn.records(HISTORY_EVENT))
 
 
-def _fold_history(events: Sequence[Any], current: str | None) -> list[TResponseInputItem]:
-    """The history :data:`HISTORY_EVENT` data ``events`` (oldest first) leave.
-
-    Changes of a run that never ended (no ``done`` event; not ``current``) are
-    left out. An event of another shape is skipped and logged.
-    """
-    done = {
-        d["done"]
-        for d in events
-        if isinstance(d, Mapping) and set(d) == {"done"} and isinstance(d["done"], str)
-    }
+def _fold_history(records: Sequence[Any]) -> list[TResponseInputItem]:
+    """The history :data:`HISTORY_EVENT` records (oldest first) leave; others are logged."""
     items: list[TResponseInputItem] = []
-    for data in events:
-        if not isinstance(data, Mapping):
-            _log.warning("skipped a malformed %s event", HISTORY_EVENT)
-            continue
-        change = {key: value for key, value in data.items() if key != "run"}
-        run = data.get("run")
-        if run is not None and (not isinstance(run, str) or (run not in done and run != current)):
-            continue  # a cut run (its message runs again), or a malformed id
-        if set(change) == {"add"} and isinstance(change["add"], list):
-            items.extend(change["add"])
-        elif change == {"pop": 1}:
+    for data in records:
+        if isinstance(data, Mapping) and set(data) == {"add"} and isinstance(data["add"], list):
+            items.extend(data["add"])
+        elif data == {"pop": 1}:
             if items:
                 items.pop()
-        elif change == {"clear": True}:
+        elif data == {"clear": True}:
             items.clear()
-        elif set(change) != {"done"}:
-            _log.warning("skipped a malformed %s event", HISTORY_EVENT)
+        else:
+            _log.warning("skipped a malformed %s record", HISTORY_EVENT)
     return items
 
 
 def turn_runner(agent: Agent[Any], **run_options: Any) -> TurnRunner:
     """A turn runner that answers each turn with ``Runner.run`` on ``agent``.
 
-    It runs ``Runner.run(agent, turn.text, session=session, **run_options)`` in
-    ``async with HostLogSession(turn) as session`` and returns
-    ``str(result.final_output)`` (``None`` when there is none).
+    It runs ``Runner.run(agent, turn.text, session=HostLogSession(turn), **run_options)``
+    and returns ``str(result.final_output)`` (``None`` when there is none).
     ``run_options`` are ``Runner.run``'s other keywords (``run_config``,
     ``max_turns``, ``context``, ``hooks``, ...).
     """
 
     async def run_turn(turn: AgentTurn) -> str | None:
-        async with HostLogSession(turn) as session:
-            result = await Runner.run(agent, turn.text, session=session, **run_options)
+        session = HostLogSession(turn)
+        result = await Runner.run(agent, turn.text, session=session, **run_options)
         output = result.final_output
         return None if output is None else str(output)
 
