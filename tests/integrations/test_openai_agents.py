@@ -462,7 +462,7 @@ def test_the_example_is_at_most_40_lines() -> None:
 
 
 def test_the_example_keeps_its_reminder_over_a_restart(tmp_path: Path) -> None:
-    closed_chat(tmp_path, 4)  # due after the restart below has opened the conversation
+    closed_chat(tmp_path, 2)
     second = start_example(tmp_path)  # a restart: the same store, the same conversation
     stdout = second.stdout
     assert stdout is not None
