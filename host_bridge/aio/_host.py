@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable
 from types import TracebackType
 
-from actors._contract import TextBlock, Timers, UserMessage, wall_clock_ms
+from actors._contract import (
+    DEFAULT_CLOCK_WATCH_MS,
+    TextBlock,
+    Timers,
+    UserMessage,
+    wall_clock_ms,
+)
 from actors._runtime import RuntimeSpec
 from actors._wake_policy import WakePolicy
 from host_bridge._plugin import SchedulePlugin, install_schedule
@@ -97,9 +104,11 @@ class AsyncHost:
     ``clock`` and ``timers`` replace the wall clock and the timer service (the
     test kit's fakes); ``stop_timeout`` bounds how long :meth:`aclose` lets
     running turns finish before cancelling them (cancelled turns run again at
-    the next start). ``schedule=False`` leaves Schedule out: the bare host, to
-    check its adapters with the conformance kit or to install Schedule with
-    options of one's own on :attr:`embedded`.
+    the next start). ``clock_watch_ms`` is the tick of Schedule's clock
+    watchdog (``None``: off, as tests on fake time may want).
+    ``schedule=False`` leaves Schedule out: the bare host, to check its
+    adapters with the conformance kit or to install Schedule with options of
+    one's own on :attr:`embedded`.
     """
 
     def __init__(
@@ -116,6 +125,7 @@ class AsyncHost:
         lease_wait: float = 0.0,
         stop_timeout: float = 10.0,
         schedule: bool = True,
+        clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS,
     ) -> None:
         self._run_turn = run_turn
         self._data_dir = data_dir
@@ -128,6 +138,7 @@ class AsyncHost:
         self._lease_wait = lease_wait
         self.stop_timeout = stop_timeout
         self._schedule = schedule
+        self._clock_watch_ms = clock_watch_ms
         self._turns: LoopTurns | None = None
         self._embedded: EmbeddedHost | None = None
         self._plugin: SchedulePlugin | None = None
@@ -158,7 +169,9 @@ class AsyncHost:
                 host.enable_activation(model=turns)
             plugin = (
                 install_schedule(
-                    host.context(), runtime=host.runtime, wake_policy=self._wake_policy
+                    dataclasses.replace(host.context(), clock_watch_ms=self._clock_watch_ms),
+                    runtime=host.runtime,
+                    wake_policy=self._wake_policy,
                 )
                 if self._schedule
                 else None

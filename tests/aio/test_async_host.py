@@ -320,3 +320,16 @@ async def test_opening_a_session_its_activation_is_waking_takes_over_the_woken_a
         await settle_async(host, timeout=TIMEOUT)
         assert len(runner.reminders) == 1
         assert await chat.send("hello") == "seen: hello"
+
+
+@pytest.mark.parametrize(("watch_ms", "ticking"), [(1000, True), (None, False)])
+async def test_the_clock_watchdog_follows_clock_watch_ms(
+    tmp_path: Path, watch_ms: int | None, ticking: bool
+) -> None:
+    clock = FakeClock()
+    async with AsyncHost(
+        Runner(), data_dir=tmp_path, clock=clock, timers=FakeTimers(clock), clock_watch_ms=watch_ms
+    ) as host:
+        await host.open("u-1")
+        await settle_async(host, timeout=TIMEOUT)
+        assert host.plugin.status().clock_watch is ticking
