@@ -742,7 +742,7 @@ class ScheduleOwner(SupervisedActor):
         The fold ``folded`` the change was decided on takes it in at once
         (:meth:`_fold_own`).
         """
-        if txn.request is not None and txn.request.reply.cancelled():
+        if txn.request is not None and not _claim(txn.request.reply):
             self._log.debug("a %s cancelled by its caller stops before its append", txn.kind)
             txn.outcome = "cancelled"
             return False
@@ -1326,3 +1326,15 @@ def _cancel_deadline(txn: _Txn) -> None:
 def _reply(reply: Future[Any], value: ToolError | dict[str, object]) -> None:
     if not reply.done():  # else answered before, or cancelled by its caller
         settle(reply, value.to_json() if isinstance(value, ToolError) else value)
+
+
+def _claim(reply: Future[Any]) -> bool:
+    """Mark a tool call's reply running before its append: False if its caller cancelled it.
+
+    From here on the caller's ``cancel()`` fails and the answer reaches it, so a
+    change that is appended is never answered into a cancelled future.
+    """
+    try:
+        return reply.set_running_or_notify_cancel()
+    except RuntimeError:  # answered already (a refusal): the append goes on as before
+        return True

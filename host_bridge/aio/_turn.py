@@ -23,6 +23,7 @@ from host_bridge.embedded.agents import (
     tool_result_data,
 )
 from host_bridge.embedded.codec import PayloadError
+from host_bridge.embedded.tools import error_result
 
 __all__ = [
     "RESERVED_PREFIXES",
@@ -52,6 +53,10 @@ def current_turn() -> AgentTurn:
         return _current.get()
     except LookupError:
         raise LookupError("no Schedule turn is running in this task") from None
+
+
+def _cancelled_result(name: str) -> ToolResult:
+    return error_result("tool_cancelled", "The tool call was cancelled.", name)
 
 
 class AgentTurn:
@@ -86,20 +91,41 @@ class AgentTurn:
         """Run tool ``name`` for this agent; the call and its result are recorded in the log.
 
         ``arguments`` is a JSON value or the model's JSON text (the tools decode
-        text once, strictly). A failing tool is an ``is_error`` result, never an
-        exception. Cancelling the awaiting task cancels the call.
+        text once, strictly). A failing tool, or a session that can no longer
+        record the call, is an ``is_error`` result, never an exception.
+        Cancelling the awaiting task cancels the call while it can still stop
+        (a Schedule call before its append: then nothing changed); a call that
+        went on completes. Either way the log records how it ended.
         """
         registry = self._turn.tools
         if registry is None:
             raise RuntimeError("this agent has no tool registry")
-        session = self._turn.agent.session
+        agent = self._turn.agent
+        session = agent.session
         try:
-            await wait(session.submit_append(MESSAGE_EVENT, tool_call_data(name, arguments)))
-        except PayloadError:
-            unstored = tool_call_data(name, None, stored=False)
-            await wait(session.submit_append(MESSAGE_EVENT, unstored))
-        result = await wait(registry.submit(name, arguments, agent=self._turn.agent))
-        await wait(session.submit_append(MESSAGE_EVENT, tool_result_data(name, result)))
+            try:
+                await wait(session.submit_append(MESSAGE_EVENT, tool_call_data(name, arguments)))
+            except PayloadError:
+                unstored = tool_call_data(name, None, stored=False)
+                await wait(session.submit_append(MESSAGE_EVENT, unstored))
+        except Exception:
+            _log.warning("the call of %s could not be recorded; it does not run", name)
+            return error_result("tool_failed", "The tool failed.", name)
+        call = registry.submit(name, arguments, agent=agent)
+        recorded: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def record_outcome(done: concurrent.futures.Future[ToolResult]) -> None:
+            outcome = (
+                tool_result_data(name, _cancelled_result(name)) | {"cancelled": True}
+                if done.cancelled()
+                else tool_result_data(name, done.result())
+            )
+            appended = session.submit_append(MESSAGE_EVENT, outcome)
+            appended.add_done_callback(lambda _: recorded.set_result(None))
+
+        call.add_done_callback(record_outcome)  # on whichever thread ends it, cancelled or not
+        result = await wait(call)
+        await asyncio.shield(wait(recorded))
         return result
 
     async def record(self, type: str, data: Any) -> None:

@@ -14,7 +14,7 @@ from actors._contract import Agent, ToolCall, ToolDefinition, ToolResult
 from actors._futures import resolved
 from actors._runtime import wait_for
 
-__all__ = ["ScopedToolRegistry", "ToolConflictError"]
+__all__ = ["ScopedToolRegistry", "ToolConflictError", "error_result"]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
@@ -23,10 +23,25 @@ class ToolConflictError(Exception):
     """A tool with the same name is already visible in the scope."""
 
 
-def _error(code: str, message: str, name: str) -> ToolResult:
+def error_result(code: str, message: str, name: str) -> ToolResult:
+    """The ``is_error`` result of a host-level failure: ``{"code", "message", "tool"}``."""
     value = {"code": code, "message": message, "tool": name}
     content = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return ToolResult(is_error=True, value=value, content=content)
+
+
+class _Outcome(Future[ToolResult]):
+    """The judged result of a started tool; cancelling it cancels the tool's own future."""
+
+    def __init__(self, started: Future[ToolResult]) -> None:
+        super().__init__()
+        self._started = started
+
+    def cancel(self) -> bool:
+        """Cancel the tool call; False (and the result comes) once it can no longer stop."""
+        if not (self._started.cancel() or self._started.cancelled()):
+            return False
+        return super().cancel()
 
 
 class ScopedToolRegistry:
@@ -107,22 +122,21 @@ class ScopedToolRegistry:
 
         An unknown tool, a tool that raises, a failed future or a non-``ToolResult``
         value resolve to an ``is_error`` result. Cancelling the returned future
-        cancels the tool's own (a call not yet started then makes no append).
+        cancels the tool's own: it succeeds while the tool can still stop (a
+        Schedule call before its append), and fails once the tool went on, whose
+        result then arrives.
         """
         started = self._start(name, arguments, agent)
         if isinstance(started, ToolResult):
             return resolved(started)
-        outer: Future[ToolResult] = Future()
+        outer = _Outcome(started)
 
         def settle(done: Future[ToolResult]) -> None:
-            if outer.set_running_or_notify_cancel():  # False: the caller cancelled it
+            if done.cancelled():
+                Future.cancel(outer)  # the call stopped before it changed anything
+            elif outer.set_running_or_notify_cancel():  # False: cancelled meanwhile
                 outer.set_result(self._outcome(name, agent, done))
 
-        def cancelled(_: Future[ToolResult]) -> None:
-            if outer.cancelled():
-                started.cancel()
-
-        outer.add_done_callback(cancelled)
         started.add_done_callback(settle)
         return outer
 
@@ -144,7 +158,7 @@ class ScopedToolRegistry:
         except TimeoutError:
             if not started.done():
                 _log.warning("tool %s timed out for agent %s", name, agent.id)
-                return _error("tool_timeout", "The tool did not finish in time.", name)
+                return error_result("tool_timeout", "The tool did not finish in time.", name)
         except Exception:
             if not started.done():
                 raise
@@ -154,13 +168,13 @@ class ScopedToolRegistry:
         """The tool's future, or the error result when it is unknown or raised."""
         tool = self.get(name, agent=agent)
         if tool is None:
-            return _error("unknown_tool", f"No tool named {name!r} is available.", name)
+            return error_result("unknown_tool", f"No tool named {name!r} is available.", name)
         call = ToolCall(f"call-{next(self._call_ids)}", agent)  # (count() is thread-safe)
         try:
             return tool.execute(arguments, call)
         except Exception:
             _log.warning("tool %s raised for agent %s", name, agent.id, exc_info=True)
-            return _error("tool_failed", "The tool failed.", name)
+            return error_result("tool_failed", "The tool failed.", name)
 
     @staticmethod
     def _outcome(name: str, agent: Agent, done: Future[ToolResult]) -> ToolResult:
@@ -168,8 +182,8 @@ class ScopedToolRegistry:
             result = done.result()
         except Exception:
             _log.warning("tool %s failed for agent %s", name, agent.id, exc_info=True)
-            return _error("tool_failed", "The tool failed.", name)
+            return error_result("tool_failed", "The tool failed.", name)
         if not isinstance(result, ToolResult):
             _log.warning("tool %s returned %r instead of a ToolResult", name, type(result))
-            return _error("tool_failed", "The tool failed.", name)
+            return error_result("tool_failed", "The tool failed.", name)
         return result

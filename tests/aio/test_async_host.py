@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from host_bridge.aio import AgentTurn, AsyncHost, current_turn, wait
 from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
 from host_bridge.embedded.sessions import EmbeddedSession
+from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
 from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
 from messages._records import SCHEDULE_CHANGE_TYPE
 from tests.changes import change_of, reopened
@@ -244,6 +246,70 @@ async def test_cancelling_an_awaited_tool_call_cancels_it_before_its_append(
         await settle_async(host, timeout=TIMEOUT)
     assert listed["schedules"] == []
     assert stored_changes(tmp_path, "u-1") == []
+    tool_records = [
+        e.data
+        for e in reopened(tmp_path / "sessions.sqlite3", "u-1").events
+        if e.type == "message" and e.data.get("role") == "tool"
+    ]
+    assert tool_records[0]["name"] == "schedule_create"  # the cancelled call ended in the log
+    assert tool_records[0]["cancelled"] is True and tool_records[0]["isError"] is True
+
+
+class HeldTool:
+    """A tool whose calls wait for the test; it goes on (cannot stop) once ``start`` ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[Future[ToolResult]] = []
+
+    def execute(self, arguments: Any, call: ToolCall) -> Future[ToolResult]:
+        future: Future[ToolResult] = Future()
+        self.calls.append(future)
+        return future
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            "held", "waits for the test", {"type": "object"}, {}, self.execute, str, str
+        )
+
+
+async def test_a_cancel_too_late_to_stop_a_tool_lets_it_finish_and_records_its_result(
+    tmp_path: Path,
+) -> None:
+    tool = HeldTool()
+    cancelled: list[bool] = []
+
+    async def cancel_late(turn: AgentTurn) -> str | None:
+        call = asyncio.ensure_future(turn.call_tool("held", {}))
+        while not tool.calls:
+            await asyncio.sleep(0)
+        assert tool.calls[0].set_running_or_notify_cancel()  # the tool went on: no stopping now
+        call.cancel()
+        try:
+            await call
+        except asyncio.CancelledError:
+            cancelled.append(True)
+        tool.calls[0].set_result(ToolResult(False, {"ok": 1}, '{"ok":1}'))
+        return "done"
+
+    async with AsyncHost(cancel_late, data_dir=tmp_path, schedule=False) as host:
+        host.embedded.tools.register_global(tool.definition())
+        chat = await host.open("u-1")
+        assert await chat.send("go") == "done"
+        await settle_async_records(chat)
+        tool_records = [
+            e.data
+            for e in chat.agent.session.events
+            if e.type == "message" and e.data.get("role") == "tool"
+        ]
+    assert cancelled == [True]  # the awaiting task was cancelled ...
+    assert tool_records == [  # ... and the log still has the result of the call that went on
+        {"role": "tool", "name": "held", "isError": False, "content": '{"ok":1}'}
+    ]
+
+
+async def settle_async_records(chat: Any) -> None:
+    """Wait until the session's pending appends are in the live log (a flush covers them)."""
+    assert await wait(chat.agent.session.request_flush()) is True
 
 
 async def test_aclose_cuts_a_running_turn_and_the_next_start_runs_it_again(tmp_path: Path) -> None:

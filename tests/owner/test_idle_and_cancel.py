@@ -199,14 +199,17 @@ def test_cancelling_after_the_answer_changes_nothing(host: FakeHost, runtime: Ru
     assert appended(tools.agent) == ["create"]
 
 
-def test_a_cancel_racing_the_answer_is_harmless(host: FakeHost, runtime: Runtime) -> None:
+def test_a_cancel_after_the_append_fails_and_the_caller_gets_the_answer(
+    host: FakeHost, runtime: Runtime
+) -> None:
     tools = installed(host, runtime)
     host.sessions.script(True, PENDING)  # the create's barrier is in flight
     future = execute(tools, "schedule_create", {"prompt": "x", "after_seconds": 60})
     tools.settle()
     assert appended(tools.agent) == ["create"]
-    assert future.cancel()  # too late to stop the append: the owner answers into nothing
+    assert not future.cancel()  # too late: the change is in the log, so its answer must come
     host.sessions.release(True)
     tools.settle()
+    assert future.result(timeout=5).value["id"] == "schedule-1"
     assert tools.plugin.status().owners[0].contained_failures == 0
     assert [v["id"] for v in tools.call("schedule_list", {})["schedules"]] == ["schedule-1"]
