@@ -21,6 +21,7 @@ from host_bridge.aio._loop_thread import LoopThread, TurnRunnerImportError, impo
 from host_bridge.aio._turn import (
     RESERVED_PREFIXES,
     AgentTurn,
+    RunnerCancelledError,
     TurnRunner,
     admission_on_loop,
     current_turn,
@@ -32,6 +33,7 @@ __all__ = [
     "AsyncHost",
     "Conversation",
     "LoopThread",
+    "RunnerCancelledError",
     "TurnRunner",
     "TurnRunnerImportError",
     "admission_on_loop",

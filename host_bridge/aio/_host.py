@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
+from typing import Any, TypeVar
 
 from actors._contract import (
     DEFAULT_CLOCK_WATCH_MS,
@@ -24,10 +26,13 @@ from host_bridge.aio._futures import wait
 from host_bridge.aio._turn import LoopTurns, TurnRunner
 from host_bridge.embedded.agents import EmbeddedAgent
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.sessions import new_session_id
 
 __all__ = ["AsyncHost", "Conversation"]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+_T = TypeVar("_T")
 
 
 class Conversation:
@@ -41,7 +46,7 @@ class Conversation:
     def __init__(self, host: AsyncHost, agent: EmbeddedAgent) -> None:
         self._host = host
         self._agent = agent
-        self._closed = False
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def session_id(self) -> str:
@@ -58,9 +63,12 @@ class Conversation:
 
         The message is first recorded in the session's inbox; the turn starts
         when no other turn (a reminder's, say) runs and the entry is durable.
-        Raises what the runner raised.
+        Raises what the runner raised; ``TurnInterrupted`` or
+        ``AgentDisposedError`` when the host stopped first (the message then
+        runs at the next start); ``RuntimeError`` once the conversation is
+        closing. Cancelling ``send`` stops the wait, not the turn.
         """
-        if self._closed:
+        if self._closing is not None:
             raise RuntimeError(f"conversation {self.session_id!r} is closed")
         message = UserMessage((TextBlock(text),), {"kind": "user"})
         record = await wait(self._agent.submit(message))
@@ -77,12 +85,16 @@ class Conversation:
 
         A reminder falling due later wakes the session by activation (this
         host's, or ``dsh-schedule serve``'s) and runs its turn with the runner.
-        Idempotent.
+        Idempotent; the closing goes on when the caller is cancelled, and an
+        ``open`` of the session meanwhile waits for it.
         """
-        if self._closed:
-            return
-        self._closed = True
-        await self.when_idle()
+        if self._closing is None:
+            self._closing = self._host._serialized(self.session_id, self._close_now)
+        await asyncio.shield(self._closing)
+
+    async def _close_now(self) -> None:
+        with contextlib.suppress(Exception):  # disposed by the host's close meanwhile
+            await self.when_idle()
         self._host._forget(self)
         await asyncio.to_thread(self._host._let_go, self._agent)
 
@@ -143,7 +155,9 @@ class AsyncHost:
         self._embedded: EmbeddedHost | None = None
         self._plugin: SchedulePlugin | None = None
         self._open: dict[str, Conversation] = {}
+        self._work: dict[str, asyncio.Task[Any]] = {}  # the open or close in flight per session
         self._closing = False
+        self._closed: asyncio.Task[None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -184,26 +198,34 @@ class AsyncHost:
     async def aclose(self) -> None:
         """Stop delivering, let running turns finish (``stop_timeout``), write everything, close.
 
+        Opens and closes in flight finish first (within the same timeout).
         Turns still running then are cancelled: their messages stay unfinished
         in the inbox and run again at the next start. Raises the store's error
-        when queued events could not be written. Idempotent.
+        when queued events could not be written. Idempotent: a second call
+        waits for the first; cancelling the caller does not stop the closing.
         """
-        host, plugin, turns = self._embedded, self._plugin, self._turns
-        if host is None or turns is None or self._closing:
+        if self._embedded is None or self._turns is None:
             return
-        self._closing = True
+        if self._closed is None:
+            self._closing = True
+            self._closed = asyncio.ensure_future(self._close_now())
+        await asyncio.shield(self._closed)
+
+    async def _close_now(self) -> None:
+        host, plugin, turns = self.embedded, self._plugin, self._turns
+        assert turns is not None
         deadline = time.monotonic() + self.stop_timeout
+        if self._work:
+            await asyncio.wait(list(self._work.values()), timeout=self._left(deadline))
         if plugin is not None:
-            try:
-                await asyncio.wait_for(wait(plugin.dispose()), self._left(deadline))
+            disposing = await asyncio.to_thread(plugin.dispose)  # its first step may wait briefly
+            try:  # shielded: the plugin's one dispose future is everyone's, never cancel it
+                await asyncio.wait_for(asyncio.shield(wait(disposing)), self._left(deadline))
             except TimeoutError:
                 _log.warning("Schedule did not finish disposing within the stop timeout")
-        idle = [wait(agent.when_idle()) for agent in host.agents.roots()]
+        idle = [asyncio.ensure_future(wait(a.when_idle())) for a in host.agents.roots()]
         if idle:
-            _done, pending = await asyncio.wait(
-                [asyncio.ensure_future(waiting) for waiting in idle],
-                timeout=self._left(deadline),
-            )
+            _done, pending = await asyncio.wait(idle, timeout=self._left(deadline))
             for waiting in pending:
                 waiting.cancel()
         cut = turns.cut()
@@ -248,33 +270,63 @@ class AsyncHost:
     async def open(self, session_id: str | None = None) -> Conversation:
         """The conversation on ``session_id``: resumed from the store, or new (a fresh id if None).
 
-        Opening a session twice gives the same conversation. A session a
-        reminder woke here is taken over as it is (its running turn goes on).
-        Raises :class:`~host_bridge.embedded.sessions.SessionLeaseRefusedError`
-        when another process (a ``serve``) has the session live.
+        Opening a session twice gives the same conversation; opens and closes
+        of one session run one after another, and an open goes on when its
+        caller is cancelled (the conversation is then there for the next one).
+        A session a reminder woke here is taken over as it is (its running
+        turn goes on). Raises
+        :class:`~host_bridge.embedded.sessions.SessionLeaseRefusedError` when
+        another process (a ``serve``) has the session live.
         """
         if self._closing:
             raise RuntimeError("the host is closing")
-        if session_id is not None and session_id in self._open:
-            return self._open[session_id]
+        key = session_id if session_id is not None else new_session_id()
+        opened = self._open.get(key)
+        if opened is not None and opened._closing is None:
+            return opened
+        return await asyncio.shield(self._serialized(key, lambda: self._open_now(key)))
+
+    async def _open_now(self, session_id: str) -> Conversation:
+        opened = self._open.get(session_id)
+        if opened is not None:
+            return opened
+        if self._closing:
+            raise RuntimeError("the host is closing")
         agent = await asyncio.to_thread(self._spawn, session_id)
-        if session_id is not None and session_id in self._open:  # opened twice at once
-            await asyncio.to_thread(self._let_go, agent)
-            return self._open[session_id]
         conversation = Conversation(self, agent)
-        self._open[conversation.session_id] = conversation
+        self._open[session_id] = conversation
         return conversation
+
+    def _serialized(
+        self, session_id: str, work: Callable[[], Coroutine[Any, Any, _T]]
+    ) -> asyncio.Task[_T]:
+        """Run ``work`` as a task after the open or close of ``session_id`` in flight, if any."""
+        before = self._work.get(session_id)
+
+        async def after_before() -> _T:
+            if before is not None:
+                with contextlib.suppress(Exception):
+                    await before
+            return await work()
+
+        task = asyncio.ensure_future(after_before())
+        self._work[session_id] = task
+
+        def done(_: asyncio.Task[_T]) -> None:
+            if self._work.get(session_id) is task:
+                del self._work[session_id]
+
+        task.add_done_callback(done)
+        return task
 
     async def when_idle(self) -> None:
         """Return once no turn runs or waits in any live session of this host."""
         for agent in self.embedded.agents.roots():
             await wait(agent.when_idle())
 
-    def _spawn(self, session_id: str | None) -> EmbeddedAgent:
+    def _spawn(self, session_id: str) -> EmbeddedAgent:
         """Worker thread: take over the agent a reminder woke here, or start a root agent."""
         host = self.embedded
-        if session_id is None:
-            return host.spawn_root(model=self._turns)
         activation = host.activation
         if activation is None:
             return host.spawn_root(session_id=session_id, model=self._turns)

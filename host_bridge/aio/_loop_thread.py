@@ -23,7 +23,8 @@ def import_turn_runner(path: str) -> TurnRunner:
 
     The current directory is put first on ``sys.path`` if it is not there.
     Raises :class:`TurnRunnerImportError` saying what is wrong: no ``:``, a
-    module that cannot be imported, a missing attribute, or one that is not an
+    module that cannot be found or fails while being imported (its exception's
+    type is named, not its text), a missing attribute, or one that is not an
     async callable.
     """
     module_name, colon, attribute = path.partition(":")
@@ -36,6 +37,14 @@ def import_turn_runner(path: str) -> TurnRunner:
         target: object = importlib.import_module(module_name)
     except ImportError as error:
         raise TurnRunnerImportError(f"module {module_name!r} cannot be imported: {error}") from None
+    except SyntaxError as error:
+        where = f"{os.path.basename(error.filename or '?')}, line {error.lineno}"
+        message = f"module {module_name!r} has a syntax error ({where})"
+        raise TurnRunnerImportError(message) from None
+    except Exception as error:  # its own code failed: name the type, keep its text out
+        raise TurnRunnerImportError(
+            f"module {module_name!r} raised {type(error).__name__} while being imported"
+        ) from None
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -70,12 +79,17 @@ class LoopThread:
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the loop (its remaining tasks cancelled) and wait for the thread."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop the loop (its remaining tasks cancelled); whether its thread ended in ``timeout``.
+
+        A task that ignores cancellation (or blocks the loop) keeps the thread
+        alive past it; it is a daemon thread, so it does not hold the process.
+        """
         if self.loop.is_closed():
-            return
+            return True
         try:
             self.loop.call_soon_threadsafe(self.loop.stop)
         except RuntimeError:
-            return  # closed meanwhile
+            return True  # closed meanwhile
         self._thread.join(timeout)
+        return not self._thread.is_alive()

@@ -29,6 +29,7 @@ __all__ = [
     "RESERVED_PREFIXES",
     "AgentTurn",
     "LoopTurns",
+    "RunnerCancelledError",
     "TurnRunner",
     "admission_on_loop",
     "current_turn",
@@ -177,6 +178,14 @@ it again, so a reminder is presented again rather than lost.
 """
 
 
+class RunnerCancelledError(RuntimeError):
+    """The turn runner ended with ``CancelledError`` although nobody cancelled its turn.
+
+    The turn is recorded as failed (and not run again); only a stop, which
+    cancels the turn's task, leaves a turn unfinished.
+    """
+
+
 class LoopTurns:
     """The embedded agents' model that runs a :data:`TurnRunner` on an asyncio loop.
 
@@ -184,7 +193,9 @@ class LoopTurns:
     task, and the turn actor waits for it (a greenlet on the gevent runtime is
     suspended, not the hub). :meth:`cut` cancels every running turn and makes
     later ones end at once: they raise :class:`TurnInterrupted`, so their inbox
-    entries stay unfinished.
+    entries stay unfinished. So does a turn whose task something else
+    cancelled (the loop shutting down); a runner that ends with
+    ``CancelledError`` by itself fails its turn (:class:`RunnerCancelledError`).
     """
 
     def __init__(self, run_turn: TurnRunner, loop: asyncio.AbstractEventLoop) -> None:
@@ -224,7 +235,16 @@ class LoopTurns:
 
     async def _run(self, turn: AgentTurn) -> str | None:
         _current.set(turn)  # this task's own context: tasks the framework starts inherit it
-        return await self._run_turn(turn)
+        try:
+            return await self._run_turn(turn)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() == 0:
+                # Nobody cancelled this task: the runner itself ended cancelled (a framework's
+                # inner task). That is a failed turn, not a stop; re-running it would
+                # present the reminder again at every wake-up.
+                raise RunnerCancelledError("the turn runner ended with CancelledError") from None
+            raise
 
     def cut(self) -> int:
         """Cancel every running turn and refuse new ones; how many were cancelled."""

@@ -231,8 +231,10 @@ class RunnerModel(_CutLog):
     :class:`~host_bridge.aio._turn.LoopTurns`); once it returned, the reminders
     it delivered are handed to ``present`` (printed). :meth:`cut_running`
     cancels the turns still running at a stop: they raise
-    :class:`TurnInterrupted`, are listed in :attr:`cut` and their reminders
-    are presented again at the next start.
+    :class:`TurnInterrupted`, are listed in :attr:`cut` (a person's unfinished
+    message taken over at activation too) and run again at the next start.
+    A runner that raises is reported in one line (its exception's type, the
+    session and the reminders); the turn is recorded as failed.
     """
 
     def __init__(
@@ -254,8 +256,17 @@ class RunnerModel(_CutLog):
         try:
             reply = self._turns(turn)
         except TurnInterrupted:
-            if receipts:
-                self._note_cut(session_id, receipts, True)
+            self._note_cut(session_id, receipts, True)
+            raise
+        except Exception as error:
+            ids = ", ".join(visible(receipt["scheduleId"]) for receipt in receipts)
+            _log.error(
+                "the turn runner failed (%s) in session %s%s; the turn is recorded as failed "
+                "and not run again",
+                type(error).__name__,
+                visible(session_id),
+                f" presenting reminder {ids}" if ids else "",
+            )
             raise
         now = format_ms(self._clock())
         for receipt in receipts:
@@ -365,13 +376,13 @@ class Server:
             try:
                 close_host(host, None, timeout=max(0.1, left()))
             finally:
-                self._stop_loop()
+                self._stop_loop(max(0.1, left()))
         return () if self._model is None else self._model.cut
 
-    def _stop_loop(self) -> None:
+    def _stop_loop(self, timeout: float = 1.0) -> None:
         loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.stop()
+        if loop is not None and not loop.stop(timeout):
+            _log.error("a turn runner task ignored its cancellation; exiting without it")
 
     def _cut_turns(self) -> None:
         """Let no notify command start, and stop the running ones (their process groups)."""
@@ -573,6 +584,12 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
             else "its turn had not started when the stop cut the turns in flight"
         )
         again = "again " if turn.started else ""
+        if not turn.schedule_ids:
+            click.echo(
+                f"cut: a turn of session {visible(turn.session_id)} (not a reminder's) will "
+                f"run again at the next start: {why}",
+                err=True,
+            )
         for schedule_id in turn.schedule_ids:
             click.echo(
                 f"cut: reminder {visible(schedule_id)} of session {visible(turn.session_id)} "

@@ -565,11 +565,11 @@ class EmbeddedAgent:
         record = TurnRecord(message, reply, failed, error)
         with self._lock:
             self._turns.append(record)
-        if interrupted:
+        self._admission.turn_finished()  # the next turn, or "idle" and the idle waiters
+        if interrupted:  # after turn_finished: the handle's holder sees the agent past the turn
             self._settle_result(entry.seq, error=error)
         else:
             self._settle_result(entry.seq, record=record)
-        self._admission.turn_finished()  # the next turn, or "idle" and the idle waiters
         self._advance()  # asks for the flush the next message needs, if any
 
     def _complete(self, entry: InboxEntry, failed: bool) -> None:

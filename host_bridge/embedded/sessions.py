@@ -36,6 +36,7 @@ __all__ = [
     "EmbeddedSessionStore",
     "SessionError",
     "SessionLeaseRefusedError",
+    "new_session_id",
 ]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
@@ -277,7 +278,7 @@ class EmbeddedSessionStore:
 
     def create(self, session_id: str | None = None) -> EmbeddedSession:
         """Create a new empty session (a fresh id when none is given)."""
-        header = SessionHeader(session_id if session_id is not None else _new_id())
+        header = SessionHeader(session_id if session_id is not None else new_session_id())
         return self._go_live(header, (), seed_payloads=())
 
     def resume(self, session_id: str) -> EmbeddedSession:
@@ -341,7 +342,7 @@ class EmbeddedSessionStore:
         if isinstance(boundary, bool) or not 0 <= boundary <= len(events):
             raise SessionError(f"fork boundary {boundary!r} is outside 0..{len(events)}")
         header = SessionHeader(
-            session_id if session_id is not None else _new_id(),
+            session_id if session_id is not None else new_session_id(),
             seed_length=boundary,
             parent_session=parent.id,
         )
@@ -494,5 +495,6 @@ class EmbeddedSessionStore:
         return session
 
 
-def _new_id() -> str:
+def new_session_id() -> str:
+    """A fresh session id (``session-`` and 12 hex digits)."""
     return f"session-{uuid.uuid4().hex[:12]}"

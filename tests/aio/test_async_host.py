@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from host_bridge.aio import AgentTurn, AsyncHost, current_turn, wait
+from host_bridge.aio import AgentTurn, AsyncHost, RunnerCancelledError, current_turn, wait
 from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
 from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
@@ -399,3 +399,116 @@ async def test_the_clock_watchdog_follows_clock_watch_ms(
         await host.open("u-1")
         await settle_async(host, timeout=TIMEOUT)
         assert host.plugin.status().clock_watch is ticking
+
+
+class HeldOpen:
+    """Holds the next ``sessions.open`` of a host's worker thread until the test lets it go."""
+
+    def __init__(self, host: AsyncHost) -> None:
+        self.entered, self.gate = threading.Event(), threading.Event()
+        sessions = host.embedded.sessions
+        real = sessions.open
+
+        def held(session_id: str) -> EmbeddedSession:
+            if not self.gate.is_set():
+                self.entered.set()
+                assert self.gate.wait(TIMEOUT)
+            return real(session_id)
+
+        sessions.open = held  # type: ignore[method-assign]
+
+
+def roots_on(host: AsyncHost, session_id: str) -> list[Any]:
+    return [a for a in host.embedded.agents.roots() if a.session.id == session_id]
+
+
+async def test_a_cancelled_open_still_opens_once_and_the_next_open_gets_that_conversation(
+    tmp_path: Path,
+) -> None:
+    async with AsyncHost(Runner(), data_dir=tmp_path) as host:
+        held = HeldOpen(host)
+        first = asyncio.ensure_future(host.open("u-1"))
+        assert await asyncio.to_thread(held.entered.wait, TIMEOUT)
+        first.cancel()  # a request timeout, say: the spawn in the worker thread goes on
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(host.open("u-1"))
+        held.gate.set()
+        chat = await asyncio.wait_for(second, TIMEOUT)
+        assert roots_on(host, "u-1") == [chat.agent]  # no orphan beside it
+        assert await host.open("u-1") is chat
+        await chat.close()
+        assert roots_on(host, "u-1") == [] and host.embedded.sessions.get("u-1") is None
+
+
+async def test_two_opens_of_one_session_at_once_give_one_conversation(tmp_path: Path) -> None:
+    async with AsyncHost(Runner(), data_dir=tmp_path) as host:
+        await (await host.open("u-1")).close()  # stored, cold
+        held = HeldOpen(host)
+        both = asyncio.gather(host.open("u-1"), host.open("u-1"))
+        assert await asyncio.to_thread(held.entered.wait, TIMEOUT)
+        held.gate.set()
+        one, two = await asyncio.wait_for(both, TIMEOUT)
+        assert one is two
+        assert roots_on(host, "u-1") == [one.agent]
+
+
+async def test_a_cancelled_close_still_lets_the_session_go_and_an_open_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    release = asyncio.Event()
+
+    async def slow(turn: AgentTurn) -> str | None:
+        await release.wait()
+        return "done"
+
+    async with AsyncHost(slow, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        sending = asyncio.ensure_future(chat.send("hi"))
+        closing = asyncio.ensure_future(chat.close())  # waits for the turn
+        await asyncio.sleep(0)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        reopening = asyncio.ensure_future(host.open("u-1"))  # waits for the close to finish
+        release.set()
+        assert await sending == "done"
+        again = await asyncio.wait_for(reopening, TIMEOUT)
+        assert again is not chat
+        assert roots_on(host, "u-1") == [again.agent]
+        assert await again.send("next") == "done"
+
+
+async def test_a_runner_that_ends_cancelled_by_itself_fails_its_turn_instead_of_rerunning(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+
+    async def cancels_itself(turn: AgentTurn) -> str | None:
+        runs.append(turn.text)
+        inner = asyncio.ensure_future(asyncio.sleep(3600))
+        inner.cancel()
+        await inner  # a framework's inner task cancelled: CancelledError escapes the runner
+        return "never"
+
+    async with AsyncHost(cancels_itself, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        with pytest.raises(RunnerCancelledError):
+            await chat.send("hi")
+    async with AsyncHost(cancels_itself, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        await asyncio.wait_for(chat.when_idle(), TIMEOUT)
+    assert runs == ["hi"]  # recorded as failed, so not run again at the next start
+    events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
+    assert [e.data["failed"] for e in events if e.type == "turn/completed"] == [True]
+
+
+async def test_aclose_past_its_timeout_never_cancels_the_plugins_shared_dispose(
+    tmp_path: Path,
+) -> None:
+    host = AsyncHost(Runner(), data_dir=tmp_path, stop_timeout=0.0)
+    await host.start()
+    await host.open("u-1")
+    plugin = host.plugin
+    await asyncio.gather(host.aclose(), host.aclose())  # the second waits for the first
+    assert not plugin.dispose().cancelled()

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from host_bridge.cli._serve import EXIT_CUT
+from host_bridge.embedded.inbox import INBOX_EVENT, queued_data
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.stores import SqliteEventStore
-from tests.cli.helpers import Proc, assert_one_line_error, run_cli
+from host_bridge.protocols import TextBlock, UserMessage, wall_clock_ms
+from tests.cli.helpers import Proc, assert_one_line_error, create, run_cli, write_session
 from tests.cli.test_serve import delivery_counts, due_sessions
 
 RUNNER = textwrap.dedent(
@@ -27,7 +29,7 @@ RUNNER = textwrap.dedent(
     async def run_turn(turn):
         with open(os.environ["RUNNER_NOTES"], "a", encoding="utf-8") as notes:
             notes.write(json.dumps([turn.session_id, turn.is_reminder]) + "\\n")
-        if os.environ.get("RUNNER_HANGS") and turn.is_reminder:
+        if os.environ.get("RUNNER_HANGS") and (turn.is_reminder or os.environ.get("HANG_ALL")):
             print("runner: turn started", flush=True)
             await asyncio.Event().wait()
         listed = await turn.call_tool("schedule_list", {})
@@ -35,6 +37,10 @@ RUNNER = textwrap.dedent(
 
     def not_async(turn):
         return None
+
+    async def broken(turn):
+        print("runner: failing", flush=True)
+        raise ValueError("secret-text of the runner")
     '''
 )
 
@@ -44,6 +50,7 @@ def runner_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "pkg"
     folder.mkdir()
     (folder / "hostbot.py").write_text(RUNNER, "utf-8")
+    (folder / "badmod.py").write_text('raise RuntimeError("password=hunter2")\n', "utf-8")
     return folder
 
 
@@ -54,12 +61,15 @@ def serve_with_runner(
     runner_dir: Path,
     *extra: str,
     hangs: bool = False,
+    runner: str = "hostbot:run_turn",
+    env: dict[str, str] | None = None,
 ) -> Proc:
-    env = {"PYTHONPATH": str(runner_dir), "RUNNER_NOTES": str(runner_dir / "notes.jsonl")}
+    environment = {"PYTHONPATH": str(runner_dir), "RUNNER_NOTES": str(runner_dir / "notes.jsonl")}
     if hangs:
-        env["RUNNER_HANGS"] = "1"
+        environment["RUNNER_HANGS"] = "1"
+    environment.update(env or {})
     args = ["-m", "host_bridge.cli", "serve", "--data", str(data_dir)]
-    proc = Proc([*args, "--turn-runner", "hostbot:run_turn", *extra], home, env)
+    proc = Proc([*args, "--turn-runner", runner, *extra], home, environment)
     procs.append(proc)
     proc.wait_line("serving ")
     return proc
@@ -123,6 +133,7 @@ def test_a_runner_turn_cut_by_a_stop_is_run_again_at_the_next_start(
         ("no_such_module_here:run", "cannot be imported"),
         ("hostbot:missing", "has no attribute 'missing'"),
         ("hostbot:not_async", "is not an async function"),
+        ("badmod:run", "raised RuntimeError while being imported"),
     ],
 )
 def test_a_turn_runner_that_cannot_be_loaded_is_a_one_line_usage_error(
@@ -134,6 +145,7 @@ def test_a_turn_runner_that_cannot_be_loaded_is_a_one_line_usage_error(
         env={"PYTHONPATH": str(runner_dir)},
     )
     assert_one_line_error(run, 2, "--turn-runner", says)
+    assert "hunter2" not in run.err + run.out  # the module's exception text stays out
     assert not data_dir.exists()
 
 
@@ -149,3 +161,47 @@ def test_a_turn_runner_and_a_notify_command_cannot_be_combined(
         env={"PYTHONPATH": str(runner_dir)},
     )
     assert_one_line_error(run, 2, "cannot be combined")
+
+
+def test_a_runner_that_raises_is_reported_in_one_line_without_its_text(
+    data_dir: Path, home: Path, procs: list[Proc], runner_dir: Path
+) -> None:
+    (session_id,) = due_sessions(data_dir, 1)
+    proc = serve_with_runner(procs, data_dir, home, runner_dir, runner="hostbot:broken")
+    proc.wait_line("runner: failing")
+    assert proc.stop() == 0
+    errors = "\n".join(proc.err)
+    assert (
+        f"the turn runner failed (ValueError) in session {session_id} presenting reminder "
+        "schedule-1; the turn is recorded as failed and not run again"
+    ) in errors
+    assert "secret-text" not in errors
+    assert delivery_counts(data_dir) == {session_id: (1, 1, 1)}  # completed, as failed
+
+
+def test_a_cut_turn_that_is_not_a_reminders_is_named_and_runs_again(
+    data_dir: Path, home: Path, procs: list[Proc], runner_dir: Path
+) -> None:
+    write_session(  # a person's message whose turn never completed, and a reminder due now
+        data_dir,
+        "chat",
+        [
+            (INBOX_EVENT, queued_data(UserMessage((TextBlock("hello"),), {"kind": "user"}))),
+            create("schedule-1", "stretch", 1, wall_clock_ms() - 1000),
+        ],
+    )
+    proc = serve_with_runner(
+        procs,
+        data_dir,
+        home,
+        runner_dir,
+        "--stop-timeout",
+        "0.2",
+        hangs=True,
+        env={"HANG_ALL": "1"},
+    )
+    proc.wait_line("runner: turn started")  # the person's message runs first
+    assert proc.stop() == EXIT_CUT
+    assert any(
+        "cut: a turn of session chat (not a reminder's) will run again" in line for line in proc.err
+    )
