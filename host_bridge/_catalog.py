@@ -9,6 +9,7 @@ regenerated with them.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -48,16 +49,16 @@ def catalog_value() -> dict[str, Any]:
 
 def _function(spec: ToolSpec, *, strict: bool) -> dict[str, Any]:
     """``name``, ``description`` and ``parameters`` of one tool, open or in strict form."""
-    if strict:
+    if strict:  # fresh objects every call: a caller may change what it gets
         return {
             "name": spec.name,
             "description": strict_description(spec),
-            "parameters": strict_parameters(spec.parameters),
+            "parameters": copy.deepcopy(strict_parameters(spec.parameters)),
         }
     return {
         "name": spec.name,
         "description": spec.description,
-        "parameters": {k: v for k, v in spec.parameters.items() if k != "$schema"},
+        "parameters": copy.deepcopy({k: v for k, v in spec.parameters.items() if k != "$schema"}),
     }
 
 

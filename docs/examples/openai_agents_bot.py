@@ -7,7 +7,7 @@ dsh-schedule serve --data DATA_DIR --turn-runner openai_agents_bot:run_turn   # 
 import asyncio
 import sys
 
-from agents import Agent
+from agents import Agent, set_tracing_disabled
 
 from host_bridge.aio import AgentTurn, AsyncHost
 from host_bridge.integrations.openai_agents import schedule_tools, turn_runner
@@ -20,6 +20,7 @@ agent = Agent(
     model=ScriptedReminderModel(),  # offline; a real model: model="gpt-4.1" (OPENAI_API_KEY)
 )
 answer = turn_runner(agent)
+set_tracing_disabled(True)  # offline: no trace upload (drop this line with a real model)
 
 
 async def run_turn(turn: AgentTurn) -> str | None:

@@ -20,12 +20,14 @@ normalises the model's nulls before the tools see them.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, SessionSettings, Tool, TResponseInputItem
+from agents.memory.session_settings import resolve_session_limit
 from agents.tool_context import ToolContext
 
 from host_bridge import normalize_strict_arguments, openai_tools
@@ -73,7 +75,14 @@ def _function_tool(function: Mapping[str, Any], *, strict: bool) -> FunctionTool
                 {"code": "no_turn", "message": _NO_TURN, "tool": name}, separators=(",", ":")
             )
         given: Any = normalize_strict_arguments(name, arguments) if strict else arguments
-        result = await turn.call_tool(name, given)
+        try:
+            result = await turn.call_tool(name, given)
+        except Exception:  # the turn's session is gone: say so, never invite a blind retry
+            _log.warning("%s could not run in session %r", name, turn.session_id, exc_info=True)
+            return json.dumps(
+                {"code": "tool_failed", "message": "The tool failed.", "tool": name},
+                separators=(",", ":"),
+            )
         return result.content
 
     return FunctionTool(
@@ -88,8 +97,11 @@ def _function_tool(function: Mapping[str, Any], *, strict: bool) -> FunctionTool
 class HostLogSession:
     """An Agents SDK session whose history lives in the host session's log.
 
-    One per turn (``turn`` defaults to :func:`~host_bridge.aio.current_turn`);
-    ``session_id`` is the host session's id. Every change is appended as a
+    Made in a turn (``turn`` defaults to :func:`~host_bridge.aio.current_turn`);
+    ``session_id`` is the host session's id. Kept across turns of its
+    conversation (one session per chat, as with the SDK's own sessions), it
+    follows the turn running now; changing it outside a turn of its
+    conversation raises ``RuntimeError``. Every change is appended as a
     :data:`HISTORY_EVENT` record with :meth:`AgentTurn.record
     <host_bridge.aio.AgentTurn.record>`, in the same store and commits as the
     turn; since the log is append-only, ``pop_item`` and ``clear_session`` are
@@ -109,11 +121,14 @@ class HostLogSession:
         self.session_settings = session_settings
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The history, oldest first; the newest ``limit`` items when given."""
+        """The history (fresh copies), oldest first; the newest ``limit`` items when given.
+
+        ``limit`` (or the settings' limit) counts as with ``SQLiteSession``:
+        ``0`` gives none, a negative one all.
+        """
         items = self._history()
-        settings = self.session_settings
-        count = limit if limit is not None or settings is None else settings.limit
-        if count is None:
+        count = resolve_session_limit(limit, self.session_settings)
+        if count is None or count < 0:
             return items
         return items[-count:] if count > 0 else []
 
@@ -121,22 +136,37 @@ class HostLogSession:
         """Append ``items`` to the history (one record)."""
         if items:
             plain = json.loads(json.dumps(list(items), ensure_ascii=False))
-            await self.turn.record(HISTORY_EVENT, {"add": plain})
+            await self._turn(changing=True).record(HISTORY_EVENT, {"add": plain})
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; ``None`` when the history is empty."""
-        items = self._history()
+        turn = self._turn(changing=True)
+        items = _fold_history(turn.records(HISTORY_EVENT))
         if not items:
             return None
-        await self.turn.record(HISTORY_EVENT, {"pop": 1})
+        await turn.record(HISTORY_EVENT, {"pop": 1})
         return items[-1]
 
     async def clear_session(self) -> None:
         """Forget the whole history."""
-        await self.turn.record(HISTORY_EVENT, {"clear": True})
+        await self._turn(changing=True).record(HISTORY_EVENT, {"clear": True})
+
+    def _turn(self, *, changing: bool = False) -> AgentTurn:
+        """The running turn of this conversation; else, for reading, the one it was made in."""
+        try:
+            running: AgentTurn | None = current_turn()
+        except LookupError:
+            running = None
+        if running is not None and running.session_id == self.session_id:
+            return running
+        if changing:
+            raise RuntimeError(
+                f"the history of session {self.session_id!r} changes only in one of its turns"
+            )
+        return self.turn
 
     def _history(self) -> list[TResponseInputItem]:
-        return _fold_history(self.turn.records(HISTORY_EVENT))
+        return _fold_history(self._turn().records(HISTORY_EVENT))
 
 
 def _fold_history(records: Sequence[Any]) -> list[TResponseInputItem]:
@@ -144,7 +174,7 @@ def _fold_history(records: Sequence[Any]) -> list[TResponseInputItem]:
     items: list[TResponseInputItem] = []
     for data in records:
         if isinstance(data, Mapping) and set(data) == {"add"} and isinstance(data["add"], list):
-            items.extend(data["add"])
+            items.extend(copy.deepcopy(data["add"]))  # callers may change what they get
         elif data == {"pop": 1}:
             if items:
                 items.pop()
@@ -161,8 +191,11 @@ def turn_runner(agent: Agent[Any], **run_options: Any) -> TurnRunner:
     It runs ``Runner.run(agent, turn.text, session=HostLogSession(turn), **run_options)``
     and returns ``str(result.final_output)`` (``None`` when there is none).
     ``run_options`` are ``Runner.run``'s other keywords (``run_config``,
-    ``max_turns``, ``context``, ``hooks``, ...).
+    ``max_turns``, ``context``, ``hooks``, ...); ``session`` is the runner's own
+    (``TypeError``).
     """
+    if "session" in run_options:
+        raise TypeError("turn_runner keeps the history in a HostLogSession; do not pass one")
 
     async def run_turn(turn: AgentTurn) -> str | None:
         session = HostLogSession(turn)

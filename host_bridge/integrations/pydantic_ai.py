@@ -79,6 +79,8 @@ def _as_sent(arguments: Any) -> Any:
 
 _ARGUMENTS = _KeepText()
 
+_FAILED = "The schedule tool failed; nothing is known to have changed. Do not retry blindly."
+
 _NO_TURN = (
     "The schedule tools are unavailable: this agent run is not part of a Schedule turn, "
     "so no reminder was created, listed or deleted."
@@ -136,7 +138,11 @@ class ScheduleToolset(AbstractToolset[Any]):
         except LookupError:
             _log.warning("%s was called outside a Schedule turn; the model is told", name)
             raise ToolFailed(_NO_TURN) from None
-        result = await turn.call_tool(name, _as_sent(tool_args))
+        try:
+            result = await turn.call_tool(name, _as_sent(tool_args))
+        except Exception:  # the turn's session is gone: say so, never invite a blind retry
+            _log.warning("%s could not run in session %r", name, turn.session_id, exc_info=True)
+            raise ToolFailed(_FAILED) from None
         return result.content
 
 

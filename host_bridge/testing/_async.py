@@ -28,6 +28,7 @@ async def advance_async(
     arming the next timer) has happened before the next one fires, as in real
     time. Raises ``RuntimeError`` when more than ``max_timers`` fire.
     """
+    await settle_async(host, timeout=timeout)  # what the host is about to arm is armed first
     clock = timers.clock
     target = clock.monotonic() + ms
     for _ in range(max_timers):

@@ -512,3 +512,32 @@ async def test_aclose_past_its_timeout_never_cancels_the_plugins_shared_dispose(
     plugin = host.plugin
     await asyncio.gather(host.aclose(), host.aclose())  # the second waits for the first
     assert not plugin.dispose().cancelled()
+
+
+async def test_a_runner_raising_turn_interrupted_leaves_a_cold_reminder_to_its_next_wake_up(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    presented: list[str] = []
+
+    async def flaky(turn: AgentTurn) -> str | None:
+        if not turn.is_reminder:
+            return await Runner()(turn)
+        presented.append(turn.text)
+        if len(presented) == 1:
+            raise TurnInterrupted("the model provider is down")  # worth waiting out
+        return "presented"
+
+    async with fake_time_host(tmp_path, Runner(), clock) as (host, _):
+        await (await host.open("u-1")).send("remind 60 stretch")
+    async with AsyncHost(
+        flaky, data_dir=tmp_path, clock=clock, timers=FakeTimers(clock), clock_watch_ms=None
+    ) as host:
+        timers = host.embedded.timers
+        assert isinstance(timers, FakeTimers)
+        await advance_async(host, timers, 60_000)
+        assert len(presented) == 1  # woken, and the runner gave up for now
+        await advance_async(host, timers, 120_000)  # quiet period, let go, woken again
+        assert len(presented) == 2 and presented[0] == presented[1]
+    events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
+    assert [e.data["failed"] for e in events if e.type == "turn/completed"] == [False, False]

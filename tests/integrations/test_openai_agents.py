@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from agents import (
@@ -37,6 +37,7 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, function_call
 from host_bridge import openai_tools
 from host_bridge._schemas import TOOL_SPECS
 from host_bridge.aio import AgentTurn, AsyncHost
+from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
 from host_bridge.integrations.openai_agents import (
     HISTORY_EVENT,
     HostLogSession,
@@ -286,6 +287,77 @@ async def test_the_log_backed_session_folds_adds_pops_and_clears_across_hosts(
     assert seen["limit wins"] == [user("d"), user("e")]
 
 
+async def test_a_session_kept_across_turns_follows_the_running_turn_and_hands_out_copies(
+    tmp_path: Path,
+) -> None:
+    kept: dict[str, HostLogSession] = {}  # one SDK session per chat, as SDK users keep them
+    cut = asyncio.Event()
+    seen: list[list[TResponseInputItem]] = []
+
+    async def run_turn(turn: AgentTurn) -> str | None:
+        session = kept.setdefault(turn.session_id, HostLogSession())
+        seen.append(await session.get_items())
+        await session.add_items([user(turn.text)])
+        if turn.text == "hangs" and not cut.is_set():
+            cut.set()
+            await asyncio.Event().wait()  # cut by the stop below: its add must not count
+        mine = await session.get_items()
+        newest: dict[str, Any] = dict(mine[-1])  # (a TypedDict union for the type checker)
+        newest["content"] = "changed by the caller"
+        mine[-1] = cast(TResponseInputItem, newest)  # the list is a fresh copy: the log is not
+        cast(dict[str, Any], mine[0])["content"] = "changed too"  # nor are its items
+        return None
+
+    host = AsyncHost(run_turn, data_dir=tmp_path, stop_timeout=0.0)
+    await host.start()
+    chat = await host.open("chat")
+    await chat.send("first")
+    sending = asyncio.ensure_future(chat.send("hangs"))
+    await asyncio.wait_for(cut.wait(), 20)
+    await host.aclose()
+    with pytest.raises((TurnInterrupted, AgentDisposedError)):  # the stop cut it
+        await sending
+    kept.clear()
+    async with AsyncHost(run_turn, data_dir=tmp_path) as again:
+        chat = await again.open("chat")
+        await asyncio.wait_for(chat.when_idle(), 20)  # the cut turn runs again
+        await chat.send("third")
+    assert seen == [[], [user("first")], [user("first")], [user("first"), user("hangs")]]
+    outside = kept["chat"]
+    with pytest.raises(RuntimeError, match="changes only in one of its turns"):
+        await outside.add_items([user("outside a turn")])
+
+
+async def test_limits_count_as_the_sdks_sqlite_session_does(tmp_path: Path) -> None:
+    got: dict[int, list[TResponseInputItem]] = {}
+
+    async def run_turn(turn: AgentTurn) -> str | None:
+        session = HostLogSession()
+        await session.add_items([user(c) for c in "abc"])
+        for limit in (0, 2, -1):
+            got[limit] = await session.get_items(limit=limit)
+        return None
+
+    async with AsyncHost(run_turn, data_dir=tmp_path) as host:
+        await (await host.open("chat")).send("go")
+    assert got == {0: [], 2: [user("b"), user("c")], -1: [user(c) for c in "abc"]}
+
+
+def test_turn_runner_refuses_a_session_of_the_callers() -> None:
+    with pytest.raises(TypeError, match="HostLogSession"):
+        turn_runner(Agent(name="a", model=ScriptedReminderModel()), session=object())
+
+
+def test_the_tools_schemas_are_fresh_objects_every_time() -> None:
+    first = schedule_tools()[0]
+    assert isinstance(first, FunctionTool)
+    first.params_json_schema["properties"]["prompt"]["maxLength"] = 1
+    again = schedule_tools()[0]
+    assert isinstance(again, FunctionTool)
+    assert again.params_json_schema["properties"]["prompt"]["maxLength"] != 1
+    assert openai_tools()[0]["function"]["parameters"]["properties"]["prompt"]["maxLength"] != 1
+
+
 # --- (c) a restart ----------------------------------------------------------------------------
 
 
@@ -411,16 +483,6 @@ def home(tmp_path: Path) -> Iterator[Path]:
     default = tmp_path / "default-home"
     yield default
     assert not default.exists(), "serve wrote to the default data dir despite --data"
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        if proc.popen.poll() is None:
-            proc.popen.kill()
-            proc.popen.wait()
 
 
 def example_env() -> dict[str, str]:
