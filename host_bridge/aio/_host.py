@@ -281,13 +281,21 @@ class AsyncHost:
         if self._closing:
             raise RuntimeError("the host is closing")
         key = session_id if session_id is not None else new_session_id()
-        opened = self._open.get(key)
+        opened = self._current(key)
         if opened is not None and opened._closing is None:
             return opened
         return await asyncio.shield(self._serialized(key, lambda: self._open_now(key)))
 
-    async def _open_now(self, session_id: str) -> Conversation:
+    def _current(self, session_id: str) -> Conversation | None:
+        """The open conversation on ``session_id`` whose agent is still live here."""
         opened = self._open.get(session_id)
+        if opened is not None and self.embedded.agents.get(opened.agent.id) is not opened.agent:
+            del self._open[session_id]  # its agent was disposed behind its back
+            return None
+        return opened
+
+    async def _open_now(self, session_id: str) -> Conversation:
+        opened = self._current(session_id)
         if opened is not None:
             return opened
         if self._closing:

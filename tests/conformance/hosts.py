@@ -132,6 +132,9 @@ def embedded_host(tmp_path: Path) -> ConformanceHost:
         assert live is agent
         host.agents.dispose(live)
 
+    def resume_root(session_id: str, model: TurnModel) -> Agent:
+        return host.spawn_root(session_id=session_id, model=lambda turn: _turn(model, turn))
+
     return ConformanceHost(
         context=host.context(),
         spawn_root=spawn_root,
@@ -141,6 +144,7 @@ def embedded_host(tmp_path: Path) -> ConformanceHost:
         dispose=dispose,
         spawn_child=spawn_child,
         durable_inbox=True,
+        resume_root=resume_root,
     )
 
 
@@ -211,7 +215,7 @@ def async_host(tmp_path: Path) -> ConformanceHost:
     models: dict[str, TurnModel] = {}
 
     async def run_turn(turn: AgentTurn) -> str | None:
-        model = models.get(turn.agent_id)  # an agent the kit's activation woke has none
+        model = models.get(turn.session_id)  # a session the kit's activation woke has none
         if model is not None:
             await asyncio.to_thread(model, turn.message)
         return None
@@ -224,9 +228,13 @@ def async_host(tmp_path: Path) -> ConformanceHost:
     ids = itertools.count(1)
 
     def spawn_root(model: TurnModel) -> Agent:
-        conversation = on_loop(host.open(f"conformance-{next(ids)}"))  # a new session
-        models[conversation.agent.id] = model  # before any message: no turn ran yet
-        return conversation.agent
+        session_id = f"conformance-{next(ids)}"
+        models[session_id] = model  # before the open: a turn may start as it returns
+        return on_loop(host.open(session_id)).agent  # a new session
+
+    def resume_root(session_id: str, model: TurnModel) -> Agent:
+        models[session_id] = model
+        return on_loop(host.open(session_id)).agent  # resumed from the store
 
     def durable_events(session_id: str) -> Sequence[SessionEvent]:
         with SqliteStoreReader(store_path(host.embedded.data_dir)) as reader:
@@ -252,4 +260,5 @@ def async_host(tmp_path: Path) -> ConformanceHost:
         detach=host.embedded.sessions.detach,
         dispose=dispose,
         durable_inbox=True,
+        resume_root=resume_root,
     )

@@ -82,6 +82,11 @@ class ConformanceHost:
         True when the host implements the durable inbox of the integration
         guide (follow-ups persisted, turns started only after a covering flush).
         Needs ``durable_events``.
+    ``resume_root(session_id, model)``
+        Bring a stored session back (one ``detach`` took offline) and start a
+        root agent on it the way the host does on resume, with ``model`` as
+        for ``spawn_root``. With ``durable_inbox``, ``detach`` and ``dispose``
+        it enables the checks of the inbox's completion and re-queue rules.
     """
 
     context: HostContext
@@ -95,3 +100,4 @@ class ConformanceHost:
     spawn_child: Callable[[Agent, TurnModel], Agent] | None = None
     rejected_payload: Any = UNSTORABLE
     durable_inbox: bool = False
+    resume_root: Callable[[str, TurnModel], Agent] | None = None
