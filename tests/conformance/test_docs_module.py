@@ -47,6 +47,8 @@ NEEDS_HOOKS_THE_GUIDE_LEAVES_OUT = {
     "test_detached_session_is_gone_and_refuses_appends_and_flushes",  # detach
     "test_followup_persists_the_message_and_its_turn_waits_for_durability",  # durable_inbox
     "test_turn_after_release_waits_for_the_reservers_appends",  # durable_inbox
+    "test_a_completed_turn_is_not_run_again_after_a_resume",  # durable_inbox, resume_root
+    "test_a_turn_cut_before_its_completion_runs_again_first_after_a_resume",  # the same
     "test_activation_wakes_a_due_cold_session_with_a_new_root_agent",  # activation
     "test_passivation_lets_an_activated_session_go",  # activation
 }
