@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import IO
 import pytest
 
 from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
@@ -267,14 +269,21 @@ EOF_LINE = "\x00end of output"
 class Proc:
     """A subprocess whose stdout and stderr lines are collected by threads."""
 
-    def __init__(self, args: Sequence[str], home: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        home: Path,
+        env: dict[str, str] | None = None,
+        *,
+        stdin: bool = False,
+    ) -> None:
         environment = cli_env(home)
         environment.update(env or {})
         self.popen = subprocess.Popen(
             [sys.executable, *args],
             cwd=REPO,
             env=environment,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -313,8 +322,43 @@ class Proc:
                 return line
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` and wait for the exit status (negative: killed by a signal)."""
         self.popen.send_signal(sig)
+        return self._wait()
+
+    def finish(self, stdin: str = "") -> int:
+        """Write ``stdin`` (made with ``stdin=True``), close it and wait for the exit status."""
+        assert self.popen.stdin is not None
+        self.popen.stdin.write(stdin)
+        self.popen.stdin.close()
+        return self._wait()
+
+    def kill(self) -> None:
+        """Kill it if it still runs (a test's clean-up)."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+        if self.popen.stdin is not None and not self.popen.stdin.closed:
+            self.popen.stdin.close()
+
+    def _wait(self) -> int:
         code = self.popen.wait(timeout=TIMEOUT)
         for reader in self._readers:
             reader.join(timeout=TIMEOUT)
         return code
+
+
+def deliveries(events: Sequence[SessionEvent]) -> tuple[int, int, int]:
+    """A session's dispatches, reminder inbox entries and their completed turns."""
+    dispatches = sum(
+        1
+        for e in events
+        if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
+    )
+    inbox = [
+        e.seq
+        for e in events
+        if e.type == INBOX_EVENT and e.data["source"].get("plugin") == "tool-schedule"
+    ]
+    done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
+    return dispatches, len(inbox), sum(done[seq] for seq in inbox)

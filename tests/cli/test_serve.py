@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -23,7 +22,6 @@ import pytest
 from pytest_mock import MockerFixture
 
 from host_bridge.cli._serve import Server, WarningsOnStderr
-from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import wall_clock_ms
@@ -33,6 +31,7 @@ from tests.cli.helpers import (
     TIMEOUT,
     Proc,
     create,
+    deliveries,
     message,
     run_cli,
     write_session,
@@ -70,20 +69,7 @@ def delivery_counts(data_dir: Path, *, owed: bool = False) -> dict[str, tuple[in
         for session_id in store.session_ids():
             stored = store.load(session_id)
             assert stored is not None
-            events = stored.events
-            dispatches = sum(
-                1
-                for e in events
-                if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
-            )
-            inbox = [
-                e.seq
-                for e in events
-                if e.type == INBOX_EVENT and e.data["source"].get("plugin") == "tool-schedule"
-            ]
-            done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
-            completed = sum(done[seq] for seq in inbox)
-            counts[session_id] = (dispatches, len(inbox), completed)
+            counts[session_id] = deliveries(stored.events)
         assert owed or store.due_entries() == {}  # nothing owed any more
         return counts
     finally:

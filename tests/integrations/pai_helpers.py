@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
-import signal
-import subprocess
-import sys
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, UserPromptPart
@@ -21,12 +16,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from host_bridge.aio import AgentTurn
 from host_bridge.embedded.agents import MESSAGE_EVENT
-from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.integrations.pydantic_ai import MESSAGES_RECORD, ScheduleToolset, turn_runner
 from host_bridge.protocols import SessionEvent
 from host_bridge.testing.pydantic_ai import reminder_model_function
+from tests.cli.helpers import Proc
+from tests.cli.helpers import deliveries as counted
 
 TIMEOUT = 60.0
 """A failure bound for every wait, never a synchronisation."""
@@ -101,18 +97,7 @@ class Deliveries:
 
 def deliveries(events: Sequence[SessionEvent]) -> Deliveries:
     """Dispatches, reminder inbox entries and their completed turns in ``events``."""
-    dispatches = sum(
-        1
-        for e in events
-        if e.type == "schedule/change" and e.data.get("operation") == "dispatch"
-    )
-    inbox = [
-        e.seq
-        for e in events
-        if e.type == INBOX_EVENT and e.data["source"].get("plugin") == "tool-schedule"
-    ]
-    done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
-    return Deliveries(dispatches, len(inbox), sum(done[seq] for seq in inbox))
+    return Deliveries(*counted(events))
 
 
 def nothing_owed(data_dir: Path) -> bool:
@@ -151,83 +136,13 @@ def prompts_seen(messages: Sequence[ModelMessage]) -> list[str]:
     ]
 
 
-class Child:
-    """A Python subprocess whose stdout lines a thread collects; its stdin stays open.
+def child(args: Sequence[str], home: Path, paths: Sequence[Path] = ()) -> Proc:
+    """A Python subprocess with its stdin open (see :class:`tests.cli.helpers.Proc`).
 
     ``paths`` go first on its ``PYTHONPATH``, then the repository (so it imports
     this checkout), then the test's own; ``home`` is its default data location,
     which it must not need.
     """
-
-    def __init__(self, args: Sequence[str], home: Path, paths: Sequence[Path] = ()) -> None:
-        env = dict(os.environ)
-        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
-        env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), str(REPO), *inherited])
-        env["DSH_SCHEDULE_HOME"] = str(home)
-        env["PYTHONIOENCODING"] = "utf-8"
-        self.popen = subprocess.Popen(
-            [sys.executable, *args],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-        assert self.popen.stdout is not None and self.popen.stderr is not None
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._readers = [
-            threading.Thread(target=self._read, args=(self.popen.stdout, self.out, True)),
-            threading.Thread(target=self._read, args=(self.popen.stderr, self.err, False)),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _read(self, stream: IO[str], into: list[str], announce: bool) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-            if announce:
-                self._lines.put(line.rstrip("\n"))
-        if announce:
-            self._lines.put(None)
-
-    def wait_line(self, text: str) -> str:
-        """The next stdout line containing ``text`` (fails when it ends or after the timeout)."""
-        while True:
-            try:
-                line = self._lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(f"no line with {text!r}: {self.out} {self.err}") from None
-            if line is None:
-                raise AssertionError(f"it ended with no line {text!r}: {self.out} {self.err}")
-            if text in line:
-                return line
-
-    def finish(self, stdin: str = "") -> int:
-        """Write ``stdin``, close it and wait for the exit status."""
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(stdin)
-        self.popen.stdin.close()
-        return self._wait()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` and wait for the exit status (negative: killed by a signal)."""
-        self.popen.send_signal(sig)
-        return self._wait()
-
-    def _wait(self) -> int:
-        code = self.popen.wait(timeout=TIMEOUT)
-        for reader in self._readers:
-            reader.join(timeout=TIMEOUT)
-        return code
-
-    def kill(self) -> None:
-        """Kill it if it still runs (a test's clean-up)."""
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
-        if self.popen.stdin is not None:
-            self.popen.stdin.close()
+    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    path = os.pathsep.join([*map(str, paths), str(REPO), *inherited])
+    return Proc(args, home, {"PYTHONPATH": path}, stdin=True)

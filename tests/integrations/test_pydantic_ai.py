@@ -50,13 +50,12 @@ from host_bridge.integrations.pydantic_ai import (
 )
 from host_bridge.protocols import TextBlock, UserMessage, wall_clock_ms
 from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
-from tests.cli.helpers import create, write_session
+from tests.cli.helpers import Proc, create, write_session
 from tests.integrations.pai_hanging import PAUSED
 from tests.integrations.pai_helpers import (
     EXAMPLES,
     HERE,
     Bot,
-    Child,
     Deliveries,
     deliveries,
     nothing_owed,
@@ -66,6 +65,7 @@ from tests.integrations.pai_helpers import (
     tool_calls,
     tool_results,
 )
+from tests.integrations.pai_helpers import child as pai_child
 
 SPECS = {spec.name: spec for spec in TOOL_SPECS}
 
@@ -419,12 +419,12 @@ SESSION = "pydantic-ai-bot"  # the example's conversation
 
 
 @pytest.fixture
-def children(tmp_path: Path) -> Iterator[Callable[..., Child]]:
+def children(tmp_path: Path) -> Iterator[Callable[..., Proc]]:
     """Start child processes (``args``, ``paths`` for PYTHONPATH); killed at the end if alive."""
-    started: list[Child] = []
+    started: list[Proc] = []
 
-    def start(args: Sequence[str], paths: Sequence[Path] = ()) -> Child:
-        child = Child(args, tmp_path / "default-home", paths)
+    def start(args: Sequence[str], paths: Sequence[Path] = ()) -> Proc:
+        child = pai_child(args, tmp_path / "default-home", paths)
         started.append(child)
         return child
 
@@ -434,7 +434,7 @@ def children(tmp_path: Path) -> Iterator[Callable[..., Child]]:
     assert not (tmp_path / "default-home").exists()  # every process was given its store
 
 
-def run_example(start: Callable[..., Child], data_dir: Path, stdin: str) -> list[str]:
+def run_example(start: Callable[..., Proc], data_dir: Path, stdin: str) -> list[str]:
     """Run the example with ``stdin`` to its end; its output lines."""
     child = start([str(EXAMPLE), str(data_dir)])
     assert child.finish(stdin) == 0, child.err
@@ -451,7 +451,7 @@ def test_the_example_is_at_most_40_lines() -> None:
 
 
 def test_the_examples_reminder_set_before_a_restart_arrives_after_it(
-    tmp_path: Path, children: Callable[..., Child]
+    tmp_path: Path, children: Callable[..., Proc]
 ) -> None:
     data_dir = tmp_path / "data"
     first = run_example(children, data_dir, "remind me in 3 seconds to stretch\n")
@@ -467,7 +467,7 @@ def test_the_examples_reminder_set_before_a_restart_arrives_after_it(
 
 
 def test_serve_with_the_examples_runner_delivers_to_the_closed_chat(
-    tmp_path: Path, children: Callable[..., Child]
+    tmp_path: Path, children: Callable[..., Proc]
 ) -> None:
     data_dir = tmp_path / "data"
     run_example(children, data_dir, "remind me in 2 seconds to stretch\n")  # and the chat closes
@@ -514,7 +514,7 @@ def closed_chat_with_a_due_reminder(data_dir: Path) -> None:
 
 @pytest.mark.parametrize("killed", ["AsyncHost", "serve"])
 def test_a_sigkill_in_the_reminders_turn_runs_that_turn_once_more_at_the_next_start(
-    tmp_path: Path, children: Callable[..., Child], killed: str
+    tmp_path: Path, children: Callable[..., Proc], killed: str
 ) -> None:
     data_dir = tmp_path / "data"
     closed_chat_with_a_due_reminder(data_dir)
