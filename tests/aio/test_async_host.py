@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from host_bridge.aio import AgentTurn, AsyncHost, RunnerCancelledError, current_turn, wait
+from host_bridge.aio import (
+    AgentTurn,
+    AsyncHost,
+    RunnerCancelledError,
+    TurnRunner,
+    current_turn,
+    wait,
+)
 from host_bridge.embedded.agents import AgentDisposedError, TurnInterrupted
 from host_bridge.embedded.sessions import EmbeddedSession
 from host_bridge.protocols import ToolCall, ToolDefinition, ToolResult
@@ -48,6 +55,20 @@ class Runner:
     @property
     def reminders(self) -> list[str]:
         return [text for is_reminder, text in self.turns if is_reminder]
+
+
+async def stop_during_a_turn(
+    runner: TurnRunner, data_dir: Path, started: asyncio.Event, text: str = "hi"
+) -> None:
+    """Send ``text`` to session u-1, close the host once ``started`` is set; the send is cut."""
+    host = AsyncHost(runner, data_dir=data_dir, stop_timeout=0.0)
+    await host.start()
+    chat = await host.open("u-1")
+    sending = asyncio.ensure_future(chat.send(text))
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    await host.aclose()
+    with pytest.raises((TurnInterrupted, AgentDisposedError)):  # not answered, either way
+        await asyncio.wait_for(sending, TIMEOUT)
 
 
 @contextlib.asynccontextmanager
@@ -162,14 +183,7 @@ async def test_the_records_of_a_run_a_stop_cut_are_left_out_when_it_runs_again(
             await asyncio.Event().wait()  # cut by the stop below
         return "done"
 
-    host = AsyncHost(records_then_hangs, data_dir=tmp_path, stop_timeout=0.0)
-    await host.start()
-    chat = await host.open("u-1")
-    sending = asyncio.ensure_future(chat.send("hi"))
-    await asyncio.wait_for(recorded.wait(), TIMEOUT)
-    await host.aclose()
-    with pytest.raises((TurnInterrupted, AgentDisposedError)):
-        await sending
+    await stop_during_a_turn(records_then_hangs, tmp_path, recorded)
 
     async with AsyncHost(records_then_hangs, data_dir=tmp_path) as again:
         chat = await again.open("u-1")
@@ -323,14 +337,7 @@ async def test_aclose_cuts_a_running_turn_and_the_next_start_runs_it_again(tmp_p
             await asyncio.Event().wait()  # never ends by itself
         return "done"
 
-    host = AsyncHost(hangs, data_dir=tmp_path, stop_timeout=0.0)
-    await host.start()
-    chat = await host.open("u-1")
-    sending = asyncio.ensure_future(chat.send("hi"))
-    await asyncio.wait_for(started.wait(), TIMEOUT)
-    await host.aclose()
-    with pytest.raises((TurnInterrupted, AgentDisposedError)):  # not answered, either way
-        await asyncio.wait_for(sending, TIMEOUT)
+    await stop_during_a_turn(hangs, tmp_path, started)
 
     async with AsyncHost(hangs, data_dir=tmp_path) as again:
         chat = await again.open("u-1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shutil
@@ -16,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -362,3 +363,21 @@ def deliveries(events: Sequence[SessionEvent]) -> tuple[int, int, int]:
     ]
     done = Counter(e.data["inbox"] for e in events if e.type == TURN_COMPLETED_EVENT)
     return dispatches, len(inbox), sum(done[seq] for seq in inbox)
+
+
+def round_trip(*options: str, prefix: str) -> list[dict[str, Any]]:
+    """Run ``docs/examples/openai_round_trip.py`` with ``options``; its ``prefix`` JSON lines."""
+    example = REPO / "docs" / "examples" / "openai_round_trip.py"
+    done = subprocess.run(
+        [sys.executable, str(example), *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [
+        json.loads(line.removeprefix(prefix))
+        for line in done.stdout.splitlines()
+        if line.startswith(prefix)
+    ]

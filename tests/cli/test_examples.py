@@ -13,7 +13,7 @@ import pytest
 
 from host_bridge import openai_responses_tools
 from messages._text import canonical_json
-from tests.cli.helpers import REPO
+from tests.cli.helpers import REPO, round_trip
 
 
 def test_the_pykka_host_example_runs_and_receives_its_reminder(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ AT_VIEW = {
 }
 
 
-@pytest.mark.parametrize(
+ROUND_TRIPS = pytest.mark.parametrize(
     ("options", "expected"),
     [
         (
@@ -68,23 +68,15 @@ AT_VIEW = {
     ],
     ids=["default", "strict"],
 )
+"""The saved responses of the round-trip example and the tool values they must get back."""
+
+
+@ROUND_TRIPS
 def test_the_openai_round_trip_answers_the_saved_tool_calls(
     options: list[str], expected: list[tuple[str, dict[str, Any]]]
 ) -> None:
     example = REPO / "docs" / "examples" / "openai_round_trip.py"
-    done = subprocess.run(
-        [sys.executable, str(example), "--now", NOW, *options],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    replies = [
-        json.loads(line.removeprefix("tool: "))
-        for line in done.stdout.splitlines()
-        if line.startswith("tool: ")
-    ]
+    replies = round_trip("--now", NOW, *options, prefix="tool: ")
     assert [(r["role"], r["tool_call_id"]) for r in replies] == [("tool", i) for i, _ in expected]
     for reply, (_, value) in zip(replies, expected, strict=True):
         assert reply["content"] == canonical_json(value)  # the tool's content, byte for byte
@@ -102,37 +94,12 @@ def test_the_openai_round_trip_answers_the_saved_tool_calls(
     assert all(isinstance(call["function"]["arguments"], str) for call in calls)
 
 
-@pytest.mark.parametrize(
-    ("options", "expected"),
-    [
-        (
-            [],
-            [
-                ("call_example_create", AFTER_VIEW),
-                ("call_example_list", {"schedules": [AFTER_VIEW]}),
-            ],
-        ),
-        (["--strict"], [("call_example_strict", AT_VIEW)]),
-    ],
-    ids=["default", "strict"],
-)
+@ROUND_TRIPS
 def test_the_responses_round_trip_answers_the_saved_function_calls(
     options: list[str], expected: list[tuple[str, dict[str, Any]]]
 ) -> None:
     example = REPO / "docs" / "examples" / "openai_round_trip.py"
-    done = subprocess.run(
-        [sys.executable, str(example), "--api", "responses", "--now", NOW, *options],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    outputs = [
-        json.loads(line.removeprefix("output: "))
-        for line in done.stdout.splitlines()
-        if line.startswith("output: ")
-    ]
+    outputs = round_trip("--api", "responses", "--now", NOW, *options, prefix="output: ")
     assert [(o["type"], o["call_id"]) for o in outputs] == [
         ("function_call_output", i) for i, _ in expected
     ]

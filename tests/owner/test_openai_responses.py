@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ import pytest
 
 from host_bridge import openai_responses_tools, openai_tools
 from host_bridge._schemas import TOOL_SPECS
+from tests.cli.helpers import round_trip
 
 responses = pytest.importorskip("openai.types.responses")
 response_input = pytest.importorskip("openai.types.responses.response_input_param")
@@ -68,21 +67,8 @@ def test_the_saved_responses_are_responses_and_echo_the_generated_tools(strict: 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
 def test_the_round_trip_answers_with_function_call_output_items(strict: bool) -> None:
-    example = EXAMPLES / "openai_round_trip.py"
     options = ["--api", "responses", "--now", "2026-08-05T12:00:00.000Z"]
-    done = subprocess.run(
-        [sys.executable, str(example), *options, *(["--strict"] if strict else [])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    items = [
-        json.loads(line.removeprefix("output: "))
-        for line in done.stdout.splitlines()
-        if line.startswith("output: ")
-    ]
+    items = round_trip(*options, *(["--strict"] if strict else []), prefix="output: ")
     saved = json.loads((EXAMPLES / SAVED[strict]).read_text("utf-8"))
     calls = [item for item in saved["output"] if item["type"] == "function_call"]
     assert [item["call_id"] for item in items] == [call["call_id"] for call in calls]
