@@ -23,6 +23,11 @@ real clock until every reminder was presented. It measures:
 
 Usage: ``python -m bench.wake_scale`` (100,000 sessions, 10,000 reminders over
 ten minutes, about 14 minutes) or ``--quick``. Writes ``bench/results/wake_scale.json``.
+
+``--herd`` measures ``serve`` itself instead (:mod:`bench._herd`): the same
+reminders all due at once, then spread over ``--spread`` seconds (default 60),
+beside a plain-SQLite delivery floor on an identical copy of each store.
+Writes ``bench/results/wake_scale_herd.json``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _herd as herd
 from bench._common import (
     at_reminder,
     data_root,
@@ -258,21 +264,41 @@ def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; returns (and writes) the JSON result."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sessions", type=int, default=100_000)
-    parser.add_argument("--due", type=int, default=10_000)
-    parser.add_argument("--spread", type=float, default=600.0, help="seconds (default 600)")
-    parser.add_argument("--lead", type=float, default=20.0, help="seconds after the build")
-    parser.add_argument("--quiet", type=float, default=5.0, help="quiet period, seconds")
+    parser.add_argument("--sessions", type=int, help="stored sessions (default 100,000)")
+    parser.add_argument("--due", type=int, help="of them with a reminder (default 10,000)")
+    parser.add_argument(
+        "--spread", type=float, help="seconds the due times span (default 600, --herd 60)"
+    )
+    parser.add_argument(
+        "--lead",
+        type=float,
+        help="seconds from the build to the first due time (default 20; --herd: from "
+        "adding the reminders, default 5)",
+    )
+    parser.add_argument("--quiet", type=float, help="quiet period, seconds (default 5)")
     parser.add_argument(
         "--sizes", default="1000,10000,100000", help="store sizes for the index query cost"
+    )
+    parser.add_argument(
+        "--herd",
+        action="store_true",
+        help="serve against a plain-SQLite delivery floor, reminders all due at once and "
+        "spread (writes wake_scale_herd.json)",
     )
     parser.add_argument("--data", type=Path)
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sessions, args.due, args.spread, args.lead, args.quiet = 300, 30, 3.0, 1.0, 0.5
+        defaults = (3000, 300, 3.0, 2.0, 0.5) if args.herd else (300, 30, 3.0, 1.0, 0.5)
         args.sizes = "100,1000"
+    else:
+        defaults = (100_000, 10_000, 60.0 if args.herd else 600.0, 5.0 if args.herd else 20.0, 5.0)
+    for name, default in zip(("sessions", "due", "spread", "lead", "quiet"), defaults, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if args.herd:
+        return herd.main(args, argv)
     quiet_logs()
     result = header("wake_scale", argv)
     with data_root(args.data, "dsh-wake-scale-") as root:

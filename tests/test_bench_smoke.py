@@ -15,6 +15,7 @@ import pytest
 
 from bench import (
     _aps,
+    _herd,
     asyncio_host,
     clock_faults,
     create_loop,
@@ -30,6 +31,7 @@ from bench import (
     wake_crash,
     wake_scale,
 )
+from host_bridge.embedded.paths import store_path
 
 Main = Callable[[Sequence[str] | None], dict[str, Any]]
 
@@ -177,6 +179,58 @@ def test_wake_scale(tmp_path: Path) -> None:
     assert result["wake_lateness"]["count"] == 30
     assert [c["sessions"] for c in out["index_cost"]] == [100, 1000]
     assert out["targets"]["each_reminder_once"]["met"] is True
+
+
+def test_wake_scale_herd(tmp_path: Path) -> None:
+    args = ("--herd", "--sessions", "400", "--due", "40", "--spread", "1", "--lead", "1")
+    out = run(wake_scale.main, "wake_scale_herd", tmp_path, *args)
+    assert [case["case"] for case in out["cases"]] == ["herd", "spread"]
+    for case in out["cases"]:
+        assert case["reminders"] == 40
+        for name in ("serve", "anchor"):
+            result = case[name]
+            assert result["contender"] == name
+            assert result["delivered"] == 40 and result["all_presented"]
+            assert result["presented_twice"] == result["early"] == 0
+            assert result["lateness"]["count"] == 40
+            assert result["wakeups_per_s"] > 0 and result["cpu_ms_per_wakeup"] >= 0
+            assert result["usage"]["voluntary_switches"] >= 0
+            store = result["store"]
+            assert store["exactly_once"] == store["dispatches"] == store["completed_turns"] == 40
+            assert store["sessions_without_reminder_touched"] == store["early_dispatches"] == 0
+            assert store["index_rows_left"] == 0
+            assert result["exact"] is True
+        assert set(case["serve_vs_anchor"]) == {
+            "wakeups_per_s",
+            "cpu_per_wakeup",
+            "switches_per_wakeup",
+        }
+        assert isinstance(case["anchor_rows_like_serve"], bool)
+    assert all(target["met"] is True for target in out["targets"].values())
+
+
+def test_herd_anchor_writes_the_rows_of_a_delivered_reminder(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    _herd.build_closed(store_path(closed), 5, {1, 3}, 0)
+    _herd.add_reminders(store_path(closed), [1, 3], [1_000, 2_000])
+    conn = _herd._anchor_connection(store_path(closed))
+    try:
+        assert _herd.anchor_deliver(conn, "s000001", lambda: 1_500) == [("schedule-1", 1_500)]
+        assert _herd.anchor_deliver(conn, "s000001", lambda: 1_500) == []  # dispatched already
+        assert _herd.anchor_deliver(conn, "s000003", lambda: 1_500) == []  # not due yet
+    finally:
+        conn.close()
+    rows = _herd.appended_rows(store_path(closed), "s000001", 1)
+    assert [type_ for type_, _ in rows] == [
+        "inbox/queued",
+        "schedule/change",
+        "message",
+        "message",
+        "turn/completed",
+    ]
+    assert rows[4][1] == {"inbox": 2, "failed": False}
+    counts = _herd.check_store(store_path(closed), {"s000001": 1_000})
+    assert counts["exactly_once"] == 1 and counts["index_rows_left"] == 1  # s000003's
 
 
 def test_wake_crash(tmp_path: Path) -> None:
