@@ -602,6 +602,7 @@ def print_cases(cases: Sequence[dict[str, Any]]) -> None:
                     fmt(late["p50_ms"], 1),
                     fmt(late["p99_ms"], 1),
                     verdict(run["exact"]),
+                    _load(run["load_average_at_start"]),
                     _load(run["load_average_at_end"]),
                 ]
             )
@@ -615,7 +616,8 @@ def print_cases(cases: Sequence[dict[str, Any]]) -> None:
             "p50 late ms",
             "p99 late ms",
             "each once",
-            "load 1m",
+            "load 1m before",
+            "after",
         ],
         rows,
     )
@@ -637,7 +639,8 @@ def print_cases(cases: Sequence[dict[str, Any]]) -> None:
         print(
             f"{case['case']}: {case['reminders']} reminders over {case['spread_s']:g} s; serve "
             f"started {serve['lead_at_start_ms'] / 1000:.1f} s before the first due time "
-            f"(start {serve['start']['cpu_s']:.2f} s CPU), stopped in {serve['stop_s']:.1f} s; "
+            f"(start {serve['start']['cpu_s'] * 1000:.0f} ms CPU), stopped in "
+            f"{serve['stop_s']:.1f} s; "
             f"serve store {serve['store']}; anchor store {case['anchor']['store']}"
         )
 
