@@ -18,14 +18,27 @@ with a root agent (the owner folds the whole log once when it starts) and:
   same log (median of ``--fold-reps``).
 
 Prints a table and writes ``bench/results/fold_cost.json``.
+
+``--resume`` measures the resume instead, at 10³, 10⁴ and 10⁵ events unless
+``--sizes`` says otherwise: per repetition (``--resume-reps``, round-robin
+across the sizes) a new host opens the store, and the time to resume the
+session (a root agent whose owner folded the log) and answer its first
+``schedule_list`` is taken; then, on a host of its own with ``tracemalloc``
+on, the memory the live session holds. Beside it the anchor: a plain
+``SELECT`` of the same rows on a new connection and a decode of every payload.
+Writes ``bench/results/fold_cost_resume.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
+import sqlite3
 import time
+import tracemalloc
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from bench._common import (
@@ -34,6 +47,7 @@ from bench._common import (
     data_root,
     fmt,
     header,
+    load_average,
     machine_info,
     median,
     open_host,
@@ -43,7 +57,7 @@ from bench._common import (
     verdict,
     write_results,
 )
-from host_bridge.embedded.codec import encode_payload
+from host_bridge.embedded.codec import decode_payload, encode_payload
 from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.stores import SqliteEventStore
 from host_bridge.protocols import SessionEvent, SessionHeader
@@ -57,6 +71,7 @@ from messages import (
 )
 
 NAME = "fold_cost"
+RESUME_NAME = "fold_cost_resume"
 
 TARGET_RATIO = 2.0
 """``schedule_list`` on the longest log must be within this multiple of the shortest's."""
@@ -156,18 +171,187 @@ def write_session(
     return sum(1 for type_, _ in items if type_ == SCHEDULE_CHANGE_TYPE)
 
 
+def resume_once(root: Path, session_id: str, runtime: str) -> dict[str, Any]:
+    """Open a host on ``root``, resume ``session_id`` and list its schedules; the timings."""
+    opened = time.perf_counter()
+    host = open_host(root, runtime)
+    try:
+        began = time.perf_counter()
+        agent = host.spawn(session_id=session_id)
+        spawned = time.perf_counter()
+        listed = len(host.list(agent)["schedules"])
+        answered = time.perf_counter()
+        events = len(agent.session.events)
+    finally:
+        host.close()
+    return {
+        "open_host_ms": (began - opened) * 1000,
+        "spawn_ms": (spawned - began) * 1000,
+        "first_list_ms": (answered - spawned) * 1000,
+        "resume_ms": (answered - began) * 1000,
+        "events": events,
+        "active": listed,
+    }
+
+
+def held_memory(root: Path, session_id: str, runtime: str) -> dict[str, float]:
+    """MiB that resuming ``session_id`` allocated and still holds, and its peak (tracemalloc)."""
+    host = open_host(root, runtime)
+    try:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            agent = host.spawn(session_id=session_id)
+            host.list(agent)
+            gc.collect()
+            held, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    finally:
+        host.close()
+    return {"held_mib": (held - before) / 2**20, "peak_mib": (peak - before) / 2**20}
+
+
+def anchor_once(root: Path, session_id: str) -> dict[str, Any]:
+    """A new connection; ``SELECT`` the session's rows and decode every payload (timed)."""
+    conn = sqlite3.connect(store_path(root))
+    try:
+        began = time.perf_counter()
+        rows = conn.execute(
+            "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+        decoded = [(seq, type_, time_, decode_payload(data)) for seq, type_, time_, data in rows]
+        ended = time.perf_counter()
+    finally:
+        conn.close()
+    return {"anchor_ms": (ended - began) * 1000, "events": len(decoded)}
+
+
+def resume_main(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[str, Any]:
+    """``--resume``: cold resumes and their first ``schedule_list`` against a plain read."""
+    sizes = [int(part) for part in (args.sizes or "1000,10000,100000").split(",") if part]
+    if args.quick:
+        sizes = [size for size in sizes if size <= 1000] or sizes[:1]
+        args.resume_reps = 2
+    with data_root(args.data, "dsh-bench-resume-") as root:
+        info = machine_info(root)
+        with SqliteEventStore(store_path(root)) as store:
+            for size in sizes:
+                write_session(
+                    store, f"log-{size}", build_log(size, args.share, args.active, args.seed)
+                )
+        runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+        anchors: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+        for _ in range(args.resume_reps):  # round-robin: load drifts hit every size alike
+            for size in sizes:
+                gc.collect()
+                runs[size].append(resume_once(root, f"log-{size}", args.runtime))
+                anchors[size].append(anchor_once(root, f"log-{size}"))
+        memory = {size: held_memory(root, f"log-{size}", args.runtime) for size in sizes}
+        load = load_average()
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        if any(run["events"] != size for run in runs[size] + anchors[size]):
+            raise BenchError(f"session log-{size} did not resume with {size} events")
+        resume = [run["resume_ms"] for run in runs[size]]
+        anchor = [run["anchor_ms"] for run in anchors[size]]
+        rows.append(
+            {
+                "events": size,
+                "active": runs[size][0]["active"],
+                "resume_ms_median": median(resume),
+                "resume_ms_max": max(resume),
+                "spawn_ms_median": median([run["spawn_ms"] for run in runs[size]]),
+                "first_list_ms_median": median([run["first_list_ms"] for run in runs[size]]),
+                "open_host_ms_median": median([run["open_host_ms"] for run in runs[size]]),
+                "anchor_ms_median": median(anchor),
+                "ratio": median(resume) / max(1e-9, median(anchor)),
+                "resume_us_per_event": median(resume) * 1000 / size,
+                "anchor_us_per_event": median(anchor) * 1000 / size,
+                **memory[size],
+                "held_bytes_per_event": memory[size]["held_mib"] * 2**20 / size,
+                "runs": runs[size],
+                "anchor_runs": anchors[size],
+            }
+        )
+    print_machine(info)
+    print(
+        f"cold resume (a new host each time) + first schedule_list, median of "
+        f"{args.resume_reps}; anchor: SELECT of the rows + decode of every payload; memory "
+        "held by the live session (tracemalloc, one resume)"
+    )
+    print_table(
+        [
+            "events",
+            "resume ms",
+            "of it list ms",
+            "anchor ms",
+            "ratio",
+            "MiB held",
+            "resume µs/event",
+            "anchor µs/event",
+            "load 1m",
+        ],
+        [
+            [
+                fmt(row["events"]),
+                fmt(row["resume_ms_median"], 1),
+                fmt(row["first_list_ms_median"], 2),
+                fmt(row["anchor_ms_median"], 1),
+                fmt(row["ratio"], 1),
+                fmt(row["held_mib"], 1),
+                fmt(row["resume_us_per_event"], 1),
+                fmt(row["anchor_us_per_event"], 2),
+                "?" if load is None else f"{load[0]:.2f}",
+            ]
+            for row in rows
+        ],
+    )
+    payload = header(RESUME_NAME, argv) | {
+        "machine": info,
+        "parameters": {
+            "sizes": sizes,
+            "share": args.share,
+            "active": args.active,
+            "reps": args.resume_reps,
+            "seed": args.seed,
+            "runtime": args.runtime,
+        },
+        "rows": rows,
+        "load_average_at_end": load,
+        "targets": {
+            "resumed_whole": {"met": all(row["active"] == args.active for row in rows)},
+        },
+    }
+    name = RESUME_NAME if args.runtime == "threading" else f"{RESUME_NAME}_{args.runtime}"
+    path = write_results(args.results, name, payload)
+    print(f"\nresults: {path}")
+    return payload
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print the table, write the JSON; returns what it wrote."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sizes", default="100,1000,10000,100000", help="log lengths")
+    parser.add_argument(
+        "--sizes", help="log lengths (default 100,1000,10000,100000; --resume 1000,10000,100000)"
+    )
     parser.add_argument("--share", type=float, default=0.03, help="share of schedule changes")
     parser.add_argument("--active", type=int, default=3, help="active reminders at the end")
     parser.add_argument("--reps", type=int, default=300, help="schedule_list calls per size")
     parser.add_argument("--fold-reps", type=int, default=7, help="full refolds per size")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the logs")
+    parser.add_argument(
+        "--resume", action="store_true", help="cold resumes against a plain read of the rows"
+    )
+    parser.add_argument("--resume-reps", type=int, default=5, help="cold resumes per size")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    sizes = [int(part) for part in args.sizes.split(",") if part.strip()]
+    if args.resume:
+        return resume_main(args, argv)
+    sizes_text = args.sizes or "100,1000,10000,100000"
+    sizes = [int(part) for part in sizes_text.split(",") if part.strip()]
     if args.quick:
         sizes = [size for size in sizes if size <= 1000] or sizes[:1]
         args.reps, args.fold_reps = 5, 1

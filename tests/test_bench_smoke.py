@@ -117,6 +117,19 @@ def test_fold_cost(tmp_path: Path) -> None:
     assert all(row["refold_ms_median"] > 0 for row in out["rows"])
 
 
+def test_fold_cost_resume(tmp_path: Path) -> None:
+    out = run(fold_cost.main, "fold_cost_resume", tmp_path, "--resume", "--sizes", "100,1000")
+    assert [row["events"] for row in out["rows"]] == [100, 1000]
+    for row in out["rows"]:
+        assert row["active"] == 3
+        assert len(row["runs"]) == len(row["anchor_runs"]) == 2
+        assert all(run["events"] == row["events"] for run in row["runs"] + row["anchor_runs"])
+        assert row["resume_ms_median"] > 0 and row["anchor_ms_median"] > 0
+        assert row["ratio"] > 0 and row["held_mib"] > 0
+        assert {"resume_us_per_event", "anchor_us_per_event", "peak_mib"} <= row.keys()
+    assert out["targets"]["resumed_whole"]["met"] is True
+
+
 def test_fold_cost_logs_have_the_asked_shape() -> None:
     items = fold_cost.build_log(1000, 0.03, 3, seed=1)
     changes = [data for type_, data in items if type_ == "schedule/change"]
