@@ -7,13 +7,14 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, Store
+from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
-class TestPostgresStore(StoreContract, DueIndexContract):
+class TestPostgresStore(StoreContract, DueIndexContract, ClaimContract):
     """Every case of the store contract and its due index, on a PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore

@@ -22,11 +22,12 @@ from tests.stores.backends import (
     sqlite_module,
 )
 from tests.stores.case import TIMEOUT, Seam, new_session, ok, record
+from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 
-class TestSqliteStore(StoreContract, DueIndexContract):
+class TestSqliteStore(StoreContract, DueIndexContract, ClaimContract):
     """Every case of the store contract and its due index, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
