@@ -23,7 +23,7 @@ Per run it reports:
 * the split of presented reminders across the hosts, and the sessions woken;
 * from the store: **doubles** (a reminder dispatched twice) and **losses** (not
   dispatched, or its turn never completed), and index rows left;
-* the 1-minute load average at the end of the run;
+* the 1-minute load average when the run started and when its herd was through;
 
 then the ratio of the last host count to the first (3 hosts / 1 host).
 
@@ -226,6 +226,7 @@ def _children_cpu_s() -> float:
 def run(admin: str, sessions: int, hosts: int, args: argparse.Namespace) -> dict[str, Any]:
     """One herd on a fresh database with ``hosts`` serve processes; its figures."""
     name = f"dsh_fleet_herd_{uuid.uuid4().hex[:8]}"
+    load_at_start = load_average()
     url = database(admin, name)
     serves: list[Host] = []
     try:
@@ -307,6 +308,7 @@ def run(admin: str, sessions: int, hosts: int, args: argparse.Namespace) -> dict
         "double_deliveries": doubles,
         "losses": losses,
         "index_rows_left": index_rows,
+        "load_average_1m_at_start": None if load_at_start is None else load_at_start[0],
         "load_average_1m": None if load is None else load[0],
     }
 
@@ -384,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "split",
             "doubles",
             "losses",
-            "load 1m",
+            "load 1m start→end",
         ],
         [
             [
@@ -398,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "/".join(str(n) for n in r["split"]),
                 fmt(r["double_deliveries"]),
                 fmt(r["losses"]),
-                fmt(r["load_average_1m"], 2),
+                f"{fmt(r['load_average_1m_at_start'], 2)}→{fmt(r['load_average_1m'], 2)}",
             ]
             for r in runs
         ],
