@@ -389,7 +389,7 @@ class EventStore(SessionReads[Any]):
     def release_sessions(self, session_ids: Iterable[str]) -> None:
         """Like :meth:`release_session` for each session, waiting for one flush of them all.
 
-        The flushes are requested together (one write round covers them), then each
+        The flushes are requested together (one commit covers their rows), then each
         session whose rows are durable is given back; the others stay held and are logged.
         """
         held = [
@@ -422,7 +422,7 @@ class EventStore(SessionReads[Any]):
             return
         with self._ownership:
             given = [session_id for session_id in free if self._writer.give_back(session_id)]
-            lost = set()
+            lost: set[str] = set()
             for session_id in given:
                 loss = self._writer.loss(session_id)
                 if loss is not None and loss.kind == "lease":
