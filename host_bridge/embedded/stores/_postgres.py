@@ -127,7 +127,7 @@ _CLAIM_PAGE = (
     " SELECT d.session_id, d.due_ms, d.schedule_ms, d.inbox_ms FROM due_index d"
     " WHERE (d.due_ms <= %s OR d.due_ms IS DISTINCT FROM LEAST(d.schedule_ms, d.inbox_ms))"
     "{after}"
-    " AND NOT EXISTS (SELECT 1 FROM held WHERE held.key = hashtextextended(d.session_id, 0))"
+    " AND hashtextextended(d.session_id, 0) NOT IN (SELECT held.key FROM held)"
     " ORDER BY d.due_ms, d.session_id LIMIT %s FOR UPDATE OF d SKIP LOCKED"
 )
 """One page of a batch claim: index rows due (or unsound) whose lease nobody holds, locked

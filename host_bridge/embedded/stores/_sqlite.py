@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import socket
@@ -107,6 +108,9 @@ _TABLES: dict[int, frozenset[str]] = {
 
 _IDS_PER_STATEMENT = 500
 """Session ids bound in one ``IN (...)`` list (well under SQLite's parameter limit)."""
+
+_MAX_CLAIM_PAGE = 4096
+"""The most due index rows a batch claim reads at once (its pages double up to this)."""
 
 _T = TypeVar("_T")
 
@@ -204,10 +208,11 @@ class SqliteRecorder:
         claimed: list[str] = []
         seen: set[str] = set()
 
-        def offer(candidates: list[str]) -> None:
-            while candidates and len(claimed) < limit:
-                need = limit - len(claimed)
-                chunk, candidates = candidates[:need], candidates[need:]
+        def offer(candidates: Iterator[str]) -> None:
+            while len(claimed) < limit:
+                chunk = list(itertools.islice(candidates, limit - len(claimed)))
+                if not chunk:
+                    return
                 got = take(chunk)
                 rows = self._index_rows_of(got)
                 claimed.extend(
@@ -224,18 +229,17 @@ class SqliteRecorder:
         while len(claimed) < limit:
             rows = self._due_page(after, now_ms, page)
             seen.update(session_id for session_id, _ in rows)
-            offer([session_id for session_id, _ in rows if free(session_id)])
+            offer(session_id for session_id, _ in rows if free(session_id))
             if len(rows) < page:
                 break
             after = (rows[-1][1], rows[-1][0])
+            page = min(2 * page, _MAX_CLAIM_PAGE)  # past many held rows in few reads
         if len(claimed) < limit:  # rows the listing cannot see: unsound ones, due at once
             suspects = sorted(self.read(_select_index_suspects), key=lambda item: item[0])
             offer(
-                [
-                    session_id
-                    for session_id, row in suspects
-                    if session_id not in seen and not row.wake_ms > now_ms and free(session_id)
-                ]
+                session_id
+                for session_id, row in suspects
+                if session_id not in seen and not row.wake_ms > now_ms and free(session_id)
             )
         return claimed
 
