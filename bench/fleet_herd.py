@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "p50 late ms",
             "p99 late ms",
             "host CPU ms/del",
-            "(whole runs)",
+            "children CPU ms/del",
             "server CPU ms/del",
             "split",
             "doubles",
