@@ -21,6 +21,7 @@ from bench import (
     create_loop,
     create_throughput,
     delivery_precision,
+    fleet_herd,
     fold_cost,
     group_commit,
     live_path,
@@ -278,3 +279,20 @@ def test_asyncio_host(tmp_path: Path) -> None:
     ours = out["summary"][0]
     assert ours["create_loop_max_lag_ms"] is not None and ours["create_loop_max_lag_ms"] >= 0
     assert out["ratios"]["create_rate_vs_sync"] > 0
+
+
+def test_fleet_herd(pg_server: str, tmp_path: Path) -> None:
+    out = fleet_herd.main(["--quick", "--store", pg_server, "--results", str(tmp_path)])
+    written = json.loads((tmp_path / "fleet_herd.json").read_text())
+    assert written["benchmark"] == out["benchmark"] == "fleet_herd"
+    assert [r["hosts"] for r in out["runs"]] == [1, 3]
+    for herd in out["runs"]:
+        assert herd["presented_sessions"] == herd["sessions"] == 24
+        assert len(herd["split"]) == herd["hosts"]
+        assert sum(herd["split"]) == herd["presented"] >= 24
+        assert herd["double_deliveries"] == herd["losses"] == herd["index_rows_left"] == 0
+        assert herd["exit_codes"] == [0] * herd["hosts"]
+        assert {"p50_ms", "p99_ms"} <= herd["lateness"].keys()
+        assert herd["children_cpu_s"] > 0
+    assert out["ratio"]["hosts"] == "3/1"
+    assert out["targets"]["each_reminder_once"]["met"] is True

@@ -8,15 +8,16 @@ import pytest
 
 from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, Store
 from tests.stores.checkpoints import CheckpointContract
+from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
-class TestPostgresStore(StoreContract, DueIndexContract, CheckpointContract):
-    """Every case of the store contract, its due index and checkpoints, on a PostgreSQL
-    database."""
+class TestPostgresStore(StoreContract, DueIndexContract, CheckpointContract, ClaimContract):
+    """Every case of the store contract, its due index, checkpoints and batch claims, on a
+    PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
     schema_version = POSTGRES_SCHEMA_VERSION

@@ -23,12 +23,14 @@ from tests.stores.backends import (
 )
 from tests.stores.case import TIMEOUT, Seam, new_session, ok, record
 from tests.stores.checkpoints import CheckpointContract
+from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 
-class TestSqliteStore(StoreContract, DueIndexContract, CheckpointContract):
-    """Every case of the store contract, its due index and checkpoints, on an SQLite file."""
+class TestSqliteStore(StoreContract, DueIndexContract, CheckpointContract, ClaimContract):
+    """Every case of the store contract, its due index, checkpoints and batch claims, on an
+    SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
     schema_version = SQLITE_SCHEMA_VERSION

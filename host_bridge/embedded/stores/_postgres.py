@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -40,7 +40,7 @@ from host_bridge.embedded.stores._errors import (
     StoreMissingError,
 )
 from host_bridge.embedded.stores._reads import OneConnectionReader, ReadQueries, sql_reads
-from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage, TakeMany
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
@@ -134,6 +134,44 @@ _DUE_HELD = (
     " ORDER BY d.due_ms, d.session_id LIMIT %s"
 )
 """Due sessions whose lease nobody holds (one snapshot of the advisory locks per query)."""
+
+_CLAIM_PAGE = (
+    "WITH held AS MATERIALIZED ("
+    f" SELECT {_KEY_OF_LOCK} AS key FROM pg_locks k WHERE {_ADVISORY_HERE})"
+    " SELECT d.session_id, d.due_ms, d.schedule_ms, d.inbox_ms FROM due_index d"
+    " WHERE (d.due_ms <= %s OR d.due_ms IS DISTINCT FROM LEAST(d.schedule_ms, d.inbox_ms))"
+    "{after}"
+    " AND hashtextextended(d.session_id, 0) NOT IN (SELECT held.key FROM held)"
+    " ORDER BY d.due_ms, d.session_id LIMIT %s FOR UPDATE OF d SKIP LOCKED"
+)
+"""One page of a batch claim: index rows due (or unsound) whose lease nobody holds, locked
+for the claiming transaction; rows another claimer locked are skipped, never waited for.
+``{after}`` continues after a ``(due_ms, session_id)`` of the previous page."""
+
+_TAKE_LEASES = (
+    "WITH got AS MATERIALIZED ("
+    " SELECT w.id FROM unnest(%s::text[]) AS w(id)"
+    " WHERE pg_try_advisory_lock(hashtextextended(w.id, 0)))"
+    " INSERT INTO leases(session_id, epoch, owner, acquired_at)"
+    " SELECT got.id, 1, %s, now() FROM got"
+    " ON CONFLICT (session_id) DO UPDATE"
+    " SET epoch = leases.epoch + 1, owner = EXCLUDED.owner, acquired_at = now()"
+    " RETURNING session_id, epoch"
+)
+"""Many leases in one statement on the lease connection: the advisory locks that are free
+(never waiting), and a new epoch for each session locked."""
+
+_DROP_PARTIAL = (
+    "SELECT pg_advisory_unlock(hashtextextended(w.id, 0)) FROM unnest(%s::text[]) AS w(id)"
+    " WHERE EXISTS (SELECT 1 FROM pg_locks k WHERE k.pid = pg_backend_pid()"
+    f" AND {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(w.id, 0))"
+)
+"""Unlock those of the sessions whose advisory lock this connection holds (after a failed
+:data:`_TAKE_LEASES`: such locks are not rolled back with the statement)."""
+
+_UNLOCK_MANY = (
+    "SELECT pg_advisory_unlock(hashtextextended(w.id, 0)) FROM unnest(%s::text[]) AS w(id)"
+)
 
 _MIGRATIONS: dict[int, tuple[Migration[psycopg.Connection[Any]], ...]] = {
     0: (
@@ -306,6 +344,103 @@ class PostgresRecorder:
                 return True
 
         return self.query(claim)
+
+    def claim_due(
+        self, now_ms: int, limit: int, wanted: Callable[[str], bool], take: TakeMany
+    ) -> list[str]:
+        """In one transaction: lock a page of due (or unsound) index rows whose lease nobody
+        holds ``FOR UPDATE SKIP LOCKED``, ``take`` the ``wanted`` ones (their leases, in one
+        statement); another page only when some were not taken."""
+
+        def claim(conn: psycopg.Connection[Any]) -> list[str]:
+            claimed: list[str] = []
+            after: tuple[int, str] | None = None
+            with conn.transaction():
+                while len(claimed) < limit:
+                    need = limit - len(claimed)
+                    if after is None:
+                        statement = _CLAIM_PAGE.format(after="")
+                        params: tuple[object, ...] = (int(now_ms), need)
+                    else:
+                        statement = _CLAIM_PAGE.format(
+                            after=" AND (d.due_ms, d.session_id) > (%s, %s)"
+                        )
+                        params = (int(now_ms), *after, need)
+                    rows = conn.execute(statement, params).fetchall()
+                    candidates = [
+                        str(row[0])
+                        for row in rows
+                        if not IndexRow(*row[1:]).wake_ms > now_ms and wanted(str(row[0]))
+                    ]
+                    if candidates:
+                        claimed.extend(take(candidates))
+                    if len(rows) < need:
+                        break
+                    after = (int(rows[-1][1]), str(rows[-1][0]))
+            return claimed
+
+        return self.query(claim, f"claim due sessions in {self._label}")
+
+    def lock_many(self, session_ids: Sequence[str], lose_held: LoseHeld) -> dict[str, int]:
+        """Take the free leases among ``session_ids`` in one statement (advisory locks, new
+        epochs), never waiting; a closed lease connection is replaced first."""
+        if not session_ids:
+            return {}
+        cannot = f"cannot take the leases of {len(session_ids)} sessions"
+        with self._lease_mutex:
+            try:
+                try:
+                    return self._take_leases(session_ids)
+                except psycopg.OperationalError:
+                    conn = self._lease_conn
+                    if conn is not None and not (conn.closed or conn.broken):
+                        self._drop_partial(session_ids)
+                        raise StoreError(cannot) from None
+                _log.warning("the lease connection of %s was lost; opening a new one", self._label)
+                self._open_lease_connection(lose_held)
+                return self._take_leases(session_ids)
+            except psycopg.Error as error:
+                self._drop_partial(session_ids)
+                raise StoreError(f"{cannot} ({_category(error)})") from None
+
+    def unlock_many(self, session_ids: Sequence[str], lost: Collection[str]) -> list[SideWrite]:
+        """Drop the advisory locks of those sessions not lost with them, in one statement."""
+        mine = [session_id for session_id in session_ids if session_id not in lost]
+        if not mine:
+            return []
+        with self._lease_mutex:
+            conn = self._lease_conn
+            if conn is None or conn.closed:
+                return []
+            try:
+                conn.execute(_UNLOCK_MANY, (mine,))
+            except psycopg.Error as error:
+                _log.warning(
+                    "releasing the leases of %d sessions failed (%s)", len(mine), _category(error)
+                )
+        return []
+
+    def _take_leases(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """Run :data:`_TAKE_LEASES` on the lease connection (mutex held); the epochs taken."""
+        conn = self._lease_conn
+        if conn is None or conn.closed:
+            raise StoreClosedError(f"the session store {self._label} is closed")
+        rows = conn.execute(_TAKE_LEASES, (list(session_ids), self._owner)).fetchall()
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def _drop_partial(self, session_ids: Sequence[str]) -> None:
+        """After a failed :meth:`_take_leases`: unlock what it may have locked (mutex held)."""
+        conn = self._lease_conn
+        if conn is None or conn.closed or conn.broken:
+            return  # (the locks went with the connection)
+        try:
+            conn.execute(_DROP_PARTIAL, (list(session_ids),))
+        except psycopg.Error as error:
+            _log.warning(
+                "releasing the leases of %d sessions failed (%s)",
+                len(session_ids),
+                _category(error),
+            )
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
         """Rewrite one session's index row and checkpoint from its log (``REPEATABLE READ``:

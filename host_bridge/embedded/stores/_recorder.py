@@ -7,14 +7,23 @@ due index), asked inside the transaction and told after ``COMMIT``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from host_bridge.embedded.stores._due import DueEntry, ReadSession, SessionProjection
 from host_bridge.embedded.stores._reads import ReadQueries
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op
 
-__all__ = ["Epochs", "LoseHeld", "Plan", "Projection", "Recorder", "SideWrite", "Stage"]
+__all__ = [
+    "Epochs",
+    "LoseHeld",
+    "Plan",
+    "Projection",
+    "Recorder",
+    "SideWrite",
+    "Stage",
+    "TakeMany",
+]
 
 _T = TypeVar("_T")
 _P = TypeVar("_P", bound="Plan")
@@ -40,6 +49,10 @@ Epochs = Callable[[Iterable[str]], Mapping[str, int]]
 
 LoseHeld = Callable[[Callable[[str], Loss]], None]
 """Loses every session held here and not lost yet, for the reason ``loss_of(session_id)`` gives."""
+
+TakeMany = Callable[[Sequence[str]], list[str]]
+"""The store's side of a batch claim: take those of the given sessions nobody holds (never
+waiting), in their order; returns the ones it took, held by the store from then on."""
 
 Stage = Callable[[Sequence[Op], ReadSession], Plan]
 """Called by a recorder inside its write transaction, after the rows are inserted and
@@ -117,6 +130,20 @@ class Recorder(Protocol):
     def claim(self, session_id: str, now_ms: int, acquire: Callable[[str], int]) -> bool:
         """Take the session with ``acquire`` if its index row is due at ``now_ms``; False when
         not due or held elsewhere (the caller gives back what was taken then)."""
+
+    def claim_due(
+        self, now_ms: int, limit: int, wanted: Callable[[str], bool], take: TakeMany
+    ) -> list[str]:
+        """Up to ``limit`` sessions due at ``now_ms`` (or with an unsound row), earliest first,
+        that ``wanted`` and ``take`` took and whose row was still due once taken; the caller
+        gives back what ``take`` took and this did not return."""
+
+    def lock_many(self, session_ids: Sequence[str], lose_held: LoseHeld) -> dict[str, int]:
+        """Take the locks or leases of those of ``session_ids`` nobody holds, never waiting;
+        their fencing epochs. On an exception none of them is kept."""
+
+    def unlock_many(self, session_ids: Sequence[str], lost: Collection[str]) -> list[SideWrite]:
+        """Like :meth:`unlock` for each session (``lost``: those whose lease went with it)."""
 
     def rebuild_index(self) -> int:
         """Rebuild the whole due index from the logs in one transaction; the rows written."""

@@ -19,13 +19,15 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import logging
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
@@ -46,7 +48,7 @@ from host_bridge.embedded.stores._errors import (
 )
 from host_bridge.embedded.stores._locks import SessionLockFile
 from host_bridge.embedded.stores._reads import ReadQueries, sql_reads
-from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage
+from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage, TakeMany
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
@@ -119,6 +121,12 @@ _TABLES: dict[int, frozenset[str]] = {
 }
 """The tables besides ``meta`` that a store of each schema version has."""
 
+
+_IDS_PER_STATEMENT = 500
+"""Session ids bound in one ``IN (...)`` list (well under SQLite's parameter limit)."""
+
+_MAX_CLAIM_PAGE = 4096
+"""The most due index rows a batch claim reads at once (its pages double up to this)."""
 
 _T = TypeVar("_T")
 
@@ -207,6 +215,109 @@ class SqliteRecorder:
             return False
         row = self.read(lambda conn: SQLITE_READS.index_row(conn, session_id))
         return row is not None and row.wake_ms <= now_ms
+
+    def claim_due(
+        self, now_ms: int, limit: int, wanted: Callable[[str], bool], take: TakeMany
+    ) -> list[str]:
+        """Page through the due rows (then the unsound ones), ``take`` the ``wanted`` whose lock
+        looks free, and keep those whose index row, read again once locked, is still due."""
+        claimed: list[str] = []
+        seen: set[str] = set()
+
+        def offer(candidates: Iterator[str]) -> None:
+            while len(claimed) < limit:
+                chunk = list(itertools.islice(candidates, limit - len(claimed)))
+                if not chunk:
+                    return
+                got = take(chunk)
+                rows = self._index_rows_of(got)
+                claimed.extend(
+                    session_id
+                    for session_id in got
+                    if (row := rows.get(session_id)) is not None and not row.wake_ms > now_ms
+                )
+
+        def free(session_id: str) -> bool:
+            return wanted(session_id) and not self._held_elsewhere(session_id)
+
+        after: tuple[int, str] | None = None
+        page = limit + 16  # a few more than asked: some may be held
+        while len(claimed) < limit:
+            rows = self._due_page(after, now_ms, page)
+            seen.update(session_id for session_id, _ in rows)
+            offer(session_id for session_id, _ in rows if free(session_id))
+            if len(rows) < page:
+                break
+            after = (rows[-1][1], rows[-1][0])
+            page = min(2 * page, _MAX_CLAIM_PAGE)  # past many held rows in few reads
+        if len(claimed) < limit:  # rows the listing cannot see: unsound ones, due at once
+            suspects = sorted(self.read(_select_index_suspects), key=lambda item: item[0])
+            offer(
+                session_id
+                for session_id, row in suspects
+                if session_id not in seen and not row.wake_ms > now_ms and free(session_id)
+            )
+        return claimed
+
+    def lock_many(self, session_ids: Sequence[str], lose_held: LoseHeld) -> dict[str, int]:
+        """Take the bytes of those sessions whose lock is free (no waiting); epochs are 0."""
+        got: dict[str, int] = {}
+        try:
+            for session_id in session_ids:
+                if self._lock_session(session_id):
+                    got[session_id] = 0
+        except BaseException:
+            self._drop_locks(list(got))
+            raise
+        return got
+
+    def unlock_many(self, session_ids: Sequence[str], lost: Collection[str]) -> list[SideWrite]:
+        """Drop the sessions' locks; their holder rows are forgotten by the writer."""
+        self._drop_locks(session_ids)
+        writes: list[SideWrite] = []
+        for start in range(0, len(session_ids), _IDS_PER_STATEMENT):
+            chunk = tuple(session_ids[start : start + _IDS_PER_STATEMENT])
+            marks = ", ".join("?" for _ in chunk)
+            writes.append(
+                (
+                    f"DELETE FROM leases WHERE owner = ? AND session_id IN ({marks})",
+                    (self._owner, *chunk),
+                )
+            )
+        return writes
+
+    def _drop_locks(self, session_ids: Sequence[str]) -> None:
+        """Unlock each session's byte; a failure is logged (the lock goes with the store)."""
+        locks = self._session_locks
+        if locks is None:
+            return
+        for session_id in session_ids:
+            try:
+                locks.unlock(session_id)
+            except OSError as error:
+                _log.warning(
+                    "unlocking session %r failed (%s)",
+                    session_id,
+                    error.strerror or type(error).__name__,
+                )
+
+    def _index_rows_of(self, session_ids: Sequence[str]) -> dict[str, IndexRow]:
+        """The due index rows of those sessions that have one, read in one query per chunk."""
+
+        def select(conn: sqlite3.Connection, chunk: list[str]) -> list[tuple[str, IndexRow]]:
+            marks = ", ".join("?" for _ in chunk)
+            rows = conn.execute(
+                "SELECT session_id, due_ms, schedule_ms, inbox_ms FROM due_index"
+                f" WHERE session_id IN ({marks})",
+                chunk,
+            ).fetchall()
+            return [(row[0], IndexRow(*row[1:])) for row in rows]
+
+        found: dict[str, IndexRow] = {}
+        for start in range(0, len(session_ids), _IDS_PER_STATEMENT):
+            chunk = list(session_ids[start : start + _IDS_PER_STATEMENT])
+            found.update(self.read(functools.partial(select, chunk=chunk)))
+        return found
 
     def rebuild_index(self) -> int:
         """Rebuild the due index and the schedule checkpoints from the logs in one

@@ -12,8 +12,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import replace
 from typing import Any, Self
 
@@ -21,7 +21,7 @@ from actors._futures import failed
 from host_bridge.embedded.stores._due import DueEntry, DueProjection, SessionProjection
 from host_bridge.embedded.stores._errors import SessionLeaseError, StoreError
 from host_bridge.embedded.stores._reads import SessionReads
-from host_bridge.embedded.stores._recorder import Recorder
+from host_bridge.embedded.stores._recorder import Recorder, SideWrite
 from host_bridge.embedded.stores._rows import (
     INT64_MAX,
     UNTOLD,
@@ -29,6 +29,7 @@ from host_bridge.embedded.stores._rows import (
     Untold,
     check_id,
     event_row,
+    is_storable_id,
     is_whole,
     show_id,
 )
@@ -348,6 +349,124 @@ class EventStore(SessionReads[Any]):
         checkpoint)."""
         self._projection.prime(states, unusable)
 
+    def claim_due_sessions(
+        self,
+        now_ms: int,
+        limit: int,
+        accept: Callable[[str], bool] | None = None,
+        skip: Collection[str] = (),
+    ) -> list[str]:
+        """Take up to ``limit`` sessions due at ``now_ms`` that nobody holds; the ones taken.
+
+        Earliest first: sessions whose index row is due at ``now_ms`` or unsound (their log
+        decides), held neither here nor elsewhere, not in ``skip``, and that ``accept``
+        (asked before taking, on the caller's thread) accepts. Each is held here afterwards,
+        as after :meth:`claim_due_session`. Nothing is taken when ``now_ms`` is no ``int``;
+        on any exception every session taken by this call is given back. See docs/storage.md.
+        """
+        if _refuses_batch_clock(now_ms):
+            return []
+        if not is_whole(limit) or limit < 0:
+            raise StoreError("limit must be a non-negative integer")
+        self._writer.check_open()
+        if limit == 0:
+            return []
+        skipped = frozenset(skip)
+
+        def wanted(session_id: str) -> bool:
+            return (
+                session_id not in skipped
+                and is_storable_id(session_id)
+                and not self._writer.held(session_id)
+                and (accept is None or accept(session_id))
+            )
+
+        taken: list[str] = []
+        claimed: list[str] = []
+        try:
+            claimed = self._recorder.claim_due(
+                now_ms, limit, wanted, lambda ids: self._take_many(ids, taken)
+            )
+        finally:  # what was taken and not kept goes back, whatever happened
+            kept = set(claimed)
+            back = [session_id for session_id in taken if session_id not in kept]
+            if back:
+                self.release_sessions(back)
+        return claimed
+
+    def release_sessions(self, session_ids: Iterable[str]) -> None:
+        """Like :meth:`release_session` for each session, waiting for one flush of them all.
+
+        The flushes are requested together (one commit covers their rows), then each
+        session whose rows are durable is given back; the others stay held and are logged.
+        """
+        held = [
+            session_id
+            for session_id in dict.fromkeys(session_ids)
+            if isinstance(session_id, str) and self._writer.held(session_id)
+        ]
+        if not held:
+            return
+        flushes = {session_id: self._writer.request_flush(session_id) for session_id in held}
+        wait(flushes.values(), self._writer.time_left())
+        free: list[str] = []
+        kept: dict[str, list[str]] = {}  # why -> the sessions kept for that reason
+        for session_id, flush in flushes.items():
+            if not flush.done():
+                why = "were not written before the store's close deadline"
+                kept.setdefault(why, []).append(session_id)
+                continue
+            error = flush.exception()
+            if error is None or isinstance(error, SessionLeaseError):
+                free.append(session_id)  # (lost: nothing of it will be written any more)
+            elif isinstance(error, StoreError):
+                kept.setdefault(f"are not durable ({error})", []).append(session_id)
+            else:  # pragma: no cover - the writer only fails flushes with store errors
+                raise error
+        for why, sessions in kept.items():
+            whose = "its" if len(sessions) == 1 else "their"
+            _log.error("keeping %s: %s rows %s", _some_sessions(sessions), whose, why)
+        if not free:
+            return
+        with self._ownership:
+            given = [session_id for session_id in free if self._writer.give_back(session_id)]
+            lost: set[str] = set()
+            for session_id in given:
+                loss = self._writer.loss(session_id)
+                if loss is not None and loss.kind == "lease":
+                    lost.add(session_id)
+            self._writer.queue_side(self._recorder.unlock_many(given, lost))
+
+    def _take_many(self, session_ids: Sequence[str], into: list[str]) -> list[str]:
+        """Take those of ``session_ids`` nobody holds, never waiting; the ones taken (also
+        added to ``into`` as each is booked, so a caller can give them back)."""
+        got: list[str] = []
+        with self._ownership:
+            self._writer.check_open()
+            fresh = [s for s in dict.fromkeys(session_ids) if not self._writer.held(s)]
+            if not fresh:
+                return got
+            epochs = self._recorder.lock_many(fresh, self._writer.lose_held)
+            side: list[SideWrite] = []
+            try:
+                for session_id in fresh:
+                    epoch = epochs.get(session_id)
+                    if epoch is None:
+                        continue
+                    self._writer.take(session_id, epoch)
+                    into.append(session_id)
+                    got.append(session_id)
+                    side.extend(self._recorder.took(session_id))
+            except BaseException:  # the writer refused (closed): unbooked locks go back now
+                booked = set(got)
+                side.extend(self._recorder.unlock_many([s for s in epochs if s not in booked], ()))
+                raise
+            finally:
+                self._writer.queue_side(side)
+        for session_id in got:
+            _log.debug("took session %r (epoch %d)", session_id, epochs[session_id])
+        return got
+
     def reindex(self) -> int:
         """Rebuild the due index and the schedule checkpoints from the stored logs in one
         transaction (safe while hosts write); the index rows written."""
@@ -392,6 +511,25 @@ class EventStore(SessionReads[Any]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refuses_batch_clock(now_ms: object) -> bool:
+    """:func:`refuses_claim_clock` for a batch claim (no session named)."""
+    if is_whole(now_ms):
+        return False
+    _log.warning(
+        "not claiming due sessions: the clock reading is a %s, not whole epoch milliseconds",
+        type(now_ms).__name__,
+    )
+    return True
+
+
+def _some_sessions(session_ids: Sequence[str]) -> str:
+    """``session 'a'``, or ``3 sessions ('a', 'b', 'c')`` (the first five) for a log line."""
+    if len(session_ids) == 1:
+        return f"session {show_id(session_ids[0])}"
+    shown = ", ".join(show_id(s) for s in session_ids[:5])
+    return f"{len(session_ids)} sessions ({shown}{', …' if len(session_ids) > 5 else ''})"
 
 
 def refuses_claim_clock(session_id: str, now_ms: object) -> bool:
