@@ -122,7 +122,14 @@ from actors._observer import (
 from actors._status_box import OwnerStatusBox
 from actors._supervised import OwnerSupervisor, SupervisedActor
 from actors._teardown import TeardownGate
-from messages._delivery import DeliverBatch, DeliverNow, Undecidable, WaitFor, plan_delivery
+from messages._delivery import (
+    DeliverBatch,
+    DeliverNow,
+    Undecidable,
+    WaitFor,
+    plan_delivery,
+    reminder_delivery,
+)
 from messages._errors import ScheduleInputError, ScheduleLogError
 from messages._fold import (
     FoldedSchedules,
@@ -148,16 +155,11 @@ from messages._mailbox import (
     TimerFired,
     ToolRequest,
 )
-from messages._presentation import (
-    REMINDER_SOURCE,
-    render_reminder_batch_framing,
-    render_reminder_framing,
-)
+from messages._presentation import REMINDER_SOURCE
 from messages._records import (
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DeleteChange,
-    DispatchChange,
     ScheduleRecord,
 )
 from messages._status import OwnerState, OwnerStatus
@@ -919,8 +921,8 @@ class ScheduleOwner(SupervisedActor):
         """One due one-shot: its follow-up, then its dispatch."""
         record = plan.record
         try:
-            framing = render_reminder_framing(record)
-            self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
+            delivery = reminder_delivery(plan)
+            self._agent.followup(UserMessage((TextBlock(delivery.framing),), dict(REMINDER_SOURCE)))
         except Exception:
             self._log.warning(
                 "follow-up of %r to agent %r failed; it stays active", record.id, self._agent.id
@@ -928,7 +930,7 @@ class ScheduleOwner(SupervisedActor):
             txn.outcome = "followup_failed"
             return False
         try:
-            self._session.append(SCHEDULE_CHANGE_TYPE, DispatchChange(record.id).to_json())
+            self._session.append(SCHEDULE_CHANGE_TYPE, delivery.dispatches[0].to_json())
         except Exception:
             self._fault("dispatch append failed")
             self._log.error(
@@ -954,8 +956,8 @@ class ScheduleOwner(SupervisedActor):
         """
         ids = tuple(member.record.id for member in plan.members)
         try:
-            framing = render_reminder_batch_framing(plan.framing_items())
-            self._agent.followup(UserMessage((TextBlock(framing),), dict(REMINDER_SOURCE)))
+            delivery = reminder_delivery(plan)
+            self._agent.followup(UserMessage((TextBlock(delivery.framing),), dict(REMINDER_SOURCE)))
         except Exception:
             self._log.warning(
                 "follow-up of the batch %s to agent %r failed; they stay active",
@@ -965,11 +967,9 @@ class ScheduleOwner(SupervisedActor):
             txn.outcome = "followup_failed"
             return False
         appended = 0
-        for schedule_id in ids:
+        for schedule_id, dispatch in zip(ids, delivery.dispatches, strict=True):
             try:
-                self._session.append(
-                    SCHEDULE_CHANGE_TYPE, DispatchChange(schedule_id, plan.accepted_at).to_json()
-                )
+                self._session.append(SCHEDULE_CHANGE_TYPE, dispatch.to_json())
             except Exception:
                 self._fault("dispatch append failed")
                 self._log.error(

@@ -12,6 +12,11 @@ From a fold and one decision time ``now``:
 A decision that cannot be made (a clock outside years 0001–9999 on the
 ``every`` path) is the value :class:`Undecidable`, for the caller to log and
 treat as no decision; the function itself never raises for it.
+
+:func:`reminder_delivery` turns a due plan into what a delivery appends: the
+reminder message's framing, then the ``dispatch`` changes in order, and the
+receipt of each reminder (what a host shows or hands on). A live owner and
+a cold-delivery pass both take it from here, so they cannot differ.
 """
 
 from __future__ import annotations
@@ -23,17 +28,21 @@ from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules
 from messages._instant import format_instant
 from messages._occurrence import resolve_every_occurrence
-from messages._records import EveryRecord, OneShotRecord, ScheduleRecord
+from messages._presentation import render_reminder_batch_framing, render_reminder_framing
+from messages._records import DispatchChange, EveryRecord, OneShotRecord, ScheduleRecord
 
 __all__ = [
     "MAX_TIMER_DELAY_MS",
     "BatchMember",
     "DeliverBatch",
     "DeliverNow",
+    "DeliveredReminder",
     "DeliveryPlan",
+    "ReminderDelivery",
     "Undecidable",
     "WaitFor",
     "plan_delivery",
+    "reminder_delivery",
 ]
 
 MAX_TIMER_DELAY_MS = 2**31 - 1
@@ -119,3 +128,53 @@ def plan_delivery(folded: FoldedSchedules, now_ms: int) -> DeliveryPlan:
     if now_ms < earliest.target_ms:
         return WaitFor(earliest, min(earliest.target_ms - now_ms, MAX_TIMER_DELAY_MS))
     return _batch(folded, now_ms)  # the earliest is due and is not a one-shot: an every record
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredReminder:
+    """One reminder a delivery presents: its id, prompt and the occurrence delivered."""
+
+    schedule_id: str
+    prompt: str
+    occurrence_at: str
+
+    def receipt(self) -> dict[str, str]:
+        """The ``{"scheduleId", "prompt", "occurrenceAt"}`` receipt (as read back from a log)."""
+        return {
+            "scheduleId": self.schedule_id,
+            "prompt": self.prompt,
+            "occurrenceAt": self.occurrence_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReminderDelivery:
+    """What delivering a due plan appends, in order: one message, then its ``dispatches``.
+
+    ``framing`` is the reminder message's text; ``reminders`` the receipts of
+    the reminders it presents, in dispatch order.
+    """
+
+    framing: str
+    dispatches: tuple[DispatchChange, ...]
+    reminders: tuple[DeliveredReminder, ...]
+
+
+def reminder_delivery(plan: DeliverNow | DeliverBatch) -> ReminderDelivery:
+    """The message and dispatches of a due plan (a one-shot alone, or one ``every`` batch).
+
+    Raises ``ValueError`` when the framing cannot be rendered (the records stay active).
+    """
+    if isinstance(plan, DeliverNow):
+        record = plan.record
+        return ReminderDelivery(
+            render_reminder_framing(record),
+            (DispatchChange(record.id),),
+            (DeliveredReminder(record.id, record.prompt, record.scheduled_at),),
+        )
+    members = plan.members
+    return ReminderDelivery(
+        render_reminder_batch_framing(plan.framing_items()),
+        tuple(DispatchChange(m.record.id, plan.accepted_at) for m in members),
+        tuple(DeliveredReminder(m.record.id, m.record.prompt, m.occurrence_at) for m in members),
+    )

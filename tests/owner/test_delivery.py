@@ -268,7 +268,7 @@ def test_followup_failure_writes_no_dispatch_and_still_releases(harness: Harness
 
 def test_framing_failure_writes_no_dispatch(harness: Harness, mocker: MockerFixture) -> None:
     harness.created("ping", 1)
-    mocker.patch("actors._schedule_owner.render_reminder_framing", side_effect=ValueError("x"))
+    mocker.patch("messages._delivery.render_reminder_framing", side_effect=ValueError("x"))
     harness.advance(1000)
     assert harness.agent.received == []
     assert harness.agent.release_count == 1
