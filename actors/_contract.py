@@ -31,6 +31,8 @@ __all__ = [
     "AgentStatus",
     "AppendGuard",
     "Cancellable",
+    "ColdDelivery",
+    "ColdPass",
     "DueSession",
     "HostContext",
     "Session",
@@ -404,6 +406,51 @@ class SessionPassivation(Protocol):
 
         Resolves ``True`` when the session went cold, ``False`` when the host
         keeps it live (say a person opened it meanwhile).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ColdPass:
+    """What one :meth:`ColdDelivery.deliver_due` pass did.
+
+    ``claimed``: sessions it took; ``delivered``: reminder messages it
+    delivered (their dispatches and inbox entries durable); ``needs_agent``:
+    sessions it took, found something it does not deliver cold (an unfinished
+    turn, a person's queued message) and gave back, for the wake-up actor to
+    activate; ``full``: it took as many as it was allowed, so more may be due;
+    ``waiting``: deliveries whose inbox commit failed, still held, which the
+    next pass tries to commit again (so one should follow soon even if nothing
+    else is due).
+    """
+
+    claimed: int = 0
+    delivered: int = 0
+    needs_agent: tuple[str, ...] = ()
+    full: bool = False
+    waiting: int = 0
+
+
+@runtime_checkable
+class ColdDelivery(Protocol):
+    """Delivery to many cold sessions at once, without an agent per session (optional).
+
+    Implemented by the same object as :class:`SessionActivation`. When the host
+    offers it, the wake-up actor does not activate due sessions one by one: it
+    asks for passes, one at a time, and activates only the sessions a pass hands
+    back in :attr:`ColdPass.needs_agent`. A pass takes due sessions in a batch
+    (the host's lock or lease, as for an activation), decides each from its
+    durable schedule state with the owner's rules (one-shots first, then one
+    batch of ``every`` records; nothing early), writes each delivery's inbox
+    entry and dispatches durably together (many sessions in one commit), runs
+    the reminder turns and gives the sessions back.
+    """
+
+    def deliver_due(self, now_ms: int, limit: int, skip: frozenset[str]) -> Future[ColdPass]:
+        """Deliver what is due at ``now_ms`` in up to ``limit`` sessions not in ``skip``.
+
+        Never raises (fail the future). ``skip`` names the sessions the wake-up
+        actor is activating or manages live.
         """
         ...
 

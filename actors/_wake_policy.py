@@ -21,7 +21,8 @@ class WakePolicy:
     seen). ``retry_ms``: a session whose activation was declined or failed is
     not tried again before this (doubling per failure up to ``max_retry_ms``).
     ``quiet_period_ms``: an activated agent idle this long, with nothing due
-    within this long, is let go (``None``: never).
+    within this long, is let go (``None``: never). ``cold_batch``: how many
+    sessions one cold-delivery pass may take (a host that offers cold delivery).
     """
 
     max_concurrent: int = 8
@@ -29,9 +30,10 @@ class WakePolicy:
     retry_ms: int = 5_000
     max_retry_ms: int = 60_000
     quiet_period_ms: int | None = 30_000
+    cold_batch: int = 512
 
     def __post_init__(self) -> None:
-        for name in ("max_concurrent", "rescan_ms", "retry_ms", "max_retry_ms"):
+        for name in ("max_concurrent", "rescan_ms", "retry_ms", "max_retry_ms", "cold_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"WakePolicy.{name} must be a positive integer")
@@ -49,7 +51,8 @@ class WakeUpStatus:
     """What the wake-up actor is doing (a snapshot, see ``plugin.status().wake_up``).
 
     ``next_wake_ms``: the delay its timer was armed with; the counters count
-    since install.
+    since install (``cold_passes`` and ``cold_deliveries``: the passes of a host
+    offering cold delivery and the reminder messages they delivered).
     """
 
     state: WakeState = "running"
@@ -64,6 +67,8 @@ class WakeUpStatus:
     passes: int = 0
     contained_failures: int = 0
     restarts: int = 0
+    cold_passes: int = 0
+    cold_deliveries: int = 0
 
 
 class WakeUpBoard:

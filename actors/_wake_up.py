@@ -23,12 +23,24 @@ activation or a passivation settled) does three things:
    back-off, the end of a quiet period, and ``rescan_ms`` (the index is re-read
    at least that often, so changes made by other processes are seen).
 
+A host that also offers :class:`~actors._contract.ColdDelivery` gets *cold
+passes* instead of step 1: one pass at a time takes up to
+:attr:`WakePolicy.cold_batch` due sessions and delivers to them without an
+agent each (:class:`~messages._mailbox.ColdPassSettled` when it is done); only
+the sessions a pass hands back (an owed turn, a person's queued message) are
+activated, at most ``max_concurrent`` at a time. A pass that took sessions is
+followed by another at once; one that took none waits for the timer, an index
+change or a clock jump. A pass that holds deliveries whose commit failed
+(:attr:`~actors._contract.ColdPass.waiting`) is followed by another on the
+timer (``rescan_ms`` at the latest) even when nothing else is due.
+
 An unexpected exception is contained like an owner's: the plugin supervises the
 actor and restarts it in place after a back-off (:class:`~messages._mailbox.RestartWakeUp`).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -36,6 +48,8 @@ from typing import Any
 
 from actors._contract import (
     Agent,
+    ColdDelivery,
+    ColdPass,
     HostContext,
     SessionActivation,
     SessionPassivation,
@@ -49,6 +63,7 @@ from messages._mailbox import (
     AgentActivity,
     AgentGone,
     ClockJumped,
+    ColdPassSettled,
     DisposeWakeUp,
     DueIndexMoved,
     PassivationSettled,
@@ -83,6 +98,8 @@ class _Counters:
     passes: int = 0
     contained: int = 0
     restarts: int = 0
+    cold_passes: int = 0
+    cold_deliveries: int = 0
 
 
 class WakeUpActor(SupervisedActor):
@@ -106,6 +123,7 @@ class WakeUpActor(SupervisedActor):
         super().__init__()
         self._activation = activation
         self._passivation = activation if isinstance(activation, SessionPassivation) else None
+        self._cold = activation if isinstance(activation, ColdDelivery) else None
         if host.timers is None:
             raise ValueError("HostContext.timers must be set (install_schedule supplies them)")
         self._host = host
@@ -126,6 +144,10 @@ class WakeUpActor(SupervisedActor):
         self._dispose_replies: list[Future[None]] = []
         self._restart_pending = False
         self._faulted = False
+        self._cold_running = False
+        self._cold_rested = False  # the last pass took nothing: wait for a reason to look again
+        self._cold_waiting = False  # a pass holds deliveries whose commit failed: retry them
+        self._needs_agent: deque[str] = deque()  # handed back by cold passes, to activate
 
     # --- mailbox -------------------------------------------------------------------------
 
@@ -151,15 +173,18 @@ class WakeUpActor(SupervisedActor):
     def handle_WakeUpTimerFired(self, message: WakeUpTimerFired) -> None:
         """The timer woke: run a pass."""
         if self._timer_fired(message.generation):
+            self._cold_rested = False
             self._pass()
 
     def handle_DueIndexMoved(self, message: DueIndexMoved) -> None:
         """A cold session's due time may have moved: run a pass."""
         self._moved_posted = False
+        self._cold_rested = False
         self._pass()
 
     def handle_ClockJumped(self, message: ClockJumped) -> None:
         """The wall clock jumped: the timer was armed from a reading that no longer holds."""
+        self._cold_rested = False
         self._pass()
 
     def handle_ActivationSettled(self, message: ActivationSettled) -> None:
@@ -183,6 +208,27 @@ class WakeUpActor(SupervisedActor):
                     agent, message.session_id, now + self._quiet_ms()
                 )
                 self._board.add(agent.id)
+        if self._finish_if_disposed():
+            return
+        self._pass()
+
+    def handle_ColdPassSettled(self, message: ColdPassSettled) -> None:
+        """A cold pass finished: queue what it handed back, then look again."""
+        self._cold_running = False
+        result = message.result
+        if message.failed or not isinstance(result, ColdPass):
+            self._counters.failures += 1
+            self._cold_rested = True  # the timer tries again (rescan_ms at the latest)
+        else:
+            self._counters.cold_passes += 1
+            self._counters.cold_deliveries += result.delivered
+            queued = set(self._needs_agent)
+            for session_id in result.needs_agent:
+                if session_id not in queued:
+                    self._needs_agent.append(session_id)
+                    queued.add(session_id)
+            self._cold_rested = result.claimed == 0 and result.delivered == 0
+            self._cold_waiting = result.waiting > 0
         if self._finish_if_disposed():
             return
         self._pass()
@@ -243,7 +289,11 @@ class WakeUpActor(SupervisedActor):
         mono = self._host.monotonic()
         for session_id in [s for s, b in self._backoff.items() if b.until <= mono]:
             del self._backoff[session_id]
-        self._start_activations(now)
+        if self._cold is None:
+            self._start_activations(now)
+        else:
+            self._start_cold_pass(now)
+            self._activate_handed_back()
         self._let_go_of_quiet(now, mono)
         self._arm_next(now, mono)
 
@@ -265,6 +315,55 @@ class WakeUpActor(SupervisedActor):
             self._activate(session_id)
             if len(self._in_flight) >= self._policy.max_concurrent:
                 break
+
+    def _start_cold_pass(self, now: int) -> None:
+        """Ask for one cold pass unless one runs, the last found nothing, or nothing is due."""
+        cold = self._cold
+        if cold is None or self._cold_running or self._cold_rested:
+            return
+        try:
+            due = self._activation.next_due()
+        except Exception:
+            self._log.warning("the host could not tell the next due session; trying again later")
+            self._log.debug("next_due failure", exc_info=True)
+            return
+        if (due is None or due > now) and not self._cold_waiting:
+            return
+        skip = (
+            self._in_flight
+            | self._backoff.keys()
+            | set(self._needs_agent)
+            | {entry.session_id for entry in self._activated.values()}
+        )
+        self._cold_running = True
+        post = self._post
+        try:
+            future = cold.deliver_due(now, self._policy.cold_batch, frozenset(skip))
+        except Exception:
+            self._log.warning("a cold-delivery pass could not be started", exc_info=True)
+            post(ColdPassSettled(None, failed=True))
+            return
+
+        def settled(done: Future[ColdPass]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                if not done.cancelled():
+                    self._log.warning(
+                        "a cold-delivery pass failed (%s); trying again later",
+                        type(done.exception()).__name__,
+                    )
+                post(ColdPassSettled(None, failed=True))
+            else:
+                post(ColdPassSettled(done.result()))
+
+        future.add_done_callback(settled)
+
+    def _activate_handed_back(self) -> None:
+        """Activate sessions cold passes handed back, while fewer than ``max_concurrent`` run."""
+        while self._needs_agent and len(self._in_flight) < self._policy.max_concurrent:
+            session_id = self._needs_agent.popleft()
+            if session_id in self._in_flight or session_id in self._backoff:
+                continue
+            self._activate(session_id)
 
     def _activate(self, session_id: str) -> None:
         self._in_flight.add(session_id)
@@ -383,7 +482,12 @@ class WakeUpActor(SupervisedActor):
                 self._log.warning("unsubscribing from due-change notifications failed")
 
     def _finish_if_disposed(self) -> bool:
-        if self._disposing and not self._in_flight and not self._passivating:
+        if (
+            self._disposing
+            and not self._in_flight
+            and not self._passivating
+            and not self._cold_running
+        ):
             self.stop()
             return True
         return False
@@ -434,5 +538,7 @@ class WakeUpActor(SupervisedActor):
             passes=c.passes,
             contained_failures=c.contained,
             restarts=c.restarts,
+            cold_passes=c.cold_passes,
+            cold_deliveries=c.cold_deliveries,
         )
         self._board.publish(status)

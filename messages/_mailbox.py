@@ -22,6 +22,7 @@ __all__ = [
     "AppendEvent",
     "BarrierSettled",
     "ClockJumped",
+    "ColdPassSettled",
     "CreateSchedule",
     "DeleteSchedule",
     "DetachSession",
@@ -259,6 +260,14 @@ class ActivationSettled:
 
     session_id: str
     agent: Any
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ColdPassSettled:
+    """A cold-delivery pass finished: ``result`` is its ``ColdPass``; ``failed``: it raised."""
+
+    result: Any
     failed: bool = False
 
 

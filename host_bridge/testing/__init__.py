@@ -21,7 +21,7 @@ is a conformance kit for a host's *own* adapters: subclass its
 
 from __future__ import annotations
 
-from host_bridge.testing._activation import FakeActivation
+from host_bridge.testing._activation import FakeActivation, FakeColdActivation
 from host_bridge.testing._agents import FakeAgent
 from host_bridge.testing._async import advance_async, settle_async
 from host_bridge.testing._calls import call_tool, call_tool_json
@@ -38,6 +38,7 @@ __all__ = [
     "FakeActivation",
     "FakeAgent",
     "FakeClock",
+    "FakeColdActivation",
     "FakeHost",
     "FakeSession",
     "FakeSessionStore",

@@ -15,6 +15,17 @@ them), activations can be held pending, and every call is journaled::
 
     ("activate", session_id)  ("activated", session_id, agent_id | None)
     ("passivate", agent_id)   ("passivated", agent_id, released)
+
+:class:`FakeColdActivation` also implements :class:`~host_bridge.ColdDelivery`:
+a pass takes due cold sessions (not live elsewhere, not skipped) up to its
+limit, decides each from its log at the host clock's time with the owner's
+rules, appends the ``dispatch`` changes to the stored log (the reminder
+message is kept in :attr:`FakeColdActivation.delivered`) and hands back the
+sessions a test marked as owing a turn. Passes can be held pending or made to
+fail, and are journaled::
+
+    ("cold-pass", limit, skipped_ids)  ("cold-delivered", session_id, schedule_ids)
+    ("cold-handed-back", session_id)
 """
 
 from __future__ import annotations
@@ -25,13 +36,21 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from actors._contract import Agent, DueSession, SessionEvent
+from actors._contract import Agent, ColdPass, DueSession, SessionEvent
 from host_bridge.testing._host import FakeHost
 from host_bridge.testing._sessions import FakeSession
+from messages._delivery import (
+    DeliverBatch,
+    DeliverNow,
+    ReminderDelivery,
+    plan_delivery,
+    reminder_delivery,
+)
 from messages._errors import ScheduleLogError
 from messages._fold import fold_schedule_events
+from messages._records import SCHEDULE_CHANGE_TYPE
 
-__all__ = ["FakeActivation"]
+__all__ = ["FakeActivation", "FakeColdActivation"]
 
 
 class FakeActivation:
@@ -231,6 +250,110 @@ class FakeActivation:
 
     def _record(self, kind: str, *fields: Any) -> None:
         self.host.journal.record(kind, *fields)
+
+
+class FakeColdActivation(FakeActivation):
+    """A :class:`FakeActivation` that also delivers cold (see the module docstring).
+
+    ``hold_passes``: passes stay pending until :meth:`finish_pass`.
+    ``fail_passes``: that many next passes fail (their future raises).
+    """
+
+    def __init__(self, host: FakeHost, *, hold: bool = False, hold_passes: bool = False) -> None:
+        super().__init__(host, hold=hold)
+        self.hold_passes = hold_passes
+        self.fail_passes = 0
+        self.delivered: list[tuple[str, ReminderDelivery]] = []
+        self._owing: set[str] = set()
+        self._waiting = 0
+        self._pending: list[tuple[Future[ColdPass], int, frozenset[str]]] = []
+
+    # --- scripting --------------------------------------------------------------------------
+
+    def owe_turn(self, session_id: str, owed: bool = True) -> None:
+        """Mark a stored session as owing a turn: a pass hands it back instead of delivering."""
+        with self._lock:
+            if owed:
+                self._owing.add(session_id)
+            else:
+                self._owing.discard(session_id)
+
+    def report_waiting(self, count: int) -> None:
+        """Make the next passes report ``count`` deliveries whose commit failed."""
+        with self._lock:
+            self._waiting = count
+
+    @property
+    def pending_passes(self) -> int:
+        """How many passes are held (``hold_passes``)."""
+        with self._lock:
+            return len(self._pending)
+
+    def finish_pass(self) -> ColdPass:
+        """Run the oldest held pass now and settle its future with the result."""
+        with self._lock:
+            future, limit, skip = self._pending.pop(0)
+        result = self._run_pass(limit, skip)
+        future.set_result(result)
+        return result
+
+    # --- ColdDelivery -----------------------------------------------------------------------
+
+    def deliver_due(self, now_ms: int, limit: int, skip: frozenset[str]) -> Future[ColdPass]:
+        """One pass (at once unless ``hold_passes``); ``now_ms`` only picks the due sessions."""
+        self._record("cold-pass", limit, tuple(sorted(skip)))
+        future: Future[ColdPass] = Future()
+        with self._lock:
+            failing = self.fail_passes > 0
+            if failing:
+                self.fail_passes -= 1
+        if failing:
+            future.set_exception(RuntimeError("the store cannot be written (injected)"))
+        elif self.hold_passes:
+            with self._lock:
+                self._pending.append((future, limit, skip))
+        else:
+            future.set_result(self._run_pass(limit, skip))
+        return future
+
+    def _run_pass(self, limit: int, skip: frozenset[str]) -> ColdPass:
+        now = self.host.clock()
+        due = [d.session_id for d in self.due_sessions(now, 1_000_000) if d.session_id not in skip]
+        taken = due[:limit]
+        handed_back: list[str] = []
+        delivered = 0
+        for session_id in taken:
+            with self._lock:
+                owing = session_id in self._owing
+            if owing:
+                handed_back.append(session_id)
+                self._record("cold-handed-back", session_id)
+            elif self._deliver(session_id, now):
+                delivered += 1
+        with self._lock:
+            waiting = self._waiting
+        return ColdPass(len(taken), delivered, tuple(handed_back), len(taken) >= limit, waiting)
+
+    def _deliver(self, session_id: str, now: int) -> bool:
+        with self._lock:
+            events, _, seed = self._cold[session_id]
+        try:
+            plan = plan_delivery(fold_schedule_events(events, seed or 0), now)
+        except ScheduleLogError:
+            plan = None
+        if not isinstance(plan, DeliverNow | DeliverBatch):
+            with self._lock:  # nothing due after all: the log corrects the index
+                self._cold[session_id] = (events, _due(events, seed), seed)
+            return False
+        delivery = reminder_delivery(plan)
+        grown = list(events)
+        for change in delivery.dispatches:
+            grown.append(SessionEvent(SCHEDULE_CHANGE_TYPE, len(grown), now, change.to_json()))
+        with self._lock:
+            self._cold[session_id] = (tuple(grown), _due(grown, seed), seed)
+            self.delivered.append((session_id, delivery))
+        self._record("cold-delivered", session_id, tuple(c.id for c in delivery.dispatches))
+        return True
 
 
 def _due(events: Sequence[SessionEvent], seed_length: int | None) -> int | None:

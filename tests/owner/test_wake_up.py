@@ -10,7 +10,7 @@ the journal.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -53,9 +53,12 @@ class Waker:
         clock_watch_ms: int | None = None,
         context: HostContext | None = None,
         stored: dict[str, list[tuple[str, Any]]] | None = None,
+        activation: Callable[[FakeHost], FakeActivation] | None = None,
     ) -> None:
         self.host = FakeHost(clock_watch_ms=clock_watch_ms)
-        self.activation = FakeActivation(self.host, hold=hold)
+        self.activation = (
+            FakeActivation(self.host, hold=hold) if activation is None else activation(self.host)
+        )
         for session_id, events in (stored or {}).items():
             self.activation.store(session_id, events)
         base = context if context is not None else self.host.context()
