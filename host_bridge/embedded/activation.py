@@ -285,8 +285,14 @@ class EmbeddedActivation:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _submit(self, work: Callable[[_A], _R], argument: _A, target: Future[_R]) -> None:
-        """Run ``work(argument)`` on a worker and settle ``target`` like it.
+    def _submit(
+        self,
+        work: Callable[[_A], _R],
+        argument: _A,
+        target: Future[_R],
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        """Run ``work(argument)`` on a worker (of ``executor``) and settle ``target`` like it.
 
         Counted for :meth:`wait_idle` until ``target``'s callbacks (the wake-up
         actor's post) have run. Raises ``RuntimeError`` once closed.
@@ -294,7 +300,7 @@ class EmbeddedActivation:
         with self._idle:
             self._running += 1
         try:
-            running = self._executor.submit(work, argument)
+            running = (executor or self._executor).submit(work, argument)
         except BaseException:
             self._finished()
             raise
@@ -304,6 +310,25 @@ class EmbeddedActivation:
     def _finished(self, *_: object) -> None:
         with self._idle:
             self._running -= 1
+            self._idle.notify_all()
+
+    def _mark_busy(self, session_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Mark sessions busy for :meth:`opening`: ``(marked, left)``, left: a host opens them."""
+        marked: list[str] = []
+        left: list[str] = []
+        with self._idle:
+            for session_id in session_ids:
+                if session_id in self._opening or session_id in self._busy:
+                    left.append(session_id)
+                else:
+                    self._busy.add(session_id)
+                    marked.append(session_id)
+        return marked, left
+
+    def _unmark_busy(self, session_ids: Sequence[str]) -> None:
+        """Undo :meth:`_mark_busy` for ``session_ids``; a host waiting to open one goes on."""
+        with self._idle:
+            self._busy.difference_update(session_ids)
             self._idle.notify_all()
 
     @contextlib.contextmanager

@@ -15,6 +15,7 @@ from actors._contract import HostContext, Timers, wall_clock_ms
 from actors._runtime import Runtime, RuntimeSpec, get_runtime, run_blocking
 from host_bridge.embedded.activation import EmbeddedActivation
 from host_bridge.embedded.agents import EmbeddedAgent, EmbeddedAgentRegistry, Model
+from host_bridge.embedded.cold import ColdActivation, ColdTurns
 from host_bridge.embedded.paths import default_data_dir, store_path
 from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
 from host_bridge.embedded.stores import EventStore, open_store
@@ -136,6 +137,8 @@ class EmbeddedHost:
         model: Model | None = None,
         workers: int = 8,
         accept: Callable[[str], bool] | None = None,
+        cold: bool = False,
+        cold_turns: ColdTurns | None = None,
     ) -> EmbeddedActivation:
         """Let Schedule wake this host's cold sessions (call before :meth:`context`).
 
@@ -144,10 +147,21 @@ class EmbeddedHost:
         installed with that context activates stored sessions whose reminders
         came due (``model`` runs their agents' turns) and lets them go again
         once quiet; ``accept(session_id)`` limits which sessions are woken.
+        With ``cold`` (or ``cold_turns``) it is a
+        :class:`~host_bridge.embedded.cold.ColdActivation`: due sessions are
+        delivered to in batches without an agent each, ``cold_turns`` running
+        their reminder turns (``None``: a live agent runs them).
         Needs a durable store. Idempotent: a second call returns the same object.
         """
         if self.activation is None:
-            self.activation = EmbeddedActivation(self, model=model, workers=workers, accept=accept)
+            if cold or cold_turns is not None:
+                self.activation = ColdActivation(
+                    self, turns=cold_turns, model=model, workers=workers, accept=accept
+                )
+            else:
+                self.activation = EmbeddedActivation(
+                    self, model=model, workers=workers, accept=accept
+                )
         return self.activation
 
     def spawn_root(

@@ -1,0 +1,414 @@
+"""Cold delivery for the embedded host: due reminders of many stored sessions, no agent each.
+
+:class:`ColdActivation` is an :class:`~host_bridge.embedded.activation.EmbeddedActivation`
+that also offers :class:`~host_bridge.protocols.ColdDelivery`: the wake-up actor
+asks it for *passes* instead of activating due sessions one by one. A pass:
+
+1. **claims** up to ``limit`` due sessions in one batch (the store's
+   ``claim_due_sessions``: SQLite takes each session's lock, PostgreSQL locks the
+   index rows ``FOR UPDATE SKIP LOCKED`` and takes the leases in one transaction);
+2. **reads** each one's durable schedule state (``schedule_states``: its
+   checkpoint and the tail of its log after it, not the whole log);
+3. **decides** each at one fresh clock sample with the owner's rules
+   (:func:`messages._delivery.plan_delivery`: a due one-shot alone, else one
+   batch of due ``every`` records; nothing early). A session with an unfinished
+   turn or a person's queued message is handed back for a live agent
+   (:attr:`ColdPass.needs_agent`), since those come first and may need tools;
+4. **writes the inbox**: each delivery's ``inbox/queued`` entry and its
+   ``dispatch`` changes are queued together and one flush covers every session
+   of the pass, so they are durable together, many sessions in one commit;
+5. **runs the turns** once that commit is durable, on a bounded pool
+   (``turns``, say ``serve``'s notifier); each turn's start, reply and
+   ``turn/completed`` are appended as an embedded agent writes them. Without
+   ``turns`` the delivered sessions are handed back for a live agent, which
+   runs the owed turn as after any restart;
+6. **gives back** every session after one flush covering them all.
+
+What a crash can repeat is what it repeats on the live path: a turn killed
+while it ran (its inbox entry has no completion) runs again at the next start.
+A kill before the inbox commit loses the pass's decisions, so they are made
+again; a kill after it leaves owed turns that the next start runs.
+An inbox commit that fails keeps its sessions held, and each later pass tries
+that flush again before it takes new work; their turns run once it succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors._contract import ColdPass, SessionEvent, TextBlock, UserMessage
+from host_bridge.embedded.activation import INDEX_AUDIT_MS, ActivatedHost, EmbeddedActivation
+from host_bridge.embedded.agents import MESSAGE_EVENT, Model, TurnInterrupted
+from host_bridge.embedded.codec import PayloadError, encode_payload
+from host_bridge.embedded.inbox import (
+    INBOX_EVENT,
+    TURN_COMPLETED_EVENT,
+    completed_data,
+    queued_data,
+)
+from host_bridge.embedded.stores import (
+    SessionLeaseError,
+    StoreError,
+    index_problem,
+    show_id,
+)
+from host_bridge.embedded.stores._due import SessionProjection
+from messages._delivery import (
+    DeliverBatch,
+    DeliveredReminder,
+    DeliverNow,
+    ReminderDelivery,
+    Undecidable,
+    plan_delivery,
+    reminder_delivery,
+)
+from messages._presentation import REMINDER_SOURCE
+from messages._records import SCHEDULE_CHANGE_TYPE
+
+__all__ = ["COLD_FLUSH_TIMEOUT_S", "ColdActivation", "ColdTurn", "ColdTurns"]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
+
+COLD_FLUSH_TIMEOUT_S = 30.0
+"""How long a pass waits for its inbox commit before trying it again on the next pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColdTurn:
+    """One reminder turn of a cold delivery: what a :data:`ColdTurns` callable receives.
+
+    ``message`` is the reminder message (its text is the framing the model reads),
+    ``reminders`` the receipts of the reminders it presents, in dispatch order,
+    ``inbox_seq`` the seq of its ``inbox/queued`` entry.
+    """
+
+    session_id: str
+    message: UserMessage
+    reminders: tuple[DeliveredReminder, ...]
+    inbox_seq: int
+
+
+ColdTurns = Callable[[ColdTurn], "str | None"]
+"""Runs one cold reminder turn; returns the assistant reply to record (``None``: none).
+
+Raising :class:`~host_bridge.embedded.agents.TurnInterrupted` cuts the turn: no
+completion is recorded, so the next start runs it again. Any other exception
+records the turn as failed (it is not run again), as for an embedded agent.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """The wake-up actor's ask: deliver what is due at ``now_ms`` in up to ``limit`` sessions."""
+
+    now_ms: int
+    limit: int
+    skip: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """One session's delivery in a pass: its rows are queued, its turn not run yet."""
+
+    session_id: str
+    delivery: ReminderDelivery
+    message: UserMessage
+    inbox_seq: int
+    next_seq: int  # the seq after the dispatches
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What a pass collected; every session in ``held`` is given back at its end."""
+
+    held: list[str] = field(default_factory=list)
+    needs_agent: list[str] = field(default_factory=list)
+    delivered: int = 0
+
+
+class ColdActivation(EmbeddedActivation):
+    """Activation plus cold delivery (see the module docstring).
+
+    ``turns`` runs the reminder turns of cold deliveries (``None``: they are
+    left to a live agent); ``turn_workers`` bounds the turns running at once.
+    The other options are :class:`EmbeddedActivation`'s (``model`` runs the
+    turns of the sessions that still get a live agent).
+    """
+
+    def __init__(
+        self,
+        host: ActivatedHost,
+        *,
+        turns: ColdTurns | None = None,
+        turn_workers: int = 8,
+        model: Model | None = None,
+        workers: int = 8,
+        accept: Callable[[str], bool] | None = None,
+        audit_ms: int = INDEX_AUDIT_MS,
+    ) -> None:
+        super().__init__(host, model=model, workers=workers, accept=accept, audit_ms=audit_ms)
+        self._turns = turns
+        self._passes = ThreadPoolExecutor(1, thread_name_prefix="dsh-cold-pass")
+        self._turn_pool = ThreadPoolExecutor(max(1, turn_workers), thread_name_prefix="dsh-turn")
+        self._waiting: dict[str, _Delivery] = {}  # inbox commit failed: held, retried
+        self._pass_lock = threading.Lock()  # one pass at a time (the wake-up actor's rule too)
+
+    # --- ColdDelivery -------------------------------------------------------------------
+
+    def deliver_due(self, now_ms: int, limit: int, skip: frozenset[str]) -> Future[ColdPass]:
+        """Run one pass on the pass thread; see the module docstring."""
+        future: Future[ColdPass] = Future()
+        try:
+            self._submit(self._pass, _Request(now_ms, limit, skip), future, self._passes)
+        except RuntimeError as error:  # closed
+            future.set_exception(error)
+        return future
+
+    def close(self) -> None:
+        """Wait for the pass running, then close like :class:`EmbeddedActivation`."""
+        self._passes.shutdown(wait=True)
+        self._turn_pool.shutdown(wait=True)
+        super().close()
+
+    # --- a pass -------------------------------------------------------------------------
+
+    def _pass(self, request: _Request) -> ColdPass:
+        now_ms, limit, skip = request.now_ms, request.limit, request.skip
+        with self._pass_lock:
+            work = _Pass()
+            try:
+                unsound = [s for s in self._audit(now_ms) if s not in skip]
+                work.needs_agent += unsound
+                retried = self._retry_waiting(work)
+                claimed = self._claim(now_ms, limit, skip | set(unsound) | set(self._waiting))
+                work.held += claimed
+                deliveries = retried + self._decide(claimed, now_ms, work)
+                self._run_turns(deliveries, work)
+            finally:
+                self._give_back(work)
+            return ColdPass(
+                claimed=len(claimed),
+                delivered=work.delivered,
+                needs_agent=tuple(dict.fromkeys(work.needs_agent)),
+                full=len(claimed) >= limit,
+                waiting=len(self._waiting),
+            )
+
+    def _claim(self, now_ms: int, limit: int, skip: Collection[str]) -> list[str]:
+        """Take up to ``limit`` due sessions; mark them busy (a host opening one keeps it)."""
+        if limit <= 0:
+            return []
+        taken = self._store.claim_due_sessions(now_ms, limit, accept=self._accept, skip=skip)
+        mine, given = self._mark_busy(taken)
+        if given:
+            self._store.release_sessions(given)
+        for session_id in mine:
+            _log.info("woke session %r (cold delivery)", session_id)
+        return mine
+
+    def _decide(self, claimed: Sequence[str], claimed_at: int, work: _Pass) -> list[_Delivery]:
+        """Decide each claimed session at one fresh clock sample; queue the inbox rows."""
+        if not claimed:
+            return []
+        states = self._store.schedule_states(claimed)
+        now = self._host.clock()
+        if isinstance(now, bool) or not isinstance(now, int):
+            _log.warning("the clock gave a %s, not epoch ms; deciding nothing", type(now).__name__)
+            return []
+        queued: list[_Delivery] = []
+        for session_id in claimed:
+            state = states.get(session_id)
+            if state is None or state.unfinished or state.pending:
+                if state is None:
+                    self._mend(
+                        session_id, "the due index has a row for this session, which is not stored"
+                    )
+                else:  # a turn is owed or a person's message waits: a live agent comes first
+                    work.needs_agent.append(session_id)
+                continue
+            delivery = self._delivery(session_id, state, now)
+            if delivery is None:
+                self._check_row(session_id, state, claimed_at)
+                continue
+            try:
+                queued.append(self._queue_inbox(session_id, state, delivery, now))
+            except (StoreError, PayloadError) as error:
+                _log.warning(
+                    "session %s: the reminder's inbox entry could not be queued (%s); "
+                    "it stays active",
+                    show_id(session_id),
+                    error,
+                )
+        return self._commit_inbox(queued)
+
+    def _delivery(
+        self, session_id: str, state: SessionProjection, now: int
+    ) -> ReminderDelivery | None:
+        """What is due in the session at ``now``; ``None``: nothing (or nothing decidable)."""
+        folded = state.folded
+        if folded is None:
+            return None  # a corrupt log: delivery is stopped in it, as an owner would
+        plan = plan_delivery(folded, now)
+        if isinstance(plan, Undecidable):
+            _log.warning("session %s: %s", show_id(session_id), plan.reason)
+            return None
+        if not isinstance(plan, DeliverNow | DeliverBatch):
+            return None
+        try:
+            return reminder_delivery(plan)
+        except ValueError:
+            _log.warning(
+                "session %s: the reminder could not be rendered; it stays active",
+                show_id(session_id),
+            )
+            return None
+
+    def _queue_inbox(
+        self, session_id: str, state: SessionProjection, delivery: ReminderDelivery, now: int
+    ) -> _Delivery:
+        """Queue the inbox entry and its dispatches as one unit (nothing queued on a refusal)."""
+        message = UserMessage((TextBlock(delivery.framing),), dict(REMINDER_SOURCE))
+        seq = state.next_seq
+        data: list[tuple[str, Any]] = [(INBOX_EVENT, queued_data(message))]
+        data += [(SCHEDULE_CHANGE_TYPE, change.to_json()) for change in delivery.dispatches]
+        rows = _rows(seq, now, data)
+        self._store.record_appends(session_id, rows)
+        return _Delivery(session_id, delivery, message, seq, seq + len(rows))
+
+    def _commit_inbox(self, queued: list[_Delivery]) -> list[_Delivery]:
+        """One flush for every queued delivery (one commit); the ones now durable."""
+        futures = [(d, self._store.flush(d.session_id)) for d in queued]
+        durable: list[_Delivery] = []
+        for delivery, future in futures:
+            session_id = delivery.session_id
+            try:
+                ok = future.result(COLD_FLUSH_TIMEOUT_S)
+            except SessionLeaseError:
+                ok = False
+            except (StoreError, TimeoutError) as error:
+                _log.warning(
+                    "session %s: the reminder's inbox commit failed (%s); trying again on the "
+                    "next pass",
+                    show_id(session_id),
+                    error if isinstance(error, StoreError) else "timed out",
+                )
+                self._waiting[session_id] = delivery
+                continue
+            if ok:
+                durable.append(delivery)
+            else:
+                _log.warning(
+                    "session %s was lost to another host before its reminder was durable; "
+                    "that host delivers it",
+                    show_id(session_id),
+                )
+        return durable
+
+    def _retry_waiting(self, work: _Pass) -> list[_Delivery]:
+        """Flush again the deliveries whose inbox commit failed; the ones now durable."""
+        if not self._waiting:
+            return []
+        waiting = list(self._waiting.values())
+        self._waiting.clear()
+        ids = [d.session_id for d in waiting]
+        mine, _ = self._mark_busy(ids)  # one a host is opening stays waiting (and held)
+        work.held += mine
+        keep = set(mine)
+        for delivery in waiting:
+            if delivery.session_id not in keep:
+                self._waiting[delivery.session_id] = delivery
+        return self._commit_inbox([d for d in waiting if d.session_id in keep])
+
+    def _run_turns(self, deliveries: list[_Delivery], work: _Pass) -> None:
+        """Run the delivered turns on the pool and queue their rows (or leave them owed)."""
+        if not deliveries:
+            return
+        work.delivered += len(deliveries)
+        turns = self._turns
+        if turns is None:
+            work.needs_agent += [d.session_id for d in deliveries]
+            return
+        running = [(d, self._turn_pool.submit(self._turn, turns, d)) for d in deliveries]
+        for delivery, future in running:
+            rows = future.result()
+            try:
+                self._store.record_appends(
+                    delivery.session_id, _rows(delivery.next_seq, self._host.clock(), rows)
+                )
+            except (StoreError, PayloadError) as error:
+                _log.warning(
+                    "session %s: the reminder turn could not be recorded (%s); the next start "
+                    "runs it again",
+                    show_id(delivery.session_id),
+                    error,
+                )
+
+    def _turn(self, turns: ColdTurns, delivery: _Delivery) -> list[tuple[str, Any]]:
+        """Run one turn; the ``(type, data)`` of the rows it records, as an embedded agent."""
+        message = delivery.message
+        start = {
+            "role": "user",
+            "content": message.text,
+            "source": dict(message.source),
+            "inbox": delivery.inbox_seq,
+        }
+        rows: list[tuple[str, Any]] = [(MESSAGE_EVENT, start)]
+        turn = ColdTurn(
+            delivery.session_id, message, delivery.delivery.reminders, delivery.inbox_seq
+        )
+        failed = False
+        try:
+            reply = turns(turn)
+        except TurnInterrupted:
+            _log.info(
+                "the reminder turn of session %s was cut; the next start runs it again",
+                show_id(delivery.session_id),
+            )
+            return rows
+        except Exception:
+            _log.exception("the reminder turn of session %s failed", show_id(delivery.session_id))
+            failed = True
+            reply = None
+        if reply is not None:
+            rows.append((MESSAGE_EVENT, {"role": "assistant", "content": reply}))
+        rows.append((TURN_COMPLETED_EVENT, completed_data(delivery.inbox_seq, failed=failed)))
+        return rows
+
+    def _give_back(self, work: _Pass) -> None:
+        """One flush covering every session of the pass, then let them go (not the waiting)."""
+        held = [s for s in dict.fromkeys(work.held) if s not in self._waiting]
+        try:
+            if held:
+                self._store.release_sessions(held)
+        finally:
+            self._unmark_busy(work.held)
+        for session_id in held:
+            _log.info("letting session %r go (cold delivery done)", session_id)
+
+    # --- index rows ---------------------------------------------------------------------
+
+    def _check_row(self, session_id: str, state: SessionProjection, claimed_at: int) -> None:
+        """Nothing was due after all: mend the session's index row if it said otherwise."""
+        truth = state.entry()
+        if truth is not None and truth.due_ms <= claimed_at:
+            return  # due by the claim's clock, not by the decision's: the row is right
+        try:
+            problem = index_problem(self._store.due_row(session_id), truth)
+        except StoreError as error:
+            _log.warning("session %s: %s", show_id(session_id), error)
+            return
+        if problem is not None:
+            self._mend(session_id, problem)
+
+
+def _rows(seq: int, now: int, data: Sequence[tuple[str, Any]]) -> list[tuple[SessionEvent, bytes]]:
+    """Events ``seq, seq+1 …`` at ``now`` with their payload bytes (:class:`PayloadError`)."""
+    return [
+        (SessionEvent(type_, seq + index, now, value), encode_payload(value))
+        for index, (type_, value) in enumerate(data)
+    ]
