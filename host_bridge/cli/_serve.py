@@ -1,8 +1,12 @@
 """``dsh-schedule serve``: a long-lived host that delivers reminders of sessions nobody has open.
 
-It opens the store (``--data`` or ``--store``), lets Schedule activate cold
-sessions whose reminders came due (:class:`~host_bridge.embedded.activation.EmbeddedActivation`)
-and runs their turns with a *notifier* model: each reminder the turn presents
+It opens the store (``--data`` or ``--store``) and delivers reminders of cold
+sessions that came due in *cold passes*
+(:class:`~host_bridge.embedded.cold.ColdActivation`): due sessions are taken
+in batches, decided from their schedule checkpoints, their inbox entries and
+dispatches written many sessions to a commit, and their reminder turns run
+with a *notifier* without an agent each (a session owing a turn or holding a
+person's message gets a live agent instead). Each reminder the turn presents
 is printed (one line, escaped like every other CLI output) and, with
 ``--notify-command``, handed to that command as JSON on stdin. The turn records
 the reminder as presented; the notification is a side effect of the turn, so
@@ -59,6 +63,7 @@ from host_bridge.cli._common import (
     visible,
 )
 from host_bridge.embedded.agents import Turn, TurnInterrupted
+from host_bridge.embedded.cold import ColdTurn
 from host_bridge.embedded.host import EmbeddedHost
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, schedule_reminder_presentation
 
@@ -203,12 +208,19 @@ class NotifierModel(_CutLog):
         self._stopping = stopping if stopping is not None else threading.Event()
 
     def __call__(self, turn: Turn) -> str | None:
-        """Run one turn."""
+        """Run one turn of a live agent."""
         receipts = reminders_of(turn)
         if not receipts:
             _log.info("a message that is not a reminder reached the notifier; not answered")
             return None
-        session_id = turn.agent.session.id
+        return self._present_all(turn.agent.session.id, receipts)
+
+    def cold(self, turn: ColdTurn) -> str | None:
+        """Run one reminder turn of a cold delivery (no live agent)."""
+        return self._present_all(turn.session_id, [r.receipt() for r in turn.reminders])
+
+    def _present_all(self, session_id: str, receipts: Sequence[dict[str, str]]) -> str:
+        """Present every receipt; the reply the turn records."""
         started = False
         try:
             if self._stopping.is_set():
@@ -285,7 +297,9 @@ class Server:
     store, ``on_presented`` hears of each reminder and :attr:`presented_count`
     counts them. With ``turn_runner`` (the host's async turn, see
     :mod:`host_bridge.aio`) the reminder turns run with it, on a loop of the
-    server's own, instead of the notifier.
+    server's own, instead of the notifier; the deliveries are still written in
+    cold passes, and their turns run on live agents (a runner's turn may call
+    the tools, which need the session's owner).
     """
 
     def __init__(
@@ -328,9 +342,13 @@ class Server:
                 self._loop = LoopThread()
                 turns = LoopTurns(self._turn_runner, self._loop.loop)
                 self._model = RunnerModel(turns, self._present, host.clock)
+                host.enable_activation(model=self._model, accept=self._accept, cold=True)
             else:
-                self._model = NotifierModel(self._present, host.clock, stopping=self._stopping)
-            host.enable_activation(model=self._model, accept=self._accept)
+                notifier = NotifierModel(self._present, host.clock, stopping=self._stopping)
+                self._model = notifier
+                host.enable_activation(
+                    model=notifier, accept=self._accept, cold=True, cold_turns=notifier.cold
+                )
             self.plugin = install_schedule(host.context(), wake_policy=self._policy)
         except BaseException as error:
             close_host(host, failing=error)
