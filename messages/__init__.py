@@ -2,14 +2,15 @@
 
 Stdlib (plus the ``tzdata`` package's zone data) only, no clocks. This package
 exports what a host or another implementation of the protocol needs: decoding,
-encoding and folding a session's ``schedule/change`` events, id allocation,
-record creation for ``after``, ``at`` and ``every`` reminders, occurrence
-arithmetic, views, the reminder framing and its presentation receipt, and the
-closed error codes. The rest (the tools' input and value shapes, the delivery
-decision, the actors' mailbox messages) lives in private modules that the
-``actors`` and ``host_bridge`` packages import directly.
+encoding and folding a session's ``schedule/change`` events, encoding a fold's
+state, id allocation, record creation for ``after``, ``at`` and ``every``
+reminders, occurrence arithmetic, views, the reminder framing and its
+presentation receipt, and the closed error codes. The rest (the tools' input
+and value shapes, the delivery decision, the actors' mailbox messages) lives in
+private modules that the ``actors`` and ``host_bridge`` packages import directly.
 """
 
+from messages._checkpoint import decode_schedule_state, encode_schedule_state
 from messages._creation import (
     create_after_schedule_record,
     create_at_schedule_record,
@@ -82,7 +83,9 @@ __all__ = [
     "create_at_schedule_record",
     "create_every_schedule_record",
     "decode_schedule_change",
+    "decode_schedule_state",
     "encode_schedule_change",
+    "encode_schedule_state",
     "fold_schedule_events",
     "format_instant",
     "parse_instant",

@@ -39,6 +39,7 @@ __all__ = [
     "ScheduleKind",
     "ScheduleRecord",
     "decode_schedule_change",
+    "decode_schedule_record",
     "encode_schedule_change",
     "record_at_target",
 ]
@@ -390,6 +391,11 @@ def decode_schedule_change(value: object) -> ScheduleChange:
     if operation == "create":
         return CreateChange(_record(payload["schedule"]))
     return DeleteChange(_id(payload["id"]))
+
+
+def decode_schedule_record(value: object) -> ScheduleRecord:
+    """Strictly decode a record by the rules of a create change's ``schedule`` object."""
+    return _record(value)
 
 
 def encode_schedule_change(change: ScheduleChange) -> dict[str, object]:

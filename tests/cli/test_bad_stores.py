@@ -274,6 +274,7 @@ def _version_1(data_dir: Path) -> None:
         _good(data_dir),
         "DROP TABLE leases",
         "DROP TABLE due_index",
+        "DROP TABLE schedule_checkpoints",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
 

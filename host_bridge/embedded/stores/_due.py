@@ -41,6 +41,7 @@ _log = logging.getLogger(f"dsh_schedule.{__name__}")
 __all__ = [
     "DEFAULT_CACHE_SESSIONS",
     "WAKE_EVENT_TYPES",
+    "CheckpointWarnings",
     "DueEntry",
     "DueProjection",
     "IndexPlan",
@@ -198,7 +199,10 @@ class SessionProjection:
     """The due-index state of one session, folded event by event in log order.
 
     ``next_seq`` is the seq the next event must have; events before
-    ``seed_length`` (a fork's inherited ones) are skipped.
+    ``seed_length`` (a fork's inherited ones) are skipped. ``pending`` holds the
+    reminder inbox entries whose turn never completed, ``unfinished`` the other
+    well-formed ones (a person's message), each ``seq -> queue time``; only
+    ``pending`` moves the due index row.
     """
 
     seed_length: int = 0
@@ -207,9 +211,10 @@ class SessionProjection:
     pending: dict[int, int] = field(default_factory=dict)  # reminder inbox seq -> queue time
     told: bool = False  # the schedule target was told (``told_ms``), ``folded`` is stale
     told_ms: int | None = None
+    unfinished: dict[int, int] = field(default_factory=dict)  # other inbox seq -> queue time
 
     def copy(self) -> SessionProjection:
-        """An independent copy (the fold is immutable; the pending map is copied)."""
+        """An independent copy (the fold is immutable; the inbox maps are copied)."""
         return SessionProjection(
             self.seed_length,
             self.next_seq,
@@ -217,6 +222,7 @@ class SessionProjection:
             dict(self.pending),
             self.told,
             self.told_ms,
+            dict(self.unfinished),
         )
 
     def apply(self, seq: int, type_: str, time_ms: int, data: Any, *, fold: bool = True) -> None:
@@ -243,10 +249,13 @@ class SessionProjection:
         elif type_ == INBOX_EVENT:
             if _is_reminder_entry(data):
                 self.pending[seq] = time_ms
+            elif message_of(data) is not None:
+                self.unfinished[seq] = time_ms
         else:
             done = completed_entry(data)
             if done is not None:
                 self.pending.pop(done, None)
+                self.unfinished.pop(done, None)
 
     def entry(self) -> DueEntry | None:
         """The session's due index row now (``None``: no row)."""
@@ -302,9 +311,11 @@ def project_logs(
             yield session_id, entry
 
 
-ReadSession = Callable[[str], tuple[int | None, int, Sequence[StoredRow]] | None]
-"""Reads ``(seed_length, next_seq, wake-relevant rows)`` of a session inside the write
-transaction (so it includes the rows just inserted), or ``None`` when it is not stored."""
+ReadSession = Callable[[str], tuple[SessionProjection, str | None] | None]
+"""Reads a session's projection inside the write transaction (so it includes the rows
+just inserted), from its schedule checkpoint and the rows after it, with what is wrong
+with that checkpoint (``None``: nothing; else it was folded from its log); ``None``
+when the session is not stored."""
 
 
 @dataclass(slots=True)
@@ -312,11 +323,40 @@ class IndexPlan:
     """What one write transaction changes in the due index, and the state to keep after it.
 
     ``changes`` maps each session whose row must be written to its new entry
-    (``None``: delete the row). Keep ``states`` only once the transaction committed.
+    (``None``: delete the row); ``checkpoints`` each session whose schedule
+    checkpoint must be written to its state (``None``: delete it). Keep
+    ``states`` only once the transaction committed.
     """
 
     changes: dict[str, DueEntry | None]
     states: dict[str, SessionProjection]
+    checkpoints: dict[str, SessionProjection | None] = field(default_factory=dict)
+
+
+class CheckpointWarnings:
+    """Logs a session's unusable schedule checkpoint once (at WARNING), whoever finds it."""
+
+    _LIMIT = 65_536  # sessions remembered; then it starts over
+
+    def __init__(self) -> None:
+        """Nothing warned yet."""
+        self._warned: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def warn(self, session_id: str, problem: str) -> None:
+        """Say that ``session_id``'s checkpoint has ``problem`` and is folded from its log."""
+        with self._mutex:
+            if session_id in self._warned:
+                return
+            if len(self._warned) >= self._LIMIT:
+                self._warned.clear()
+            self._warned.add(session_id)
+        _log.warning(
+            "session %s: its schedule checkpoint %s; folding its log instead "
+            "(the next write of the session or dsh-schedule reindex rewrites it)",
+            show_id(session_id),
+            problem,
+        )
 
 
 class DueProjection:
@@ -330,19 +370,30 @@ class DueProjection:
     changed untold, is read inside the write transaction and folded from its log.
     """
 
-    def __init__(self, cache_sessions: int = DEFAULT_CACHE_SESSIONS) -> None:
-        """Keep the state of at most ``cache_sessions`` sessions between commits."""
+    def __init__(
+        self,
+        cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+        warnings: CheckpointWarnings | None = None,
+    ) -> None:
+        """Keep the state of at most ``cache_sessions`` sessions between commits;
+        ``warnings`` hears of unusable checkpoints found inside a write transaction."""
         self._cache: OrderedDict[str, SessionProjection] = OrderedDict()
         self._limit = max(0, cache_sessions)
         self._mutex = threading.Lock()  # the writer plans and adopts; any thread may forget
         self._listeners: list[Callable[[dict[str, int | None]], None]] = []
+        self._rewrite: set[str] = set()  # sessions whose stored checkpoint is known unusable
+        self.warnings = warnings if warnings is not None else CheckpointWarnings()
         self.reads = 0  # sessions re-read inside a write transaction (cache misses)
 
     def plan(self, rows: Sequence[Op], read: ReadSession) -> IndexPlan:
-        """The index changes of rows about to be committed (inside the transaction).
+        """The index and checkpoint changes of rows about to be committed (inside the
+        transaction).
 
         ``read`` is called for a session whose state cannot be carried on from
-        the cache and that has a wake-relevant row.
+        the cache and that has a wake-relevant row. A session's checkpoint is
+        written with its state when that state is a full fold (not told) and was
+        just created or read, moved by a wake-relevant row, or replaces a stored
+        checkpoint known to be unusable; a told state only deletes such a one.
         """
         created: dict[str, int | None] = {}
         groups: dict[str, list[EventRow]] = {}
@@ -353,9 +404,11 @@ class DueProjection:
                 created[op.session_id] = op.seed_length
         changes: dict[str, DueEntry | None] = {}
         states: dict[str, SessionProjection] = {}
+        checkpoints: dict[str, SessionProjection | None] = {}
         for session_id, group in groups.items():
             with self._mutex:
                 cached = self._cache.get(session_id)
+                rewrite = session_id in self._rewrite
             relevant = any(row.type in WAKE_EVENT_TYPES for row in group)
             if session_id in created:
                 before: DueEntry | None = None
@@ -372,17 +425,23 @@ class DueProjection:
                 self.reads += 1
                 if stored is None:
                     continue
-                seed_length, next_seq, stored_rows = stored
-                state = project_session(seed_length, stored_rows)
-                state.next_seq = next_seq
+                state, problem = stored
+                if problem is not None:
+                    self.warnings.warn(session_id, problem)
                 changes[session_id] = state.entry()
                 states[session_id] = state
+                checkpoints[session_id] = state
                 continue
             after = state.entry()
             if after != before:
                 changes[session_id] = after
             states[session_id] = state
-        return IndexPlan(changes, states)
+            if state.told:
+                if rewrite:
+                    checkpoints[session_id] = None  # stale fold: no checkpoint beats a bad one
+            elif relevant or rewrite or session_id in created:
+                checkpoints[session_id] = state
+        return IndexPlan(changes, states, checkpoints)
 
     def committed(self, plan: IndexPlan) -> None:
         """After ``COMMIT``: keep the plan's states and tell the listeners; never raises."""
@@ -391,8 +450,8 @@ class DueProjection:
             for session_id, state in plan.states.items():
                 cache[session_id] = state
                 cache.move_to_end(session_id)
-            while len(cache) > self._limit:
-                cache.popitem(last=False)
+            self._trim()
+            self._rewrite.difference_update(plan.checkpoints)
             listeners = tuple(self._listeners)
         if not plan.changes or not listeners:
             return
@@ -415,21 +474,50 @@ class DueProjection:
 
         return remove
 
+    def prime(self, states: Mapping[str, SessionProjection], rewrite: Iterable[str] = ()) -> None:
+        """Keep durable ``states`` (read outside the writer) for sessions with none kept.
+
+        A state kept already is never replaced: it is at least as new. A primed
+        state older than the log is never used, as a round carries a state on
+        only when its rows start at the state's ``next_seq``. ``rewrite`` names
+        sessions whose stored checkpoint is unusable: their next round rewrites it.
+        """
+        with self._mutex:
+            cache = self._cache
+            for session_id, state in states.items():
+                if session_id not in cache and not state.told:
+                    cache[session_id] = state.copy()
+            self._trim()
+            self._rewrite.update(rewrite)
+
     def forget(self, session_id: str) -> None:
         """Drop a session's state (it went offline; the next write re-reads it)."""
         with self._mutex:
             self._cache.pop(session_id, None)
+            self._rewrite.discard(session_id)
 
     def clear(self) -> None:
         """Drop every session's state."""
         with self._mutex:
             self._cache.clear()
+            self._rewrite.clear()
 
     @property
     def cached(self) -> int:
         """How many sessions' state is kept."""
         with self._mutex:
             return len(self._cache)
+
+    def cached_state(self, session_id: str) -> SessionProjection | None:
+        """A copy of the state kept for ``session_id`` (for diagnostics and tests)."""
+        with self._mutex:
+            state = self._cache.get(session_id)
+        return None if state is None else state.copy()
+
+    def _trim(self) -> None:
+        """Mutex held: drop the least recently used states beyond the bound."""
+        while len(self._cache) > self._limit:
+            self._cache.popitem(last=False)
 
 
 def _apply_told(state: SessionProjection, group: Sequence[EventRow]) -> bool:

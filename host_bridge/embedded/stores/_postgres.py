@@ -16,6 +16,8 @@ Schema (version :data:`PG_SCHEMA_VERSION`)::
     leases(session_id TEXT PRIMARY KEY, epoch BIGINT, owner TEXT, acquired_at TIMESTAMPTZ)
     due_index(session_id TEXT PRIMARY KEY, due_ms BIGINT NOT NULL,     -- v2: the due index
               schedule_ms BIGINT, inbox_ms BIGINT)
+    schedule_checkpoints(session_id TEXT PRIMARY KEY,                  -- v3: each session's
+                         next_seq BIGINT NOT NULL, state BYTEA NOT NULL) --   projection state
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, S
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op, is_storable_id, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
+    build_checkpoints,
     build_due_index,
+    checkpoint_table,
     core_tables,
     due_index_tables,
     migrate,
@@ -61,11 +65,14 @@ __all__ = [
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 """The PostgreSQL schema version this code reads and writes."""
 
 DUE_INDEX_SCHEMA_VERSION = 2
 """The first PostgreSQL schema version with the ``due_index`` table."""
+
+CHECKPOINT_SCHEMA_VERSION = 3
+"""The first PostgreSQL schema version with the ``schedule_checkpoints`` table."""
 
 _MIGRATION_LOCK = 0x64736873  # advisory lock key serialising migrations ("dshs")
 
@@ -108,7 +115,14 @@ def _build_due_index(conn: psycopg.Connection[Any]) -> None:
         build_due_index(rows, cur, "%s")
 
 
-_PG_TABLES = frozenset({"sessions", "events", "leases", "due_index"})
+def _build_checkpoints(conn: psycopg.Connection[Any]) -> None:
+    """Write every session's schedule checkpoint from its log (in the caller's transaction)."""
+    with conn.cursor(name="dsh_checkpoint_build") as rows, conn.cursor() as cur:
+        rows.itersize = 2000
+        build_checkpoints(rows, cur, "%s")
+
+
+_PG_TABLES = frozenset({"sessions", "events", "leases", "due_index", "schedule_checkpoints"})
 """The tables besides ``meta`` that a store of :data:`PG_SCHEMA_VERSION` has."""
 
 _DUE_HELD = (
@@ -131,6 +145,7 @@ _MIGRATIONS: dict[int, tuple[Migration[psycopg.Connection[Any]], ...]] = {
         " acquired_at TIMESTAMPTZ)",
     ),
     1: (*due_index_tables("BIGINT"), _build_due_index),
+    2: (checkpoint_table("BIGINT", "BYTEA"), _build_checkpoints),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty database)."""
 
@@ -293,8 +308,8 @@ class PostgresRecorder:
         return self.query(claim)
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's index row from its log (``REPEATABLE READ``: a concurrent
-        commit of the session fails it rather than leave a stale row)."""
+        """Rewrite one session's index row and checkpoint from its log (``REPEATABLE READ``:
+        a concurrent commit of the session fails it rather than leave a stale row)."""
 
         def rewrite(conn: psycopg.Connection[Any]) -> DueEntry | None:
             with conn.transaction(), conn.cursor() as cur:
@@ -430,12 +445,17 @@ class PostgresRecorder:
         """Nothing to do: the leases go with the lease connection at close."""
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index in one transaction, ``due_index`` locked against writers first."""
+        """Rebuild the due index and the schedule checkpoints in one transaction, both tables
+        locked against writers first; the index rows written."""
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
-                conn.execute("LOCK TABLE due_index IN SHARE ROW EXCLUSIVE MODE")
+                conn.execute(
+                    "LOCK TABLE due_index, schedule_checkpoints IN SHARE ROW EXCLUSIVE MODE"
+                )
                 conn.execute("DELETE FROM due_index")
                 _build_due_index(conn)
+                conn.execute("DELETE FROM schedule_checkpoints")
+                _build_checkpoints(conn)
                 row = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
         except psycopg.Error as error:
             raise StoreError(
@@ -557,6 +577,7 @@ class PostgresStoreReader(OneConnectionReader["psycopg.Connection[Any]"]):
             conn,
             version=version,
             due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            checkpoint_version=CHECKPOINT_SCHEMA_VERSION,
             errors=(psycopg.Error,),
             translate=lambda error: StoreError(
                 f"cannot read the session store {self._label} ({_category(error)})"
@@ -583,7 +604,8 @@ def _pg_schema_version(conn: psycopg.Connection[Any], label: str) -> int:
     rows = conn.execute(
         "SELECT table_name FROM information_schema.tables"
         " WHERE table_schema = current_schema()"
-        " AND table_name IN ('meta', 'sessions', 'events', 'leases', 'due_index')"
+        " AND table_name IN ('meta', 'sessions', 'events', 'leases', 'due_index',"
+        " 'schedule_checkpoints')"
     ).fetchall()
     tables = {row[0] for row in rows}
     if "meta" not in tables:

@@ -10,12 +10,16 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Self, TypeVar
 
+from host_bridge.embedded.stores._checkpoints import read_schedule_states
 from host_bridge.embedded.stores._due import (
     WAKE_EVENT_TYPES,
+    CheckpointWarnings,
     DueEntry,
     IndexRow,
+    SessionProjection,
     StoredRow,
     decode_due_entry,
 )
@@ -30,9 +34,11 @@ from host_bridge.embedded.stores._rows import (
 from host_bridge.protocols import SessionHeader
 
 __all__ = [
+    "STATES_CHUNK",
     "OneConnectionReader",
     "ReadQueries",
     "SessionReads",
+    "StoredCheckpoint",
     "read_due_state",
     "sql_reads",
 ]
@@ -41,6 +47,12 @@ _T = TypeVar("_T")
 _C = TypeVar("_C")
 
 Rows = list[tuple[Any, ...]]
+
+StoredCheckpoint = tuple[object, object]
+"""A schedule checkpoint row as stored: ``(next_seq, state)``, unchecked."""
+
+STATES_CHUNK = 500
+"""Sessions whose schedule state one snapshot reads (two statements)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,13 @@ class ReadQueries(Generic[_C]):
     """Every unsound due index row, and maybe a few more (the database filters, one scan)."""
     length: Callable[[_C, str], tuple[Any, Any, Any]]
     """Whether a session is stored, its event count and its last seq, in one snapshot."""
+    schedule_states: Callable[
+        [_C, Sequence[str], bool], dict[str, tuple[SessionProjection, str | None]]
+    ]
+    """The projections of those of some sessions that are stored, from their checkpoints
+    (when the schema has them: the ``bool``) and the rows after, in one snapshot."""
+    checked: Callable[[_C, str], tuple[Any, Rows, IndexRow | None, StoredCheckpoint | None]]
+    """A session's header row, event rows, due index row and checkpoint, in one snapshot."""
 
 
 def sql_reads(
@@ -98,6 +117,28 @@ def sql_reads(
             rows = [] if head is None else events(conn, session_id)
             return head, rows, index_row(conn, session_id)
 
+    def checkpoint(conn: Any, session_id: str) -> StoredCheckpoint | None:
+        sql = f"SELECT next_seq, state FROM schedule_checkpoints WHERE session_id = {mark}"
+        row = conn.execute(sql, (session_id,)).fetchone()
+        if row is None:
+            return None
+        blob = row[1]
+        return row[0], bytes(blob) if isinstance(blob, memoryview) else blob
+
+    def checked(
+        conn: Any, session_id: str
+    ) -> tuple[Any, Rows, IndexRow | None, StoredCheckpoint | None]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            rows = [] if head is None else events(conn, session_id)
+            return head, rows, index_row(conn, session_id), checkpoint(conn, session_id)
+
+    def schedule_states(
+        conn: Any, session_ids: Sequence[str], checkpoints: bool
+    ) -> dict[str, tuple[SessionProjection, str | None]]:
+        with snapshot(conn):
+            return read_schedule_states(conn, session_ids, mark, checkpoints=checkpoints)
+
     def length(conn: Any, session_id: str) -> tuple[Any, Any, Any]:
         with snapshot(conn):
             exists = conn.execute(
@@ -117,6 +158,8 @@ def sql_reads(
         indexed=indexed,
         index_suspects=index_suspects,
         length=length,
+        schedule_states=schedule_states,
+        checked=checked,
     )
 
 
@@ -167,8 +210,10 @@ def _index_rows(conn: Any) -> dict[str, IndexRow]:
 class SessionReads(Generic[_C]):
     """Reads of durably stored sessions through a backend's :class:`ReadQueries`.
 
-    ``run`` runs one query (driver errors become ``StoreError``); ``due_index`` says
-    whether the schema has one; ``on_loaded`` hears the length of every log read.
+    ``run`` runs one query (driver errors become ``StoreError``); ``due_index`` and
+    ``checkpoints`` say whether the schema has a due index and schedule checkpoints;
+    ``on_loaded`` hears the length of every log read; ``warnings`` hears of unusable
+    checkpoints.
     """
 
     def __init__(
@@ -178,13 +223,18 @@ class SessionReads(Generic[_C]):
         run: Callable[[Callable[[_C], Any]], Any],
         due_index: Callable[[], bool],
         on_loaded: Callable[[str, int], None] | None = None,
+        *,
+        checkpoints: Callable[[], bool] | None = None,
+        warnings: CheckpointWarnings | None = None,
     ) -> None:
         """Read through ``queries`` run by ``run``; ``label`` names the store in errors."""
         self._reads_label = label
         self._queries = queries
         self._run = run
         self._due_index = due_index
+        self._checkpoints = checkpoints if checkpoints is not None else due_index
         self._on_loaded = on_loaded
+        self._warnings = warnings if warnings is not None else CheckpointWarnings()
 
     @property
     def label(self) -> str:
@@ -195,6 +245,11 @@ class SessionReads(Generic[_C]):
     def has_due_index(self) -> bool:
         """Whether the store's schema has a due index (older stores have none)."""
         return self._due_index()
+
+    @property
+    def has_checkpoints(self) -> bool:
+        """Whether the store's schema keeps schedule checkpoints (older stores have none)."""
+        return self._checkpoints()
 
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
@@ -276,6 +331,58 @@ class SessionReads(Generic[_C]):
         head, rows, due = self._run(lambda conn: self._queries.indexed(conn, session_id))
         return self._decoded(session_id, head, rows), due
 
+    def load_checked(
+        self, session_id: str
+    ) -> tuple[StoredSession | None, IndexRow | None, StoredCheckpoint | None]:
+        """The stored session, its due index row and its schedule checkpoint as stored
+        (``None`` when absent or the schema has none), read in one snapshot."""
+        if not self.has_checkpoints:
+            return (*self.load_indexed(session_id), None)
+        if not is_storable_id(session_id):
+            return None, None, None
+        head, rows, due, checkpoint = self._run(
+            lambda conn: self._queries.checked(conn, session_id)
+        )
+        return self._decoded(session_id, head, rows), due, checkpoint
+
+    def schedule_states(self, session_ids: Sequence[str]) -> dict[str, SessionProjection]:
+        """Each stored session's durable projection (sessions not stored are left out).
+
+        Read from its schedule checkpoint and the wake-relevant rows after it, a
+        few statements per :data:`STATES_CHUNK` sessions; a missing checkpoint, or
+        one that is unusable (logged once per session), is replaced by the fold
+        of the session's log.
+        """
+        wanted = list(dict.fromkeys(s for s in session_ids if is_storable_id(s)))
+        checkpoints = self.has_checkpoints
+        states: dict[str, SessionProjection] = {}
+        unusable: set[str] = set()
+        for start in range(0, len(wanted), STATES_CHUNK):
+            chunk = wanted[start : start + STATES_CHUNK]
+            found: dict[str, tuple[SessionProjection, str | None]] = self._run(
+                partial(self._read_chunk, chunk, checkpoints)
+            )
+            for session_id, (state, problem) in found.items():
+                states[session_id] = state
+                if problem is not None:
+                    unusable.add(session_id)
+                    self._warnings.warn(session_id, problem)
+        self._read_states(states, unusable)
+        return states
+
+    def _read_chunk(
+        self, chunk: Sequence[str], checkpoints: bool, conn: _C
+    ) -> dict[str, tuple[SessionProjection, str | None]]:
+        return self._queries.schedule_states(conn, chunk, checkpoints)
+
+    def schedule_state(self, session_id: str) -> SessionProjection | None:
+        """The durable projection of ``session_id`` (see :meth:`schedule_states`), or
+        ``None`` when it is not stored."""
+        return self.schedule_states((session_id,)).get(session_id)
+
+    def _read_states(self, states: dict[str, SessionProjection], unusable: set[str]) -> None:
+        """Hear of states :meth:`schedule_states` read (``unusable``: their checkpoint was)."""
+
     def _decoded(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
     ) -> StoredSession | None:
@@ -298,6 +405,7 @@ class OneConnectionReader(SessionReads[_C]):
         *,
         version: int,
         due_index_version: int,
+        checkpoint_version: int,
         errors: tuple[type[Exception], ...],
         translate: Callable[[Exception], StoreError],
     ) -> None:
@@ -307,7 +415,13 @@ class OneConnectionReader(SessionReads[_C]):
         self._version = version
         self._errors = errors
         self._translate = translate
-        super().__init__(label, queries, self._query, lambda: version >= due_index_version)
+        super().__init__(
+            label,
+            queries,
+            self._query,
+            lambda: version >= due_index_version,
+            checkpoints=lambda: version >= checkpoint_version,
+        )
 
     @property
     def schema_version(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from host_bridge.embedded.stores._due import DueEntry, ReadSession
+from host_bridge.embedded.stores._due import DueEntry, ReadSession, SessionProjection
 from host_bridge.embedded.stores._reads import ReadQueries
 from host_bridge.embedded.stores._rows import CommitResult, Loss, Op
 
@@ -30,6 +30,10 @@ class Plan(Protocol):
     def changes(self) -> Mapping[str, DueEntry | None]:
         """The index rows to write, by session."""
 
+    @property
+    def checkpoints(self) -> Mapping[str, SessionProjection | None]:
+        """The schedule checkpoints to write, by session."""
+
 
 Epochs = Callable[[Iterable[str]], Mapping[str, int]]
 """The fencing epochs of those of the given sessions this store holds (the writer's answer)."""
@@ -37,9 +41,10 @@ Epochs = Callable[[Iterable[str]], Mapping[str, int]]
 LoseHeld = Callable[[Callable[[str], Loss]], None]
 """Loses every session held here and not lost yet, for the reason ``loss_of(session_id)`` gives."""
 
-Stage = Callable[[Sequence[Op], ReadSession], Mapping[str, DueEntry | None]]
+Stage = Callable[[Sequence[Op], ReadSession], Plan]
 """Called by a recorder inside its write transaction, after the rows are inserted and
-before ``COMMIT``, with the rows it wrote; returns the index rows to write with them."""
+before ``COMMIT``, with the rows it wrote; returns the index rows and checkpoints to
+write with them."""
 
 
 class Projection(Protocol[_P]):

@@ -9,6 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from host_bridge.embedded.stores._checkpoints import (
+    build_checkpoints,
+    checkpoint_table,
+    read_session_state,
+    write_checkpoints,
+)
 from host_bridge.embedded.stores._due import (
     WAKE_EVENT_TYPES,
     DueEntry,
@@ -23,7 +29,9 @@ from host_bridge.embedded.stores._rows import EventRow, Op, SessionRow
 
 __all__ = [
     "Migration",
+    "build_checkpoints",
     "build_due_index",
+    "checkpoint_table",
     "core_tables",
     "due_index_tables",
     "migrate",
@@ -113,7 +121,8 @@ def write_rows(
     cur: Any, rows: Sequence[Op], stage: Stage, mark: str, side: Sequence[SideWrite] = ()
 ) -> None:
     """Insert the ``sessions`` and ``events`` rows of ``rows`` on ``cur``, then run ``side``,
-    then write the due index rows ``stage`` returns for them (in the caller's transaction)."""
+    then write the due index rows and schedule checkpoints ``stage`` plans for them (in the
+    caller's transaction)."""
     sessions = [
         (op.session_id, op.seed_length, op.parent_session, op.created_at)
         for op in rows
@@ -138,7 +147,9 @@ def write_rows(
         )
     for statement, params in side:
         cur.execute(statement, params)
-    write_due_changes(cur, stage(rows, lambda sid: read_due_state(cur, sid, mark)), mark)
+    plan = stage(rows, lambda sid: read_session_state(cur, sid, mark))
+    write_due_changes(cur, plan.changes, mark)
+    write_checkpoints(cur, plan.checkpoints, mark)
 
 
 def build_due_index(select: Any, insert: Any, mark: str) -> None:
@@ -155,8 +166,16 @@ def build_due_index(select: Any, insert: Any, mark: str) -> None:
 
 
 def rewrite_index_row(cur: Any, session_id: str, mark: str) -> DueEntry | None:
-    """Rewrite one session's index row from its log on ``cur`` (in the caller's transaction)."""
+    """Rewrite one session's index row and schedule checkpoint from its whole log on ``cur``
+    (in the caller's transaction); the index row written."""
     stored = read_due_state(cur, session_id, mark)
-    entry = None if stored is None else project_session(stored[0], stored[2]).entry()
+    if stored is None:
+        write_due_changes(cur, {session_id: None}, mark)
+        write_checkpoints(cur, {session_id: None}, mark)
+        return None
+    state = project_session(stored[0], stored[2])
+    state.next_seq = stored[1]
+    entry = state.entry()
     write_due_changes(cur, {session_id: entry}, mark)
+    write_checkpoints(cur, {session_id: state}, mark)
     return entry

@@ -12,6 +12,8 @@ Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
     leases(session_id TEXT PRIMARY KEY, owner TEXT, acquired_at INTEGER)  -- v2: holders
     due_index(session_id TEXT PRIMARY KEY, due_ms INTEGER NOT NULL,         -- v3: when each
               schedule_ms INTEGER, inbox_ms INTEGER)                        --     session is due
+    schedule_checkpoints(session_id TEXT PRIMARY KEY,                       -- v4: each
+                         next_seq INTEGER NOT NULL, state BLOB NOT NULL)    --     session's state
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, S
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
 from host_bridge.embedded.stores._schema import (
     Migration,
+    build_checkpoints,
     build_due_index,
+    checkpoint_table,
     core_tables,
     due_index_tables,
     migrate,
@@ -60,6 +64,7 @@ from host_bridge.embedded.stores._store import EventStore, new_owner
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CHECKPOINT_SCHEMA_VERSION",
     "DUE_INDEX_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "SqliteEventStore",
@@ -70,14 +75,23 @@ __all__ = [
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code reads and writes."""
 
 DUE_INDEX_SCHEMA_VERSION = 3
 """The first schema version with the ``due_index`` table."""
 
+CHECKPOINT_SCHEMA_VERSION = 4
+"""The first schema version with the ``schedule_checkpoints`` table."""
+
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another connection's lock before failing."""
+
+
+def _build_checkpoints(conn: sqlite3.Connection) -> None:
+    """Write every session's schedule checkpoint from its log (in the caller's transaction)."""
+    build_checkpoints(conn.cursor(), conn.cursor(), "?")
+
 
 _MIGRATIONS: dict[int, tuple[Migration[sqlite3.Connection], ...]] = {
     0: core_tables("INTEGER", "BLOB", " WITHOUT ROWID"),
@@ -88,6 +102,7 @@ _MIGRATIONS: dict[int, tuple[Migration[sqlite3.Connection], ...]] = {
         " acquired_at INTEGER NOT NULL)",
     ),
     2: (*due_index_tables("INTEGER"), lambda conn: build_due_index(conn.cursor(), conn, "?")),
+    3: (checkpoint_table("INTEGER", "BLOB"), _build_checkpoints),
 }
 """Statements that migrate schema version N to N+1, keyed by N (0 is an empty file)."""
 
@@ -100,6 +115,7 @@ _TABLES: dict[int, frozenset[str]] = {
     1: frozenset({"sessions", "events"}),
     2: frozenset({"sessions", "events", "leases"}),
     3: frozenset({"sessions", "events", "leases", "due_index"}),
+    4: frozenset({"sessions", "events", "leases", "due_index", "schedule_checkpoints"}),
 }
 """The tables besides ``meta`` that a store of each schema version has."""
 
@@ -193,18 +209,21 @@ class SqliteRecorder:
         return row is not None and row.wake_ms <= now_ms
 
     def rebuild_index(self) -> int:
-        """Rebuild the due index from the logs in one transaction; the rows written."""
+        """Rebuild the due index and the schedule checkpoints from the logs in one
+        transaction; the index rows written."""
 
         def rebuild(conn: sqlite3.Connection) -> int:
             conn.execute("DELETE FROM due_index")
             build_due_index(conn.cursor(), conn, "?")
+            conn.execute("DELETE FROM schedule_checkpoints")
+            _build_checkpoints(conn)
             (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
             return int(count)
 
         return self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
 
     def rebuild_session_index(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's index row from its log in one transaction."""
+        """Rewrite one session's index row and checkpoint from its log in one transaction."""
         return self._index_transaction(
             lambda conn: rewrite_index_row(conn, session_id, "?"),
             f"rewrite the due index row of session {show_id(session_id)} in {self._path}",

@@ -20,6 +20,7 @@ from host_bridge.embedded.stores._errors import SharedStoreError, StoreError, St
 from host_bridge.embedded.stores._reads import OneConnectionReader
 from host_bridge.embedded.stores._sqlite import (
     BUSY_TIMEOUT_MS,
+    CHECKPOINT_SCHEMA_VERSION,
     DUE_INDEX_SCHEMA_VERSION,
     SQLITE_READS,
     _category,
@@ -63,6 +64,7 @@ class SqliteStoreReader(OneConnectionReader[sqlite3.Connection]):
             conn,
             version=version,
             due_index_version=DUE_INDEX_SCHEMA_VERSION,
+            checkpoint_version=CHECKPOINT_SCHEMA_VERSION,
             errors=(sqlite3.Error,),
             translate=self._read_error,
         )

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Self
 
 from actors._futures import failed
-from host_bridge.embedded.stores._due import DueEntry, DueProjection
+from host_bridge.embedded.stores._due import DueEntry, DueProjection, SessionProjection
 from host_bridge.embedded.stores._errors import SessionLeaseError, StoreError
 from host_bridge.embedded.stores._reads import SessionReads
 from host_bridge.embedded.stores._recorder import Recorder
@@ -74,6 +74,8 @@ class EventStore(SessionReads[Any]):
             recorder.read,
             lambda: True,  # a writable store migrates to the schema with the due index
             self._writer.note_length,
+            checkpoints=lambda: True,  # and with the schedule checkpoints
+            warnings=self._projection.warnings,
         )
         self._writer.start()
         _log.debug("session store open at %s", recorder.label)
@@ -340,9 +342,15 @@ class EventStore(SessionReads[Any]):
             if not (claimed or held) and self._writer.held(session_id):
                 self.release_session(session_id)
 
+    def _read_states(self, states: dict[str, SessionProjection], unusable: set[str]) -> None:
+        """Prime the writer's projection with the durable states just read: the next write
+        of such a session reads nothing in its transaction (and rewrites an unusable
+        checkpoint)."""
+        self._projection.prime(states, unusable)
+
     def reindex(self) -> int:
-        """Rebuild the due index from the stored logs in one transaction (safe while hosts
-        write); the rows written."""
+        """Rebuild the due index and the schedule checkpoints from the stored logs in one
+        transaction (safe while hosts write); the index rows written."""
         self._writer.check_open()
         count = self._recorder.rebuild_index()
         self._projection.clear()
@@ -350,8 +358,8 @@ class EventStore(SessionReads[Any]):
         return count
 
     def reindex_session(self, session_id: str) -> DueEntry | None:
-        """Rewrite one session's due index row from its log in one transaction; the row
-        written (``None``: deleted, nothing due or no such session)."""
+        """Rewrite one session's due index row and schedule checkpoint from its log in one
+        transaction; the row written (``None``: deleted, nothing due or no such session)."""
         check_id(session_id, "session id")
         self._writer.check_open()
         entry = self._recorder.rebuild_session_index(session_id)

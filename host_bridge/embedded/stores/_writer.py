@@ -16,19 +16,19 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
 
 from actors._futures import failed, resolved, settling_many
-from host_bridge.embedded.stores._due import DueEntry, ReadSession
+from host_bridge.embedded.stores._due import ReadSession
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     StoreClosedError,
     StoreError,
     StoreWriteError,
 )
-from host_bridge.embedded.stores._recorder import Projection, Recorder, SideWrite
+from host_bridge.embedded.stores._recorder import Plan, Projection, Recorder, SideWrite
 from host_bridge.embedded.stores._rows import (
     EventRow,
     Loss,
@@ -468,13 +468,12 @@ class WriteBehind:
         writes = writes or []
         plans: list[Any] = []
 
-        def stage(written: Sequence[Op], read: ReadSession) -> Mapping[str, DueEntry | None]:
-            plan = self._projection.plan(written, read)
+        def stage(written: Sequence[Op], read: ReadSession) -> Plan:
+            plan: Plan = self._projection.plan(written, read)
             if self._fault_hook is not None and written:
                 self._fault_hook()
             plans.append(plan)
-            changes: Mapping[str, DueEntry | None] = plan.changes
-            return changes
+            return plan
 
         error, lost = self._recorder.write(rows, writes, check, stage, self.epochs)
         if writes or self._side_blocked:
