@@ -57,7 +57,7 @@ def decode_schedule_state(value: object) -> FoldedSchedules:
     if seed_length > end:
         raise _fail("seedLength must not exceed end")
     seen_ids = _seen_ids(state["seenIds"])
-    active = _active(state["active"], {record_id: i for i, record_id in enumerate(seen_ids)})
+    active = _active(state["active"], dict(zip(seen_ids, range(len(seen_ids)), strict=True)))
     try:
         return FoldedSchedules(active, seen_ids, seed_length, end)
     except ValueError:  # (checked above; kept total all the same)
@@ -89,14 +89,14 @@ def _list(value: object, name: str) -> Sequence[object]:
 
 
 def _seen_ids(value: object) -> tuple[str, ...]:
-    ids: list[str] = []
-    for item in _list(value, "seenIds"):
-        if not isinstance(item, str) or not item or not is_ecma_trimmed(item):
-            raise _fail("seenIds must hold non-empty strings equal to their own trim")
-        ids.append(str(item))
-    if len(set(ids)) != len(ids):
+    items = _list(value, "seenIds")
+    # (whole-list checks: a state holds every id ever created, decoded on each read)
+    ids = tuple(item for item in items if isinstance(item, str))
+    if len(ids) != len(items) or not all(ids) or not all(map(is_ecma_trimmed, ids)):
+        raise _fail("seenIds must hold non-empty strings equal to their own trim")
+    if len(frozenset(ids)) != len(ids):
         raise _fail("seenIds must be unique")
-    return tuple(ids)
+    return ids
 
 
 def _active(value: object, order: Mapping[str, int]) -> tuple[ScheduleRecord, ...]:

@@ -1,4 +1,4 @@
-"""``dsh-schedule reindex``: rebuild the store's due index from the session logs."""
+"""``dsh-schedule reindex``: rebuild the store's due index and checkpoints from the logs."""
 
 from __future__ import annotations
 
@@ -39,13 +39,15 @@ __all__ = ["reindex_command"]
 @location_options
 @allow_shared_store_option
 def reindex_command() -> None:
-    """Rebuild the due index of the store from the stored session logs.
+    """Rebuild the due index and the schedule checkpoints from the stored session logs.
 
     The due index says, per session, when it is due (its earliest reminder, or
-    a reminder turn a crash cut); `serve` wakes sessions from it. The store keeps
-    it in the same commit as the events that move it, so this is needed only
-    after it was damaged by hand (`verify` says so). Safe while hosts run: the
-    rebuild is one transaction that no commit can interleave with.
+    a reminder turn a crash cut); `serve` wakes sessions from it. A session's
+    schedule checkpoint is its folded schedule and inbox state as of some event,
+    so reads fold only the events after it. The store keeps both in the same
+    commit as the events that move them, so this is needed only after they were
+    damaged by hand (`verify` says so). Safe while hosts run: the rebuild is one
+    transaction that no commit can interleave with.
     """
     directory = resolve_data_dir()
     spec = store_spec()

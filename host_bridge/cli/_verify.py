@@ -2,8 +2,9 @@
 
 It also compares every column of each session's due index row (the store's
 projection of its log, see :mod:`host_bridge.embedded.stores`) with what the
-log says, read in the same snapshot, and reports index rows of sessions that are
-not stored. A damaged row is its session's problem, never the whole store's.
+log says, and the session's schedule checkpoint with the fold of the log before
+it, read in the same snapshot, and reports index rows of sessions that are not
+stored. A damaged row is its session's problem, never the whole store's.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from host_bridge.embedded.stores import (
     StoreCorruptError,
     StoreError,
     StoreReader,
+    checkpoint_problem,
     index_problem,
     project_session,
 )
@@ -34,7 +36,7 @@ from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_s
 __all__ = ["REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]
 
 REINDEX_HINT = "dsh-schedule reindex rebuilds the index"
-"""What ends the line of a session whose due index row is wrong."""
+"""What ends the line of a session whose due index row or schedule checkpoint is wrong."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,17 @@ class SessionVerdict:
 
 
 def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
-    """Load one session, apply the fold policy to its owned suffix, check its due index row.
+    """Load one session, apply the fold policy to its owned suffix, check its due index row
+    and its schedule checkpoint.
 
     Rows of this session that do not read (a bad payload, a gap in its seq
     numbers, an index row of text) are its problem; any other store error (a
     damaged file, an I/O error) is raised: the store itself cannot be read. A
-    store written before the due index existed has no row to compare.
+    store written before the due index existed has no row to compare; a session
+    without a checkpoint is fine (reads fold its log).
     """
     try:
-        stored, indexed = store.load_indexed(session_id)
+        stored, indexed, checkpoint = store.load_checked(session_id)
     except StoreCorruptError as error:
         if error.session_id is None:
             raise
@@ -73,13 +77,17 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
     expected = project_session(
         stored.header.seed_length, ((e.seq, e.type, e.time, e.data) for e in events)
     ).entry()
-    problem = index_problem(indexed, expected) if store.has_due_index else None
+    problems = [
+        index_problem(indexed, expected) if store.has_due_index else None,
+        checkpoint_problem(checkpoint, stored.header.seed_length, events),
+    ]
+    found = [problem for problem in problems if problem is not None]
     return SessionVerdict(
         session_id,
         len(events),
         changes,
         len(folded.active),
-        problem=None if problem is None else f"{problem} ({REINDEX_HINT})",
+        problem=f"{'; '.join(found)} ({REINDEX_HINT})" if found else None,
     )
 
 
@@ -106,8 +114,9 @@ def verify_command() -> None:
     row (when the session is due, kept by the store for `serve`) is compared
     with what the log says, column by column: due_ms, schedule_ms and inbox_ms
     must be integers equal to the log's (due_ms the earlier of the other two),
-    a session with nothing due must have no row and a due one must have one
-    (`dsh-schedule reindex` rebuilds the index). The store is
+    a session with nothing due must have no row and a due one must have one;
+    its schedule checkpoint, when it has one, must decode and equal the fold of
+    the log before it (`dsh-schedule reindex` rebuilds both). The store is
     opened strictly read-only (nothing is created, migrated, locked or
     written), so it works while another process writes to it. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any

@@ -213,6 +213,10 @@ def test_a_version_1_store_is_read_as_it_is(db: Path) -> None:
         assert stored is not None and [e.data for e in stored.events] == [{"n": 0}]
         assert not reader.has_due_index  # before the due index: nothing to compare
         assert reader.due_entries() == {}
+        assert not reader.has_checkpoints  # nor checkpoints: states are folded from the log
+        state = reader.schedule_state("old")
+        assert state is not None and state.next_seq == 1 and state.entry() is None
+        assert reader.load_checked("old")[2] is None
         indexed, entry = reader.load_indexed("old")
         assert indexed == stored and entry is None
     assert db.read_bytes() == before  # not migrated: no leases table, still version 1

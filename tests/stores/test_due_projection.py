@@ -57,3 +57,28 @@ def test_a_completion_settles_the_owed_turn() -> None:
     state.apply(0, INBOX_EVENT, 1_000, REMINDER)
     state.apply(1, TURN_COMPLETED_EVENT, 2_000, completed_data(0, failed=False))
     assert state.entry() is None
+
+
+PERSON: dict[str, Any] = {"content": ["hi"], "source": {"kind": "user"}}
+
+
+def test_a_persons_entry_is_unfinished_until_its_turn_completes() -> None:
+    state = SessionProjection()
+    state.apply(0, INBOX_EVENT, 1_000, PERSON)
+    state.apply(1, INBOX_EVENT, 2_000, REMINDER)
+    state.apply(2, INBOX_EVENT, 3_000, {"content": "malformed", "source": {}})
+    assert state.unfinished == {0: 1_000} and state.pending == {1: 2_000}
+    entry = state.entry()
+    assert entry is not None and entry.inbox_ms == 2_000  # only reminders make it due
+    kept = state.copy()
+    state.apply(3, TURN_COMPLETED_EVENT, 4_000, completed_data(0, failed=True))
+    assert state.unfinished == {} and state.pending == {1: 2_000}
+    assert kept.unfinished == {0: 1_000}  # a copy is independent
+    kept.apply(3, TURN_COMPLETED_EVENT, 4_000, completed_data(1, failed=False))
+    assert kept.unfinished == {0: 1_000} and kept.pending == {}
+
+
+def test_a_forks_inherited_entries_are_not_its_own() -> None:
+    state = SessionProjection(seed_length=1)
+    state.apply(0, INBOX_EVENT, 1_000, PERSON)
+    assert state.unfinished == {} and state.next_seq == 1

@@ -7,14 +7,16 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, Store
+from tests.stores.checkpoints import CheckpointContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
-class TestPostgresStore(StoreContract, DueIndexContract):
-    """Every case of the store contract and its due index, on a PostgreSQL database."""
+class TestPostgresStore(StoreContract, DueIndexContract, CheckpointContract):
+    """Every case of the store contract, its due index and checkpoints, on a PostgreSQL
+    database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
     schema_version = POSTGRES_SCHEMA_VERSION

@@ -22,12 +22,13 @@ from tests.stores.backends import (
     sqlite_module,
 )
 from tests.stores.case import TIMEOUT, Seam, new_session, ok, record
+from tests.stores.checkpoints import CheckpointContract
 from tests.stores.contract import StoreContract
 from tests.stores.due_index import DueIndexContract
 
 
-class TestSqliteStore(StoreContract, DueIndexContract):
-    """Every case of the store contract and its due index, on an SQLite file."""
+class TestSqliteStore(StoreContract, DueIndexContract, CheckpointContract):
+    """Every case of the store contract, its due index and checkpoints, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
     schema_version = SQLITE_SCHEMA_VERSION

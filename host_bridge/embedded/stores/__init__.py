@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from host_bridge.embedded.stores._due import DueEntry, IndexRow, index_problem, project_session
+from host_bridge.embedded.stores._checkpoints import checkpoint_problem
+from host_bridge.embedded.stores._due import (
+    DueEntry,
+    IndexRow,
+    SessionProjection,
+    index_problem,
+    project_session,
+)
 from host_bridge.embedded.stores._errors import (
     SessionLeaseError,
     SharedStoreError,
@@ -51,6 +58,7 @@ __all__ = [
     "PostgresStoreReader",
     "SessionLeaseError",
     "SessionLockFile",
+    "SessionProjection",
     "SharedStoreError",
     "SqliteEventStore",
     "SqliteStoreReader",
@@ -63,6 +71,7 @@ __all__ = [
     "StoreWriteError",
     "StoredSession",
     "check_write_lock",
+    "checkpoint_problem",
     "index_problem",
     "lock_offset",
     "ofd_locks_available",

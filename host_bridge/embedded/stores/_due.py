@@ -441,6 +441,9 @@ class DueProjection:
                     checkpoints[session_id] = None  # stale fold: no checkpoint beats a bad one
             elif relevant or rewrite or session_id in created:
                 checkpoints[session_id] = state
+        for session_id in created.keys() - groups.keys():  # a new session without events
+            state = SessionProjection(seed_length=created[session_id] or 0)
+            states[session_id] = checkpoints[session_id] = state
         return IndexPlan(changes, states, checkpoints)
 
     def committed(self, plan: IndexPlan) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, Protocol, Self, overload
 
 from host_bridge.embedded.paths import is_postgres_url, names_a_connection, redact_url
-from host_bridge.embedded.stores._due import DueEntry, IndexRow
+from host_bridge.embedded.stores._due import DueEntry, IndexRow, SessionProjection
 from host_bridge.embedded.stores._errors import StoreError
 from host_bridge.embedded.stores._sqlite import SqliteEventStore
 from host_bridge.embedded.stores._store import EventStore
@@ -47,6 +48,15 @@ class StoreReader(Protocol):
 
     def load_indexed(self, session_id: str) -> tuple[StoredSession | None, IndexRow | None]:
         """The stored session and its due index row as stored, read in one snapshot."""
+
+    def load_checked(
+        self, session_id: str
+    ) -> tuple[StoredSession | None, IndexRow | None, tuple[object, object] | None]:
+        """The stored session, its due index row and its schedule checkpoint as stored
+        (``(next_seq, state)``; ``None`` when absent), read in one snapshot."""
+
+    def schedule_states(self, session_ids: Sequence[str]) -> dict[str, SessionProjection]:
+        """Each stored session's durable projection (sessions not stored are left out)."""
 
     def close(self) -> None:
         """Release the store's connections; idempotent."""
