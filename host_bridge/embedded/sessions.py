@@ -36,7 +36,12 @@ from host_bridge._eventlog import EventLog, LogBackedSession, PagedHistory
 from host_bridge._futures import failed, resolved
 from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
 from host_bridge.embedded.inbox import INBOX_EVENT, InboxEntry, message_of, pending_after
-from host_bridge.embedded.stores import EventStore, SessionLeaseError, StoreError
+from host_bridge.embedded.stores import (
+    EventStore,
+    SessionLeaseError,
+    StoreCorruptError,
+    StoreError,
+)
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
 from messages._fold import FoldedSchedules
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
@@ -478,7 +483,10 @@ class EmbeddedSessionStore:
         if state is None or state.told or state.folded is None:
             return None  # not stored, or a corrupt stream: the whole log says how
         base = state.next_seq
-        tail = run_blocking(persistence.load_tail, session_id, base)
+        try:
+            tail = run_blocking(persistence.load_tail, session_id, base)
+        except StoreCorruptError:
+            return None  # (a gap in its seqs, a damaged tail): the whole log's read says where
         if tail is None:
             return None
         seed = tail.header.seed_length or 0
