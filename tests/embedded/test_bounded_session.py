@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sqlite3
 import threading
 import tracemalloc
 from collections.abc import Iterator, Sequence
@@ -26,8 +27,12 @@ from host_bridge.embedded.inbox import (
     pending_entries,
     queued_data,
 )
-from host_bridge.embedded.sessions import EmbeddedSession, EmbeddedSessionStore
-from host_bridge.embedded.stores import SqliteEventStore
+from host_bridge.embedded.sessions import (
+    EmbeddedSession,
+    EmbeddedSessionStore,
+    SessionHistoryError,
+)
+from host_bridge.embedded.stores import SqliteEventStore, StoreCorruptError
 from host_bridge.protocols import (
     SessionEvent,
     SessionHeader,
@@ -275,3 +280,41 @@ def test_a_bounded_session_holds_memory_independent_of_its_length(
     loaded_bytes = len(full.events) * 300  # a loaded event holds far more than this
     assert held[10_000] < 3 * held[1000] + 256 * 1024, held
     assert held[10_000] < loaded_bytes / 10, held
+
+
+def _damage(path: Path, sql: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
+def test_a_gap_in_the_log_still_refuses_the_resume(tmp_path: Path, runtime: Runtime) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    with SqliteEventStore(path) as store:
+        write(store, SessionHeader("s"), [("message", {"n": n}) for n in range(50)])
+    _damage(path, "DELETE FROM events WHERE session_id = 's' AND seq = 7")
+    with SqliteEventStore(path) as store:
+        service = EmbeddedSessionStore(store, runtime=runtime)
+        with pytest.raises(StoreCorruptError, match="no event with seq 7"):
+            service.resume("s")
+        service.close()
+
+
+def test_a_damaged_early_payload_is_found_when_it_is_read(tmp_path: Path, runtime: Runtime) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    with SqliteEventStore(path) as store:
+        write(store, SessionHeader("s"), [("message", {"n": n}) for n in range(600)])
+    _damage(path, "UPDATE events SET data = x'c1ff' WHERE session_id = 's' AND seq = 300")
+    with SqliteEventStore(path) as store:
+        service = EmbeddedSessionStore(store, runtime=runtime)
+        live = service.resume("s")  # the resume reads nothing before its schedule state
+        assert live.bounded
+        assert live.events[100].data == {"n": 100}  # another page
+        with pytest.raises(SessionHistoryError, match="cannot read events"):
+            live.events[300]
+        with pytest.raises(SessionHistoryError):
+            list(live.events)
+        service.close()
