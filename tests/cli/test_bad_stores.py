@@ -168,7 +168,7 @@ def writers(outcome: Outcome) -> dict[str, Outcome]:
 def damaged_session(problem: str, *, in_history: bool = False) -> dict[str, Outcome]:
     """A session's stored log is damaged: the readers report it, chat refuses to resume it.
 
-    ``in_history``: the damage is a payload the resume does not read (it reads the
+    ``in_history``: the damage is in rows the resume does not read (it reads the
     session from its schedule state on), so chat resumes it; the readers still see it.
     """
     return {
@@ -417,7 +417,7 @@ CASES = [
     ),
     Case("version-1", _version_1, same(RUNS), mutable=True),
     Case("bad-payload", _bad_payload, damaged_session(BAD_PAYLOAD, in_history=True)),
-    Case("seq-gap", _seq_gap, damaged_session(SEQ_GAP)),
+    Case("seq-gap", _seq_gap, damaged_session(SEQ_GAP, in_history=True)),
     Case(
         "bad-index-row",
         _bad_index_row,

@@ -291,16 +291,21 @@ def _damage(path: Path, sql: str) -> None:
         conn.close()
 
 
-def test_a_gap_in_the_log_still_refuses_the_resume(tmp_path: Path, runtime: Runtime) -> None:
+def test_a_gap_in_the_history_is_found_when_it_is_read(tmp_path: Path, runtime: Runtime) -> None:
     path = tmp_path / "sessions.sqlite3"
     with SqliteEventStore(path) as store:
-        write(store, SessionHeader("s"), [("message", {"n": n}) for n in range(50)])
+        write(store, SessionHeader("s"), [("message", {"n": n}) for n in range(600)])
     _damage(path, "DELETE FROM events WHERE session_id = 's' AND seq = 7")
     with SqliteEventStore(path) as store:
         service = EmbeddedSessionStore(store, runtime=runtime)
-        with pytest.raises(StoreCorruptError, match="no event with seq 7"):
-            service.resume("s")
+        live = service.resume("s")  # the resume reads nothing before its schedule state
+        assert len(live.events) == 600
+        assert live.events[300].data == {"n": 300}  # another page
+        with pytest.raises(SessionHistoryError, match=r"cannot read events 0\.\.255"):
+            live.events[3]
         service.close()
+        with pytest.raises(StoreCorruptError, match="no event with seq 7"):
+            store.load("s")
 
 
 def test_a_damaged_early_payload_is_found_when_it_is_read(tmp_path: Path, runtime: Runtime) -> None:

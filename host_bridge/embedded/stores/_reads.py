@@ -103,8 +103,8 @@ class ReadQueries(Generic[_C]):
     checked: Callable[[_C, str], tuple[Any, Rows, IndexRow | None, StoredCheckpoint | None]]
     """A session's header row, event rows, due index row and checkpoint, in one snapshot."""
     tail: Callable[[_C, str, int], tuple[Any, Any, Rows]]
-    """A session's header row, its stored length (``None``: its seqs have a gap) and its
-    event rows from a seq on, in one snapshot."""
+    """A session's header row, its stored length (one past its last seq) and its event
+    rows from a seq on, in one snapshot."""
     events_range: Callable[[_C, str, int, int], Rows]
     """A session's event rows with ``start <= seq < stop``, by seq."""
     events_at: Callable[[_C, str, Sequence[int]], Rows]
@@ -181,10 +181,10 @@ def sql_reads(
             head = header(conn, session_id)
             if head is None:
                 return None, 0, []
-            count, last = conn.execute(  # (an index-only count: a gap must not go unseen)
-                f"SELECT COUNT(*), MAX(seq) FROM events WHERE session_id = {mark}", (session_id,)
+            (length,) = conn.execute(  # (not a count: the resume must not cost the log)
+                f"SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = {mark}",
+                (session_id,),
             ).fetchone()
-            length = count if count and last == count - 1 else (None if count else 0)
             return head, length, events_range(conn, session_id, start, None)
 
     def events_range(conn: Any, session_id: str, start: int, stop: int | None) -> Rows:
@@ -444,9 +444,10 @@ class SessionReads(Generic[_C]):
 
     def load_tail(self, session_id: str, start: int) -> StoredTail | None:
         """The stored header and the events from seq ``start`` on, in one snapshot, or
-        ``None`` when the session is not stored; ``StoreCorruptError`` unless the stored
-        seqs are ``0 … length-1`` and the events from ``start`` decode (the earlier
-        payloads are not read). Tells ``on_loaded`` the stored length."""
+        ``None`` when the session is not stored; ``StoreCorruptError`` unless the events
+        from ``start`` are ``start … length-1`` and decode. The earlier rows are not
+        read: a gap or a damaged payload among them is found when they are
+        (:meth:`load_events`). Tells ``on_loaded`` the stored length."""
         if not is_storable_id(session_id):
             return None
         head, length, rows = self._run(lambda conn: self._queries.tail(conn, session_id, start))
