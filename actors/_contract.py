@@ -20,7 +20,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:  # for the annotation only: this module imports nothing of the project
+    from messages._fold import FoldedSchedules
 
 __all__ = [
     "DEFAULT_CLOCK_STEP_CONFIRM_MS",
@@ -42,6 +45,7 @@ __all__ = [
     "SessionHeader",
     "SessionPassivation",
     "SessionStore",
+    "SessionWithCheckpoint",
     "TextBlock",
     "Timers",
     "ToolCall",
@@ -126,6 +130,9 @@ class Session(Protocol):
     synchronously to the live log and returns it; it raises when the host rejects
     the event (for example an invariant refuses it), in which case nothing was appended.
     Durability is *not* implied by ``append``: see :meth:`SessionStore.flush`.
+    The snapshot's items need not be in memory: a host may read durable ones on
+    demand (see :class:`SessionWithCheckpoint`), as long as every index reads the
+    same event every time.
     """
 
     @property
@@ -145,6 +152,37 @@ class Session(Protocol):
 
     def append(self, type: str, data: Any) -> SessionEvent:
         """Append one event and return it; raises if the host rejects it."""
+        ...
+
+
+@runtime_checkable
+class SessionWithCheckpoint(Session, Protocol):
+    """A session that offers a schedule checkpoint (optional), so Schedule folds only its tail.
+
+    ``schedule_checkpoint`` is ``None`` or a :class:`messages.FoldedSchedules`
+    equal to ``fold_schedule_events(events[:end], seed)`` of the session's own
+    log, where ``end`` is the checkpoint's ``end`` and ``seed`` the header's
+    ``seed_length`` (``0`` when unset; the checkpoint's ``seed_length`` is that
+    too) and ``seed <= end <= len(events)``. The owner reads it when it starts
+    (and when it restarts after a contained failure) and folds only
+    ``events[end:]`` onto it (:func:`messages._fold.continue_fold`), so a host
+    whose store keeps such a fold resumes a long session without the whole
+    log: ``events[i]`` is read only for ``i >= end`` on the delivery and tool
+    paths, and ``events[i].seq == i`` must hold for every index read. The
+    earlier events must stay readable (history readers, forks, verification)
+    but need not be held in memory.
+
+    Offer ``None`` when the log up to the checkpoint is corrupt or unknown: the
+    owner then folds the whole log as it does for a session without the
+    attribute. A checkpoint the owner cannot use (not a ``FoldedSchedules``,
+    another ``seed_length``, an ``end`` beyond the log, a property that raises)
+    is logged and ignored the same way. Hosts that do not offer it need
+    nothing: Schedule reads the attribute with ``getattr``.
+    """
+
+    @property
+    def schedule_checkpoint(self) -> FoldedSchedules | None:
+        """The fold of ``events[:end]`` (``end``: its own), or ``None`` (fold the whole log)."""
         ...
 
 

@@ -109,6 +109,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from actors._checkpoint import offered_checkpoint
 from actors._contract import Agent, Cancellable, HostContext, TextBlock, UserMessage
 from actors._futures import resolved_true, settle, settles_many
 from actors._observer import (
@@ -1173,13 +1174,23 @@ class ScheduleOwner(SupervisedActor):
     # --- fold, timer, idle wait ------------------------------------------------------------
 
     def _refold(self) -> FoldedSchedules:
-        """Fold only what the log gained since the last fold (results equal a full refold)."""
+        """Fold only what the log gained since the last fold (results equal a full refold).
+
+        The first fold (and the first after a restart) starts from the session's
+        schedule checkpoint when it offers a usable one (see
+        :class:`~actors._contract.SessionWithCheckpoint`), else from the start
+        of its own stream.
+        """
         try:
             events = self._session.events
+            length = len(events)
         except Exception:
             raise UnreadableLogError from None
-        if self._fold is not None and self._fold.end <= len(events):
-            folded = continue_fold(self._fold, events)
+        previous = self._fold
+        if previous is None or previous.end > length:
+            previous = offered_checkpoint(self._session, length, self._log)
+        if previous is not None:
+            folded = continue_fold(previous, events)
         else:
             folded = fold_schedule_events(events, self._seed)
         self._fold = folded

@@ -24,9 +24,12 @@ Prints a table and writes ``bench/results/fold_cost.json``.
 across the sizes) a new host opens the store, and the time to resume the
 session (a root agent whose owner folded the log) and answer its first
 ``schedule_list`` is taken; then, on a host of its own with ``tracemalloc``
-on, the memory the live session holds. Beside it the anchor: a plain
-``SELECT`` of the same rows on a new connection and a decode of every payload.
-Writes ``bench/results/fold_cost_resume.json``.
+on, the memory the live session holds. Each size is stored twice: once with
+the schedule checkpoint the store writes with the rows (the resume reads the
+log after it), once with that checkpoint deleted before every resume (the
+store folds the session's wake-relevant rows instead). Beside them the
+anchor: a plain ``SELECT`` of the same rows on a new connection and a decode
+of every payload. Writes ``bench/results/fold_cost_resume.json``.
 """
 
 from __future__ import annotations
@@ -171,6 +174,16 @@ def write_session(
     return sum(1 for type_, _ in items if type_ == SCHEDULE_CHANGE_TYPE)
 
 
+def drop_checkpoint(root: Path, session_id: str) -> None:
+    """Delete the stored schedule checkpoint of ``session_id`` (a session without one)."""
+    conn = sqlite3.connect(store_path(root))
+    try:
+        with conn:
+            conn.execute("DELETE FROM schedule_checkpoints WHERE session_id = ?", (session_id,))
+    finally:
+        conn.close()
+
+
 def resume_once(root: Path, session_id: str, runtime: str) -> dict[str, Any]:
     """Open a host on ``root``, resume ``session_id`` and list its schedules; the timings."""
     opened = time.perf_counter()
@@ -182,9 +195,11 @@ def resume_once(root: Path, session_id: str, runtime: str) -> dict[str, Any]:
         listed = len(host.list(agent)["schedules"])
         answered = time.perf_counter()
         events = len(agent.session.events)
+        bounded = bool(getattr(agent.session, "bounded", False))
     finally:
         host.close()
     return {
+        "bounded": bounded,
         "open_host_ms": (began - opened) * 1000,
         "spawn_ms": (spawned - began) * 1000,
         "first_list_ms": (answered - spawned) * 1000,
@@ -235,44 +250,64 @@ def resume_main(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[st
     if args.quick:
         sizes = [size for size in sizes if size <= 1000] or sizes[:1]
         args.resume_reps = 2
+    cases = [(size, checkpoint) for size in sizes for checkpoint in (True, False)]
+
+    def session_name(size: int, checkpoint: bool) -> str:
+        return f"log-{size}" if checkpoint else f"bare-{size}"
+
+    def prepare(root: Path, size: int, checkpoint: bool) -> None:
+        if not checkpoint:
+            drop_checkpoint(root, session_name(size, checkpoint))
+
     with data_root(args.data, "dsh-bench-resume-") as root:
         info = machine_info(root)
         with SqliteEventStore(store_path(root)) as store:
-            for size in sizes:
-                write_session(
-                    store, f"log-{size}", build_log(size, args.share, args.active, args.seed)
-                )
-        runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+            for size, checkpoint in cases:
+                items = build_log(size, args.share, args.active, args.seed)
+                write_session(store, session_name(size, checkpoint), items)
+        runs: dict[tuple[int, bool], list[dict[str, Any]]] = {case: [] for case in cases}
         anchors: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
         for _ in range(args.resume_reps):  # round-robin: load drifts hit every size alike
-            for size in sizes:
+            for size, checkpoint in cases:
                 gc.collect()
-                runs[size].append(resume_once(root, f"log-{size}", args.runtime))
-                anchors[size].append(anchor_once(root, f"log-{size}"))
-        memory = {size: held_memory(root, f"log-{size}", args.runtime) for size in sizes}
+                prepare(root, size, checkpoint)
+                runs[size, checkpoint].append(
+                    resume_once(root, session_name(size, checkpoint), args.runtime)
+                )
+                if checkpoint:
+                    anchors[size].append(anchor_once(root, session_name(size, checkpoint)))
+        memory: dict[tuple[int, bool], dict[str, float]] = {}
+        for size, checkpoint in cases:
+            prepare(root, size, checkpoint)
+            memory[size, checkpoint] = held_memory(
+                root, session_name(size, checkpoint), args.runtime
+            )
         load = load_average()
     rows: list[dict[str, Any]] = []
-    for size in sizes:
-        if any(run["events"] != size for run in runs[size] + anchors[size]):
-            raise BenchError(f"session log-{size} did not resume with {size} events")
-        resume = [run["resume_ms"] for run in runs[size]]
+    for size, checkpoint in cases:
+        case = (size, checkpoint)
+        if any(run["events"] != size for run in runs[case] + anchors[size]):
+            raise BenchError(f"session {session_name(*case)} did not resume with {size} events")
+        resume_ms = [run["resume_ms"] for run in runs[case]]
         anchor = [run["anchor_ms"] for run in anchors[size]]
         rows.append(
             {
                 "events": size,
-                "active": runs[size][0]["active"],
-                "resume_ms_median": median(resume),
-                "resume_ms_max": max(resume),
-                "spawn_ms_median": median([run["spawn_ms"] for run in runs[size]]),
-                "first_list_ms_median": median([run["first_list_ms"] for run in runs[size]]),
-                "open_host_ms_median": median([run["open_host_ms"] for run in runs[size]]),
+                "checkpoint": checkpoint,
+                "bounded": all(run["bounded"] for run in runs[case]),
+                "active": runs[case][0]["active"],
+                "resume_ms_median": median(resume_ms),
+                "resume_ms_max": max(resume_ms),
+                "spawn_ms_median": median([run["spawn_ms"] for run in runs[case]]),
+                "first_list_ms_median": median([run["first_list_ms"] for run in runs[case]]),
+                "open_host_ms_median": median([run["open_host_ms"] for run in runs[case]]),
                 "anchor_ms_median": median(anchor),
-                "ratio": median(resume) / max(1e-9, median(anchor)),
-                "resume_us_per_event": median(resume) * 1000 / size,
+                "ratio": median(resume_ms) / max(1e-9, median(anchor)),
+                "resume_us_per_event": median(resume_ms) * 1000 / size,
                 "anchor_us_per_event": median(anchor) * 1000 / size,
-                **memory[size],
-                "held_bytes_per_event": memory[size]["held_mib"] * 2**20 / size,
-                "runs": runs[size],
+                **memory[case],
+                "held_bytes_per_event": memory[case]["held_mib"] * 2**20 / size,
+                "runs": runs[case],
                 "anchor_runs": anchors[size],
             }
         )
@@ -280,11 +315,14 @@ def resume_main(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[st
     print(
         f"cold resume (a new host each time) + first schedule_list, median of "
         f"{args.resume_reps}; anchor: SELECT of the rows + decode of every payload; memory "
-        "held by the live session (tracemalloc, one resume)"
+        "held by the live session (tracemalloc, one resume); checkpoint no: deleted before "
+        "each resume"
     )
     print_table(
         [
             "events",
+            "checkpoint",
+            "bounded",
             "resume ms",
             "of it list ms",
             "anchor ms",
@@ -297,6 +335,8 @@ def resume_main(args: argparse.Namespace, argv: Sequence[str] | None) -> dict[st
         [
             [
                 fmt(row["events"]),
+                "yes" if row["checkpoint"] else "no",
+                "yes" if row["bounded"] else "no",
                 fmt(row["resume_ms_median"], 1),
                 fmt(row["first_list_ms_median"], 2),
                 fmt(row["anchor_ms_median"], 1),

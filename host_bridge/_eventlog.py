@@ -4,28 +4,131 @@ The log keeps one growing list. A :class:`LogSnapshot` is a window
 ``[start, stop)`` onto that list; since committed entries are never replaced,
 a window never changes after it was taken, so taking or slicing a snapshot
 copies nothing.
+
+A log may start at a ``base`` above 0: its list then holds only the events
+from ``base`` on, and the earlier ones (durable, so immutable) are read on
+demand from an :class:`EventHistory`, a page at a time (:class:`PagedHistory`),
+and not kept. Its snapshots are full-length sequences all the same.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from typing import overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, overload
 
 from actors._contract import SessionEvent, SessionHeader
 
-__all__ = ["EventLog", "LogBackedSession", "LogSnapshot"]
+__all__ = [
+    "DEFAULT_PAGE_EVENTS",
+    "EventHistory",
+    "EventLog",
+    "LogBackedSession",
+    "LogSnapshot",
+    "PagedHistory",
+]
+
+DEFAULT_PAGE_EVENTS = 256
+"""Events a :class:`PagedHistory` reads at once."""
+
+
+class EventHistory(Protocol):
+    """Where a log's events below its base are read from (they never change)."""
+
+    def event(self, index: int) -> SessionEvent:
+        """The event at ``index`` (``0 <= index < base``)."""
+        ...
+
+    def iterate(self, start: int, stop: int) -> Iterator[SessionEvent]:
+        """The events ``start … stop-1`` in order (``0 <= start <= stop <= base``)."""
+        ...
+
+
+class PagedHistory:
+    """Reads the events ``0 … length-1`` of a log through ``read(start, stop)``, in pages.
+
+    ``read`` returns the events ``start … stop-1`` in order (and raises when it
+    cannot). Only the page read last by :meth:`event` is kept, so walking the
+    history by index reads each page once and memory stays at one page however
+    long the history; :meth:`iterate` keeps nothing. A read that returns
+    anything but those events raises ``ValueError``.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[int, int], Sequence[SessionEvent]],
+        length: int,
+        page: int = DEFAULT_PAGE_EVENTS,
+    ) -> None:
+        """History of ``length`` events read through ``read``, ``page`` events at a time."""
+        if length < 0 or page < 1:
+            raise ValueError("need length >= 0 and page >= 1")
+        self._read = read
+        self._length = length
+        self._page = page
+        self._kept: tuple[int, Sequence[SessionEvent]] | None = None
+        self.reads = 0  # pages read so far (for tests and diagnostics)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def event(self, index: int) -> SessionEvent:
+        """The event at ``index``, from the page kept or from a page read now."""
+        kept = self._kept
+        if kept is not None:
+            start, events = kept
+            if start <= index < start + len(events):
+                return events[index - start]
+        if not 0 <= index < self._length:
+            raise IndexError("event index out of range")
+        start = index - index % self._page
+        events = self._checked(start, min(start + self._page, self._length))
+        self._kept = (start, events)  # (one assignment: readers on other threads see either)
+        return events[index - start]
+
+    def iterate(self, start: int, stop: int) -> Iterator[SessionEvent]:
+        """The events ``start … stop-1``, a page read at a time (none kept)."""
+        if not 0 <= start <= stop <= self._length:
+            raise IndexError("event range out of range")
+        for first in range(start, stop, self._page):
+            yield from self._checked(first, min(first + self._page, stop))
+
+    def _checked(self, start: int, stop: int) -> Sequence[SessionEvent]:
+        events = self._read(start, stop)
+        self.reads += 1
+        if len(events) != stop - start or any(
+            event.seq != start + offset for offset, event in enumerate(events)
+        ):
+            raise ValueError(f"the history read of events {start}..{stop - 1} is not contiguous")
+        return events
 
 
 class LogSnapshot(Sequence[SessionEvent]):
-    """An immutable window onto an :class:`EventLog`."""
+    """An immutable window ``[start, stop)`` onto an :class:`EventLog`.
 
-    __slots__ = ("_items", "_start", "_stop")
+    Indices are the log's own (``start``/``stop`` absolute): those from ``base``
+    on are in ``items`` (at ``index - base``), earlier ones come from ``history``.
+    """
 
-    def __init__(self, items: list[SessionEvent], start: int, stop: int) -> None:
+    __slots__ = ("_base", "_history", "_items", "_start", "_stop")
+
+    def __init__(
+        self,
+        items: list[SessionEvent],
+        start: int,
+        stop: int,
+        *,
+        base: int = 0,
+        history: EventHistory | None = None,
+    ) -> None:
+        """A window onto ``items`` (the log from ``base`` on) and ``history`` (before it)."""
+        if base and history is None:
+            raise ValueError("a snapshot with a base needs a history")
         self._items = items
         self._start = start
         self._stop = stop
+        self._base = base
+        self._history = history
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -43,19 +146,34 @@ class LogSnapshot(Sequence[SessionEvent]):
             if step != 1:
                 # Index the window explicitly: with a negative step ``stop`` may be -1,
                 # which as a list bound would wrap around to the end of the storage.
-                picked = [self._items[self._start + i] for i in range(start, stop, step)]
+                picked = [self[i] for i in range(start, stop, step)]
                 return LogSnapshot(picked, 0, len(picked))
             stop = max(start, stop)
-            return LogSnapshot(self._items, self._start + start, self._start + stop)
+            return LogSnapshot(
+                self._items,
+                self._start + start,
+                self._start + stop,
+                base=self._base,
+                history=self._history,
+            )
         if index < 0:
             index += length
         if not 0 <= index < length:
             raise IndexError("event index out of range")
-        return self._items[self._start + index]
+        index += self._start
+        if index >= self._base:
+            return self._items[index - self._base]
+        assert self._history is not None
+        return self._history.event(index)
 
     def __iter__(self) -> Iterator[SessionEvent]:
+        start, stop, base = self._start, self._stop, self._base
+        if start < base:
+            assert self._history is not None
+            yield from self._history.iterate(start, min(stop, base))
+            start = base
         items = self._items
-        for i in range(self._start, self._stop):
+        for i in range(start - base, stop - base):
             yield items[i]
 
     def __repr__(self) -> str:
@@ -72,26 +190,52 @@ class LogSnapshot(Sequence[SessionEvent]):
 
 
 class EventLog:
-    """A thread-safe append-only list of :class:`SessionEvent` whose ``seq`` is its index."""
+    """A thread-safe append-only list of :class:`SessionEvent` whose ``seq`` is its index.
 
-    def __init__(self, events: Sequence[SessionEvent] = ()) -> None:
+    With ``base`` > 0 the list holds only the events from ``base`` on (``events``
+    must start at seq ``base``); the earlier ones are read from ``history``.
+    """
+
+    def __init__(
+        self,
+        events: Sequence[SessionEvent] = (),
+        *,
+        base: int = 0,
+        history: EventHistory | None = None,
+    ) -> None:
+        """A log holding ``events`` from seq ``base`` on, the ones before it in ``history``."""
+        if base < 0 or (base and history is None):
+            raise ValueError("a log with a base needs a history")
         self._items: list[SessionEvent] = list(events)
         for i, event in enumerate(self._items):
-            if event.seq != i:
-                raise ValueError(f"event at index {i} has seq {event.seq}")
+            if event.seq != base + i:
+                raise ValueError(f"event at index {base + i} has seq {event.seq}")
+        self._base = base
+        self._history = history
         self._lock = threading.Lock()
 
+    @property
+    def base(self) -> int:
+        """The first seq held in memory (``0``: the whole log is)."""
+        return self._base
+
     def __len__(self) -> int:
-        return len(self._items)
+        return self._base + len(self._items)
 
     def snapshot(self) -> LogSnapshot:
         """The whole log as it is now, as an immutable sequence."""
-        return LogSnapshot(self._items, 0, len(self._items))
+        return LogSnapshot(
+            self._items,
+            0,
+            self._base + len(self._items),
+            base=self._base,
+            history=self._history,
+        )
 
     def append(self, type_: str, time_ms: int, data: object) -> SessionEvent:
         """Append an event with the next ``seq`` and return it."""
         with self._lock:
-            event = SessionEvent(type_, len(self._items), time_ms, data)
+            event = SessionEvent(type_, self._base + len(self._items), time_ms, data)
             self._items.append(event)
             return event
 

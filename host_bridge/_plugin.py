@@ -35,6 +35,7 @@ from typing import Any
 
 import pykka
 
+from actors._checkpoint import offered_checkpoint
 from actors._contract import Agent, HostContext, Timers
 from actors._observer import NO_OBSERVER, OwnerObserver
 from actors._runtime import Runtime, RuntimeSpec, get_runtime
@@ -116,13 +117,24 @@ class _Installed:
     def holds_schedule_events(self) -> bool:
         """Whether the agent's session holds a ``schedule/change`` event anywhere.
 
-        Searches only what the log gained since the last search. A log that
-        cannot be read counts as holding one (the drive then reports it).
+        Searches only what the log gained since the last search; a session's
+        schedule checkpoint (see :class:`~actors._contract.SessionWithCheckpoint`)
+        answers for the log before its end, so a long log is never walked. A log
+        that cannot be read counts as holding one (the drive then reports it).
         """
         if self.uses_schedule:
             return True
         try:
-            events = self.agent.session.events
+            session = self.agent.session
+            events = session.events
+            if self.scanned == 0:
+                checkpoint = offered_checkpoint(session, len(events), _log)
+                if checkpoint is not None:
+                    if checkpoint.seen_ids:
+                        self.uses_schedule = True
+                        return True
+                    # Nothing created before its end: a drive could find nothing there.
+                    self.scanned = checkpoint.end
             fresh = events[self.scanned :]
             found = any(event.type == SCHEDULE_CHANGE_TYPE for event in fresh)
             scanned = self.scanned + len(fresh)

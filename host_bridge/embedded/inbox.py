@@ -18,7 +18,7 @@ Only this module knows the shapes; everything here is pure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "completed_data",
     "completed_entry",
     "message_of",
+    "pending_after",
     "pending_entries",
     "queued_data",
 ]
@@ -91,8 +92,22 @@ def pending_entries(events: Sequence[SessionEvent], start: int = 0) -> list[Inbo
     ``start`` is a fork's ``seed_length``: a child does not inherit its
     parent's queue. A malformed ``inbox/queued`` event is skipped (and logged).
     """
-    queued: dict[int, UserMessage] = {}
-    for event in events[start:]:
+    return pending_after((), events, start)
+
+
+def pending_after(
+    entries: Iterable[InboxEntry], events: Sequence[SessionEvent], start: int
+) -> list[InboxEntry]:
+    """Carry the pending ``entries`` of ``events[:start]`` on through ``events[start:]``.
+
+    ``entries`` (in log order) are the inbox entries before ``start`` whose
+    turn had not completed there, as :func:`pending_entries` would find them;
+    the result equals ``pending_entries`` of the whole log while reading only
+    the events from ``start`` on (a resume from a checkpoint).
+    """
+    queued: dict[int, UserMessage] = {entry.seq: entry.message for entry in entries}
+    for index in range(start, len(events)):
+        event = events[index]
         if event.type == INBOX_EVENT:
             message = message_of(event.data)
             if message is None:

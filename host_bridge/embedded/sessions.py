@@ -6,6 +6,15 @@ in the store first (:meth:`EventStore.acquire_session`), and a session
 held elsewhere is refused with :class:`SessionLeaseRefusedError` naming the
 holder. A live session whose ownership the store lost reports it through
 :attr:`EmbeddedSession.lease_lost`; its appends are refused from then on.
+
+A resumed session is bounded: when the store has the session's schedule state
+(its checkpoint and the rows after it, :meth:`EventStore.schedule_state`), the
+resume reads only the log from that state's ``next_seq`` on and the inbox
+entries it must queue again; ``events`` is still the whole log, its earlier
+events read from the store on demand, a page at a time, and not kept. The
+session offers that state to Schedule as its ``schedule_checkpoint``
+(:class:`~actors._contract.SessionWithCheckpoint`), so neither the resume nor
+the owner's first fold walks the log.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import pykka
@@ -22,12 +32,18 @@ import pykka
 from actors._contract import AppendGuard, SessionDetachedError, wall_clock_ms
 from actors._runtime import RuntimeSpec, get_runtime, run_blocking, wait_for
 from actors._session_actor import SessionActor, SessionCore
-from host_bridge._eventlog import EventLog, LogBackedSession
+from host_bridge._eventlog import EventLog, LogBackedSession, PagedHistory
 from host_bridge._futures import failed, resolved
 from host_bridge.embedded.codec import decode_payload, encode_payload, encode_payload_copy
-from host_bridge.embedded.inbox import InboxEntry, pending_entries
-from host_bridge.embedded.stores import EventStore, SessionLeaseError, StoreError
+from host_bridge.embedded.inbox import INBOX_EVENT, InboxEntry, message_of, pending_after
+from host_bridge.embedded.stores import (
+    EventStore,
+    SessionLeaseError,
+    StoreCorruptError,
+    StoreError,
+)
 from host_bridge.protocols import Session, SessionEvent, SessionHeader
+from messages._fold import FoldedSchedules
 from messages._mailbox import AppendEvent, DetachSession, FlushSession
 
 __all__ = [
@@ -35,6 +51,7 @@ __all__ = [
     "EmbeddedSession",
     "EmbeddedSessionStore",
     "SessionError",
+    "SessionHistoryError",
     "SessionLeaseRefusedError",
     "new_session_id",
 ]
@@ -48,6 +65,27 @@ CreationGuard: TypeAlias = Callable[[SessionHeader, Sequence[SessionEvent]], Non
 
 class SessionError(RuntimeError):
     """A session cannot be created, resumed or forked as asked."""
+
+
+class SessionHistoryError(SessionError):
+    """An early event of a bounded session could not be read from the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Resumed:
+    """What a resume read: the header, the log from ``base`` on, and what stands for the rest.
+
+    ``history`` reads the events before ``base`` (``None`` when ``base`` is 0),
+    ``checkpoint`` is the fold of the log up to ``base`` and ``inbox`` the
+    entries before ``base`` whose turns never completed (both only with a base).
+    """
+
+    header: SessionHeader
+    events: Sequence[SessionEvent]
+    base: int = 0
+    history: PagedHistory | None = None
+    checkpoint: FoldedSchedules | None = None
+    inbox: tuple[InboxEntry, ...] = ()
 
 
 class SessionLeaseRefusedError(SessionLeaseError, SessionError):
@@ -77,6 +115,8 @@ class EmbeddedSession(LogBackedSession):
         *,
         core: SessionCore | None = None,
         store: EventStore | None = None,
+        checkpoint: FoldedSchedules | None = None,
+        inbox: Sequence[InboxEntry] = (),
     ) -> None:
         self._header = header
         self._log = log
@@ -84,8 +124,24 @@ class EmbeddedSession(LogBackedSession):
         self._core = core
         self._detached = False
         self._store = store
+        self._checkpoint = checkpoint
+        self._inbox = tuple(inbox)  # unfinished entries before the log's base
         self._inbox_claimed = False
         self._claim_lock = threading.Lock()
+
+    @property
+    def schedule_checkpoint(self) -> FoldedSchedules | None:
+        """The fold of the log up to where the resume read it from (``None``: not bounded).
+
+        See :class:`~actors._contract.SessionWithCheckpoint`: Schedule folds
+        only the events after it.
+        """
+        return self._checkpoint
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the early events are read from the store on demand, not held."""
+        return self._log.base > 0
 
     @property
     def actor_ref(self) -> pykka.ActorRef[SessionActor]:
@@ -127,9 +183,7 @@ class EmbeddedSession(LogBackedSession):
         """
         return self._append(type, data, staged=True)
 
-    def submit_append(
-        self, type: str, data: Any, *, staged: bool = False
-    ) -> Future[SessionEvent]:
+    def submit_append(self, type: str, data: Any, *, staged: bool = False) -> Future[SessionEvent]:
         """Append one event like :meth:`append` (``staged``: :meth:`append_staged`), never waiting.
 
         For callers that must not block (an asyncio loop): when the session
@@ -188,7 +242,8 @@ class EmbeddedSession(LogBackedSession):
             if self._inbox_claimed:
                 return []
             self._inbox_claimed = True
-        return pending_entries(self.events, self._header.seed_length or 0)
+        start = max(self._header.seed_length or 0, self._log.base)  # read at resume before it
+        return pending_after(self._inbox, self.events, start)
 
     def request_flush(self) -> Future[bool]:
         """Queue a flush barrier behind every append made so far."""
@@ -282,20 +337,16 @@ class EmbeddedSessionStore:
         return self._go_live(header, (), seed_payloads=())
 
     def resume(self, session_id: str) -> EmbeddedSession:
-        """Bring a stored session back to life with its whole durable log."""
+        """Bring a stored session back to life with its durable log (bounded: see the module)."""
         if self._persistence is None:
             raise SessionError("this store has no persistence to resume from")
         with self._lock:
             if session_id in self._live:
                 raise SessionError(f"session {session_id!r} is already live")
-        persistence = self._persistence
         self._acquire(session_id)  # own the session before reading it (another host may write)
         try:
             self._write_queued(session_id)
-            stored = run_blocking(persistence.load, session_id)
-            if stored is None:
-                raise SessionError(f"no stored session {session_id!r}")
-            return self._go_live(stored.header, stored.events, seed_payloads=None, leased=True)
+            return self._go_live_resumed(self._read_stored(session_id))
         except BaseException:
             self._release(session_id)
             raise
@@ -308,16 +359,12 @@ class EmbeddedSessionStore:
         """
         if self._persistence is None:
             raise SessionError("this store has no persistence to resume from")
-        persistence = self._persistence
         with self._lock:
             if session_id in self._live:
                 raise SessionError(f"session {session_id!r} is already live")
         try:
             self._write_queued(session_id)
-            stored = run_blocking(persistence.load, session_id)
-            if stored is None:
-                raise SessionError(f"no stored session {session_id!r}")
-            return self._go_live(stored.header, stored.events, seed_payloads=None, leased=True)
+            return self._go_live_resumed(self._read_stored(session_id))
         except BaseException:
             self._release(session_id)
             raise
@@ -411,6 +458,86 @@ class EmbeddedSessionStore:
                 f"cannot read session {session_id!r}: its queued events are not durable ({error})"
             ) from None
 
+    def _read_stored(self, session_id: str) -> _Resumed:
+        """Read a stored session to resume: bounded when the store has its schedule state."""
+        assert self._persistence is not None
+        bounded = self._read_bounded(session_id)
+        if bounded is not None:
+            return bounded
+        stored = run_blocking(self._persistence.load, session_id)
+        if stored is None:
+            raise SessionError(f"no stored session {session_id!r}")
+        return _Resumed(stored.header, stored.events)
+
+    def _read_bounded(self, session_id: str) -> _Resumed | None:
+        """The session from its schedule state on, or ``None`` to read its whole log.
+
+        The state (the store's checkpoint and the rows after it) is as of its
+        ``next_seq``: the log is read from there, with the inbox entries before
+        it that it names as unfinished. Anything that does not fit (a corrupt
+        stream, a state that disagrees with the log) reads the whole log instead.
+        """
+        persistence = self._persistence
+        assert persistence is not None
+        state = run_blocking(persistence.schedule_state, session_id)
+        if state is None or state.told or state.folded is None:
+            return None  # not stored, or a corrupt stream: the whole log says how
+        base = state.next_seq
+        try:
+            tail = run_blocking(persistence.load_tail, session_id, base)
+        except StoreCorruptError:
+            return None  # (a gap in its seqs, a damaged tail): the whole log's read says where
+        if tail is None:
+            return None
+        seed = tail.header.seed_length or 0
+        if state.seed_length != seed or not seed <= base <= tail.length:
+            _log.warning("session %r: its schedule state does not fit its log", session_id)
+            return None
+        if base == 0:
+            return _Resumed(tail.header, tail.events)
+        seqs = sorted({*state.pending, *state.unfinished})
+        found = run_blocking(persistence.load_events_at, session_id, seqs) if seqs else {}
+        inbox: list[InboxEntry] = []
+        for seq in seqs:
+            event = found.get(seq)
+            message = None if event is None or event.type != INBOX_EVENT else message_of(event.data)
+            if message is None:
+                _log.warning(
+                    "session %r: its schedule state names no inbox entry at %d", session_id, seq
+                )
+                return None
+            inbox.append(InboxEntry(seq, message))
+        checkpoint = FoldedSchedules(state.folded.active, state.folded.seen_ids, seed, base)
+        history = PagedHistory(self._history_reader(session_id), base)
+        return _Resumed(tail.header, tail.events, base, history, checkpoint, tuple(inbox))
+
+    def _history_reader(self, session_id: str) -> Callable[[int, int], Sequence[SessionEvent]]:
+        """Reads events ``start … stop-1`` of a bounded session from the store (durable)."""
+        persistence = self._persistence
+        assert persistence is not None
+
+        def read(start: int, stop: int) -> Sequence[SessionEvent]:
+            try:
+                return run_blocking(persistence.load_events, session_id, start, stop)
+            except StoreError:
+                raise SessionHistoryError(
+                    f"cannot read events {start}..{stop - 1} of session {session_id!r}"
+                ) from None
+
+        return read
+
+    def _go_live_resumed(self, resumed: _Resumed) -> EmbeddedSession:
+        return self._go_live(
+            resumed.header,
+            resumed.events,
+            seed_payloads=None,
+            leased=True,
+            base=resumed.base,
+            history=resumed.history,
+            checkpoint=resumed.checkpoint,
+            inbox=resumed.inbox,
+        )
+
     def _acquire(self, session_id: str) -> None:
         """Take the session in the persistence store; refused when it is held elsewhere."""
         if self._persistence is None:
@@ -442,6 +569,10 @@ class EmbeddedSessionStore:
         *,
         seed_payloads: Sequence[bytes] | None,
         leased: bool = False,
+        base: int = 0,
+        history: PagedHistory | None = None,
+        checkpoint: FoldedSchedules | None = None,
+        inbox: Sequence[InboxEntry] = (),
     ) -> EmbeddedSession:
         if not isinstance(header.id, str) or not header.id:
             raise SessionError("a session id must be a non-empty string")
@@ -468,7 +599,7 @@ class EmbeddedSessionStore:
                     )
                 except StoreError as error:
                     raise SessionError(f"cannot create session {header.id!r}: {error}") from None
-            log = EventLog(events)
+            log = EventLog(events, base=base, history=history)
             core = SessionCore(
                 header,
                 log,
@@ -478,10 +609,18 @@ class EmbeddedSessionStore:
                 encode_copy=encode_payload_copy,
                 clock=self._clock,
                 guards=self._current_guards,
-                durable_length=len(events) if seed_payloads is None else 0,  # resumed: all durable
+                durable_length=len(log) if seed_payloads is None else 0,  # resumed: all durable
             )
             actor = self._session_actor.start(core)
-            session = EmbeddedSession(header, log, actor, core=core, store=self._persistence)
+            session = EmbeddedSession(
+                header,
+                log,
+                actor,
+                core=core,
+                store=self._persistence,
+                checkpoint=checkpoint,
+                inbox=inbox,
+            )
             with self._lock:
                 self._live[header.id] = session
         except BaseException:
@@ -491,7 +630,7 @@ class EmbeddedSessionStore:
         finally:
             with self._lock:
                 self._opening.discard(header.id)
-        _log.debug("session %r is live with %d events", header.id, len(events))
+        _log.debug("session %r is live with %d events (%d held)", header.id, len(log), len(events))
         return session
 
 

@@ -53,15 +53,20 @@ class Harness:
         runtime: Runtime | None = None,
         context: HostContext | None = None,
         observer: OwnerObserver = NO_OBSERVER,
+        session: FakeSession | None = None,
     ) -> None:
         self.host = host
         self.runtime = runtime if runtime is not None else get_runtime("threading")
-        self.agent: FakeAgent = host.spawn_root(
-            "agent-1", seed_events=seed_events, seed_length=seed_length
-        )
-        session = self.agent.session
-        assert isinstance(session, FakeSession)
-        self.session = session
+        if session is None:
+            self.agent: FakeAgent = host.spawn_root(
+                "agent-1", seed_events=seed_events, seed_length=seed_length
+            )
+        else:  # a session the test built (say, a subclass): added as it is
+            host.sessions.add(session)
+            self.agent = host.agents.create_root("agent-1", session)
+        live = self.agent.session
+        assert isinstance(live, FakeSession)
+        self.session = live
         self.status_box = OwnerStatusBox(self.agent.id)
         owner_class = self.runtime.bind(ScheduleOwner)
         self.context = context if context is not None else host.context()

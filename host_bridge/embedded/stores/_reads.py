@@ -26,19 +26,22 @@ from host_bridge.embedded.stores._due import (
 from host_bridge.embedded.stores._errors import StoreClosedError, StoreCorruptError, StoreError
 from host_bridge.embedded.stores._rows import (
     StoredSession,
+    decode_event,
     decode_header,
     decode_session,
     is_storable_id,
     show_id,
 )
-from host_bridge.protocols import SessionHeader
+from host_bridge.protocols import SessionEvent, SessionHeader
 
 __all__ = [
+    "SEQS_CHUNK",
     "STATES_CHUNK",
     "OneConnectionReader",
     "ReadQueries",
     "SessionReads",
     "StoredCheckpoint",
+    "StoredTail",
     "read_due_state",
     "sql_reads",
 ]
@@ -53,6 +56,23 @@ StoredCheckpoint = tuple[object, object]
 
 STATES_CHUNK = 500
 """Sessions whose schedule state one snapshot reads (two statements)."""
+
+SEQS_CHUNK = 500
+"""Events one statement of :meth:`SessionReads.load_events_at` names."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTail:
+    """A stored session's header and the events of its log from ``start`` on.
+
+    ``length`` is the stored log's length, read in the same snapshot: the
+    events are ``start … length-1`` (none when ``start >= length``).
+    """
+
+    header: SessionHeader
+    start: int
+    events: tuple[SessionEvent, ...]
+    length: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +102,13 @@ class ReadQueries(Generic[_C]):
     (when the schema has them: the ``bool``) and the rows after, in one snapshot."""
     checked: Callable[[_C, str], tuple[Any, Rows, IndexRow | None, StoredCheckpoint | None]]
     """A session's header row, event rows, due index row and checkpoint, in one snapshot."""
+    tail: Callable[[_C, str, int], tuple[Any, Any, Rows]]
+    """A session's header row, its stored length (one past its last seq) and its event
+    rows from a seq on, in one snapshot."""
+    events_range: Callable[[_C, str, int, int], Rows]
+    """A session's event rows with ``start <= seq < stop``, by seq."""
+    events_at: Callable[[_C, str, Sequence[int]], Rows]
+    """A session's event rows at some seqs (those stored), by seq."""
 
 
 def sql_reads(
@@ -149,6 +176,35 @@ def sql_reads(
             ).fetchone()
             return exists, count, last
 
+    def tail(conn: Any, session_id: str, start: int) -> tuple[Any, Any, Rows]:
+        with snapshot(conn):
+            head = header(conn, session_id)
+            if head is None:
+                return None, 0, []
+            (length,) = conn.execute(  # (not a count: the resume must not cost the log)
+                f"SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = {mark}",
+                (session_id,),
+            ).fetchone()
+            return head, length, events_range(conn, session_id, start, None)
+
+    def events_range(conn: Any, session_id: str, start: int, stop: int | None) -> Rows:
+        sql = (
+            f"SELECT seq, type, time, data FROM events WHERE session_id = {mark} AND seq >= {mark}"
+        )
+        params: tuple[Any, ...] = (session_id, start)
+        if stop is not None:
+            sql += f" AND seq < {mark}"
+            params += (stop,)
+        return [_blob_row(row) for row in conn.execute(sql + " ORDER BY seq", params).fetchall()]
+
+    def events_at(conn: Any, session_id: str, seqs: Sequence[int]) -> Rows:
+        marks = ", ".join(mark for _ in seqs)
+        sql = (
+            f"SELECT seq, type, time, data FROM events WHERE session_id = {mark}"
+            f" AND seq IN ({marks}) ORDER BY seq"
+        )
+        return [_blob_row(row) for row in conn.execute(sql, (session_id, *seqs)).fetchall()]
+
     return ReadQueries(
         session_ids=_session_ids,
         header=header,
@@ -160,6 +216,9 @@ def sql_reads(
         length=length,
         schedule_states=schedule_states,
         checked=checked,
+        tail=tail,
+        events_range=events_range,
+        events_at=events_at,
     )
 
 
@@ -382,6 +441,66 @@ class SessionReads(Generic[_C]):
 
     def _read_states(self, states: dict[str, SessionProjection], unusable: set[str]) -> None:
         """Hear of states :meth:`schedule_states` read (``unusable``: their checkpoint was)."""
+
+    def load_tail(self, session_id: str, start: int) -> StoredTail | None:
+        """The stored header and the events from seq ``start`` on, in one snapshot, or
+        ``None`` when the session is not stored; ``StoreCorruptError`` unless the events
+        from ``start`` are ``start … length-1`` and decode. The earlier rows are not
+        read: a gap or a damaged payload among them is found when they are
+        (:meth:`load_events`). Tells ``on_loaded`` the stored length."""
+        if not is_storable_id(session_id):
+            return None
+        head, length, rows = self._run(lambda conn: self._queries.tail(conn, session_id, start))
+        if head is None:
+            return None
+        header = decode_header(session_id, tuple(head))
+        if not isinstance(length, int) or len(rows) != max(0, length - start):
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        events = tuple(
+            decode_event(session_id, start + offset, tuple(row)) for offset, row in enumerate(rows)
+        )
+        if self._on_loaded is not None:
+            self._on_loaded(session_id, length)
+        return StoredTail(header, start, events, length)
+
+    def load_events(self, session_id: str, start: int, stop: int) -> tuple[SessionEvent, ...]:
+        """The stored events ``start … stop-1`` of ``session_id``, decoded;
+        ``StoreCorruptError`` unless every one of them is stored and decodes."""
+        if not is_storable_id(session_id) or not 0 <= start <= stop:
+            raise StoreError(f"no events {start}..{stop - 1} of session {show_id(session_id)}")
+        rows: Rows = self._run(
+            lambda conn: self._queries.events_range(conn, session_id, start, stop)
+        )
+        if len(rows) != stop - start:
+            raise StoreCorruptError(
+                f"session {show_id(session_id)} has a gap in its stored events",
+                session_id=session_id,
+            )
+        return tuple(
+            decode_event(session_id, start + offset, tuple(row)) for offset, row in enumerate(rows)
+        )
+
+    def _events_at(self, session_id: str, seqs: Sequence[int], conn: _C) -> Rows:
+        return self._queries.events_at(conn, session_id, seqs)
+
+    def load_events_at(self, session_id: str, seqs: Sequence[int]) -> dict[int, SessionEvent]:
+        """The stored events of ``session_id`` at ``seqs`` (those stored), by seq, decoded
+        (``StoreCorruptError`` when one does not)."""
+        wanted = sorted({seq for seq in seqs if isinstance(seq, int) and seq >= 0})
+        if not is_storable_id(session_id) or not wanted:
+            return {}
+        found: dict[int, SessionEvent] = {}
+        for first in range(0, len(wanted), SEQS_CHUNK):
+            chunk = wanted[first : first + SEQS_CHUNK]
+            rows: Rows = self._run(partial(self._events_at, session_id, chunk))
+            for row in rows:
+                seq = row[0]
+                if isinstance(seq, int):
+                    found[seq] = decode_event(session_id, seq, tuple(row))
+        return found
 
     def _decoded(
         self, session_id: str, head: Sequence[Any] | None, rows: Sequence[Sequence[Any]]
