@@ -46,6 +46,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from actors._checkpoint import fold_session
 from actors._contract import (
     Agent,
     ColdDelivery,
@@ -57,7 +58,6 @@ from actors._contract import (
 from actors._supervised import OwnerSupervisor, SupervisedActor
 from actors._wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
 from messages._delivery import MAX_TIMER_DELAY_MS
-from messages._fold import fold_schedule_events
 from messages._mailbox import (
     ActivationSettled,
     AgentActivity,
@@ -410,8 +410,7 @@ class WakeUpActor(SupervisedActor):
                 idle.cancel()
             if not settled:
                 return False
-            session = agent.session
-            folded = fold_schedule_events(session.events, session.header.seed_length or 0)
+            folded = fold_session(agent.session)  # from its checkpoint, when it offers one
         except Exception:
             return False  # unreadable or corrupt: whoever owns it decides; ask again later
         earliest = folded.earliest()

@@ -50,7 +50,6 @@ from host_bridge.embedded.stores import (
     EventStore,
     StoreError,
     index_problem,
-    project_session,
     show_id,
 )
 
@@ -390,9 +389,13 @@ class EmbeddedActivation:
         return agent
 
     def _due_after_all(self, session: EmbeddedSession) -> bool:
-        """Whether the resumed session's log has something due now; a wrong index row is mended."""
-        events = ((e.seq, e.type, e.time, e.data) for e in session.events)
-        truth = project_session(session.header.seed_length, events).entry()
+        """Whether the resumed session's log has something due now; a wrong index row is mended.
+
+        The log's answer is its durable schedule state (checkpoint and tail): the
+        session was just resumed, so nothing of it is only in memory yet.
+        """
+        state = self._store.schedule_state(session.id)
+        truth = None if state is None else state.entry()
         problem = index_problem(self._store.due_row(session.id), truth)
         if problem is not None:
             self._mend(session.id, problem)
