@@ -19,7 +19,8 @@ asks it for *passes* instead of activating due sessions one by one. A pass:
    of the pass, so they are durable together, many sessions in one commit;
 5. **runs the turns** once that commit is durable, on a bounded pool
    (``turns``, say ``serve``'s notifier); each turn's start, reply and
-   ``turn/completed`` are appended as an embedded agent writes them. Without
+   ``turn/completed`` are appended as an embedded agent writes them, with a
+   flush asked for as the turn ends (the writer commits them in groups). Without
    ``turns`` the delivered sessions are handed back for a live agent, which
    runs the owed turn as after any restart;
 6. **gives back** every session after one flush covering them all.
@@ -37,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,13 +334,14 @@ class ColdActivation(EmbeddedActivation):
         if turns is None:
             work.needs_agent += [d.session_id for d in deliveries]
             return
-        running = [(d, self._turn_pool.submit(self._turn, turns, d)) for d in deliveries]
-        for delivery, future in running:
-            rows = future.result()
+        running = {self._turn_pool.submit(self._turn, turns, d): d for d in deliveries}
+        for future in as_completed(running):  # each turn's rows as soon as it ended
+            delivery, rows = running[future], future.result()
             try:
                 self._store.record_appends(
                     delivery.session_id, _rows(delivery.next_seq, self._host.clock(), rows)
                 )
+                self._store.flush(delivery.session_id)  # durable soon, not at the pass's end
             except (StoreError, PayloadError) as error:
                 _log.warning(
                     "session %s: the reminder turn could not be recorded (%s); the next start "
