@@ -109,9 +109,9 @@ def inject(step: str, bad: Any, host: EmbeddedHost, monkeypatch: pytest.MonkeyPa
             raise InjectedError("after the lock")
 
         monkeypatch.setattr(store, "acquire_session", once(acquire, acquire_then_raise))
-    elif step == "resume":
-        load = store.load
-        monkeypatch.setattr(store, "load", once(load, _raise))
+    elif step == "resume":  # reading the log from its schedule checkpoint on
+        load_tail = store.load_tail
+        monkeypatch.setattr(store, "load_tail", once(load_tail, _raise))
     elif step == "due check":  # reading the index row again after the resume
         check = EmbeddedActivation._due_after_all
         monkeypatch.setattr(EmbeddedActivation, "_due_after_all", once(check, _raise))

@@ -35,6 +35,7 @@ from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.codec import PayloadError, decode_payload, encode_payload
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sessions import SessionHistoryError
 from host_bridge.embedded.stores import SqliteEventStore, StoreCorruptError, project_session
 from host_bridge.protocols import SessionEvent, ToolResult
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
@@ -922,6 +923,16 @@ def _overwrite_row(path: Path, seq: int, data: bytes) -> None:
         conn.close()
 
 
+def _drop_checkpoints(path: Path) -> None:
+    """Delete the schedule checkpoints: the session's log is folded from its start again."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DELETE FROM schedule_checkpoints")
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def _change_seq(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
@@ -939,6 +950,7 @@ def test_a_garbage_row_is_a_clear_store_error_and_verify_reports_it(tmp_path: Pa
     path = _store_with_session(data_dir)
     seq = _change_seq(path)
     _overwrite_row(path, seq, b"\xc1\xff garbage")
+    _drop_checkpoints(path)  # (behind a checkpoint a resume never reads it: see below)
     store = SqliteEventStore(path, create=False)
     try:
         with pytest.raises(
@@ -975,6 +987,7 @@ def test_a_decodable_but_invalid_change_faults_the_owner_and_answers_corrupt(
     path = _store_with_session(data_dir)
     seq = _change_seq(path)
     _overwrite_row(path, seq, msgpack.packb({"version": 2, "operation": "create"}))
+    _drop_checkpoints(path)
     rig = Rig(data_dir)
     try:
         agent = rig.agent("s1")
@@ -991,6 +1004,31 @@ def test_a_decodable_but_invalid_change_faults_the_owner_and_answers_corrupt(
         rig.close()
     with pytest.raises(ScheduleLogError, match="version"):
         reopened_changes(path, "s1")
+
+
+def test_damage_behind_a_checkpoint_is_reported_by_verify_and_delivery_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A row rotted after the checkpoint that covers it was written: the checkpoint holds the
+    schedule as the log said then, so the tools and delivery go on; verify names the row and
+    reading that history fails clearly."""
+    data_dir = tmp_path / "data"
+    path = _store_with_session(data_dir)
+    seq = _change_seq(path)
+    _overwrite_row(path, seq, b"\xc1\xff garbage")
+    run = CliRunner().invoke(verify_command, ["--data", str(data_dir)])
+    assert run.exit_code == 1
+    assert f"INVALID  s1: store: session 's1' has an unreadable payload at seq {seq}" in run.output
+    rig = Rig(data_dir)
+    try:
+        agent = rig.agent("s1")
+        assert rig.list_ids(agent) == ["schedule-1", "schedule-2"]
+        rig.advance(60_000, agent)
+        assert rig.reminders(agent) == ["schedule-1", "schedule-2"]
+        with pytest.raises(SessionHistoryError):
+            list(agent.session.events)  # the rotted row is read only with the history
+    finally:
+        rig.close()
 
 
 @pytest.fixture(scope="module")
