@@ -120,9 +120,10 @@ def test_fold_cost(tmp_path: Path) -> None:
 
 def test_fold_cost_resume(tmp_path: Path) -> None:
     out = run(fold_cost.main, "fold_cost_resume", tmp_path, "--resume", "--sizes", "100,1000")
-    assert [row["events"] for row in out["rows"]] == [100, 1000]
+    cases = [(row["events"], row["checkpoint"]) for row in out["rows"]]
+    assert cases == [(100, True), (100, False), (1000, True), (1000, False)]
     for row in out["rows"]:
-        assert row["active"] == 3
+        assert row["active"] == 3 and row["bounded"] is True
         assert len(row["runs"]) == len(row["anchor_runs"]) == 2
         assert all(run["events"] == row["events"] for run in row["runs"] + row["anchor_runs"])
         assert row["resume_ms_median"] > 0 and row["anchor_ms_median"] > 0
