@@ -227,7 +227,9 @@ class WakeUpActor(SupervisedActor):
                 if session_id not in queued:
                     self._needs_agent.append(session_id)
                     queued.add(session_id)
-            self._cold_rested = result.claimed == 0 and result.delivered == 0
+            # took nothing, or only sessions it could neither deliver nor hand back: the
+            # timer looks again (no loop over a session that keeps failing)
+            self._cold_rested = result.delivered == 0 and not result.needs_agent
             self._cold_waiting = result.waiting > 0
         if self._finish_if_disposed():
             return

@@ -390,6 +390,7 @@ class ColdActivation(EmbeddedActivation):
         finally:
             self._unmark_busy(work.held)
         for session_id in held:
+            self._store.forget(session_id)  # another host may write it next: reread its length
             _log.info("letting session %r go (cold delivery done)", session_id)
 
     # --- index rows ---------------------------------------------------------------------

@@ -390,3 +390,33 @@ def test_an_index_row_due_too_early_is_mended_and_nothing_is_delivered_early(
     assert row.wake_ms == now + 3_600_000  # rewritten from the log
     rig.advance(3_600_000)
     assert rig.turns.prompts() == [("s1", "pill")]
+
+
+def test_a_session_another_host_wrote_after_a_pass_is_delivered_again(
+    tmp_path: Path, runtime: Runtime, clock: FakeClock, rigs: list[Rig]
+) -> None:
+    from host_bridge.embedded.codec import encode_payload
+    from host_bridge.embedded.stores import SqliteEventStore
+
+    data, now = tmp_path / "data", clock.now()
+    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
+    rig = open_rig(rigs, data, runtime, clock)
+    rig.advance(MINUTE)
+    assert rig.turns.prompts() == [("s1", "pill")]
+    other = SqliteEventStore(store_path(data))  # a person's chat elsewhere adds a reminder
+    try:
+        other.acquire_session("s1")
+        length = other.stored_length("s1")
+        assert length is not None
+        kind, value = after("schedule-2", "water", 60, clock.now())
+        other.record_append(
+            "s1", SessionEvent(kind, length, clock.now(), value), encode_payload(value)
+        )
+        assert other.flush("s1").result(timeout=TIMEOUT) is True
+    finally:
+        other.close()
+    rig.activation._notify()  # (another process's commit is seen at the next rescan)
+    rig.advance(MINUTE)
+    assert rig.turns.prompts() == [("s1", "pill"), ("s1", "water")]
+    status = rig.plugin.status().wake_up
+    assert status is not None and status.cold_passes < 10  # no loop of failing passes
