@@ -212,10 +212,10 @@ class EmbeddedHost:
         started = time.monotonic()
         unwritten: Exception | None = None
         try:
+            if self.persistence is not None:  # first: a pass still running waits only so long
+                self.persistence.start_closing(self.close_timeout)
             if self.activation is not None:
                 self.activation.close()
-            if self.persistence is not None:
-                self.persistence.start_closing(self.close_timeout)
             self.agents.dispose_all()
             self.sessions.close()
         finally:

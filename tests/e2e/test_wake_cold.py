@@ -359,11 +359,17 @@ def test_a_person_opening_a_session_being_delivered_waits_for_the_pass(
             seen.append(list(session.events))
             rig.host.sessions.detach(session)
 
+    registered = threading.Event()
+
+    class Opening(dict[str, int]):  # tells when the person's open registered (then it waits)
+        def __setitem__(self, key: str, value: int) -> None:
+            super().__setitem__(key, value)
+            registered.set()
+
+    rig.activation._opening = Opening()
     opener = threading.Thread(target=person)
     opener.start()
-    waiting = threading.Condition()
-    with waiting:  # the person is registered and waits for the pass (no sleep: a predicate)
-        waiting.wait_for(lambda: "s1" in rig.activation._opening, TIMEOUT)
+    assert registered.wait(TIMEOUT)  # registered under the lock; it now waits for the pass
     assert not entered.is_set()
     release.set()
     opener.join(TIMEOUT)
