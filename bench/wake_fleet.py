@@ -337,7 +337,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     doubly_woken = _overlapping_wakes(serves, killed_at, victim_index)
     double_activations = len(doubly_woken)
-    rewoken = {s for s in taken_over if len(woken_by[s]) > 1}
+    rewoken = {  # (a session the victim woke twice, two cold passes, was not taken over)
+        s for s in taken_over if any(host != victim_index for _, host in woken_by[s])
+    }
     takeover_s = [
         min(at for at, host in woken_by[s] if host != victim_index) - killed_at
         for s in rewoken
