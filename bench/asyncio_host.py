@@ -84,11 +84,20 @@ def create_arguments(due_ms: int, index: int) -> dict[str, Any]:
 
 
 async def watchdog(stop: asyncio.Event, lags: list[float]) -> None:
-    """Sleep ``TICK_S`` until ``stop``; note each tick's lag beyond it."""
+    """Sleep ``TICK_S`` until ``stop``; note each tick's lag beyond it.
+
+    A tick still running is noted too (replaced when it ends), so a phase
+    shorter than one tick still has its lag so far.
+    """
     while not stop.is_set():
-        before = time.perf_counter()
+        before, slot = time.perf_counter(), len(lags)
+        lags.append(0.0)  # the running tick: its lag is 0 until it ends late
         await asyncio.sleep(TICK_S)
-        lags.append(max(0.0, time.perf_counter() - before - TICK_S))
+        lag = max(0.0, time.perf_counter() - before - TICK_S)
+        if slot < len(lags):
+            lags[slot] = lag
+        else:  # a new phase cleared the list meanwhile: the tick belongs to it
+            lags.append(lag)
 
 
 def phase(count: int, seconds: float, cpu: float, lags: Sequence[float]) -> dict[str, Any]:
