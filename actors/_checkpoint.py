@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from actors._contract import Session, SessionEvent
 from messages._fold import FoldedSchedules, continue_fold, fold_schedule_events
 
-__all__ = ["fold_session", "offered_checkpoint"]
+__all__ = ["checkpoint_problem", "fold_session", "offered_checkpoint"]
 
 CHECKPOINT_ATTRIBUTE = "schedule_checkpoint"
 """The attribute a session offers its checkpoint under."""
@@ -26,9 +26,8 @@ def offered_checkpoint(
     """The session's schedule checkpoint if it can start a fold of a log of ``length`` events.
 
     ``None`` when the session offers none, and when the one offered cannot be
-    used (logged on ``log`` at WARNING, without the error's text): not a
-    :class:`FoldedSchedules`, a ``seed_length`` other than the header's, an
-    ``end`` beyond ``length``, or an attribute that raised.
+    used (logged on ``log`` at WARNING, without the error's text): see
+    :func:`checkpoint_problem`, or an attribute that raised.
     """
     try:
         checkpoint = getattr(session, CHECKPOINT_ATTRIBUTE, None)
@@ -38,16 +37,27 @@ def offered_checkpoint(
         return None
     if checkpoint is None:
         return None
-    if not isinstance(checkpoint, FoldedSchedules):
-        _warn(log, session, f"is a {type(checkpoint).__name__}, not a fold")
+    problem = checkpoint_problem(checkpoint, seed, length)
+    if problem is not None:
+        _warn(log, session, problem)
         return None
-    if checkpoint.seed_length != seed:
-        _warn(log, session, f"starts at {checkpoint.seed_length}, the session at {seed}")
-        return None
-    if checkpoint.end > length:
-        _warn(log, session, f"ends at {checkpoint.end}, beyond the log's {length} events")
-        return None
+    assert isinstance(checkpoint, FoldedSchedules)
     return checkpoint
+
+
+def checkpoint_problem(checkpoint: object, seed_length: int, length: int) -> str | None:
+    """Why ``checkpoint`` cannot start the fold of a log of ``length`` events (``None``: it can).
+
+    It must be a :class:`FoldedSchedules` of the same ``seed_length`` whose
+    ``end`` is within the log.
+    """
+    if not isinstance(checkpoint, FoldedSchedules):
+        return f"is a {type(checkpoint).__name__}, not a fold"
+    if checkpoint.seed_length != seed_length:
+        return f"starts at {checkpoint.seed_length}, the session at {seed_length}"
+    if checkpoint.end > length:
+        return f"ends at {checkpoint.end}, beyond the log's {length} events"
+    return None
 
 
 def fold_session(

@@ -456,17 +456,19 @@ class ColdPass:
     delivered (their dispatches and inbox entries durable); ``needs_agent``:
     sessions it took, found something it does not deliver cold (an unfinished
     turn, a person's queued message) and gave back, for the wake-up actor to
-    activate; ``full``: it took as many as it was allowed, so more may be due;
-    ``waiting``: deliveries whose inbox commit failed, still held, which the
-    next pass tries to commit again (so one should follow soon even if nothing
-    else is due).
+    activate; ``waiting``: sessions still held because a commit failed (an
+    inbox entry, or the rows written before giving one back), which the next
+    pass tries again (so one should follow soon even if nothing else is due);
+    ``stuck``: sessions it took and gave back undelivered although they looked
+    due (a log it cannot decide, a reminder it cannot render or queue), for the
+    wake-up actor to back off from, so they do not fill every later batch.
     """
 
     claimed: int = 0
     delivered: int = 0
     needs_agent: tuple[str, ...] = ()
-    full: bool = False
     waiting: int = 0
+    stuck: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -28,11 +28,14 @@ passes* instead of step 1: one pass at a time takes up to
 :attr:`WakePolicy.cold_batch` due sessions and delivers to them without an
 agent each (:class:`~messages._mailbox.ColdPassSettled` when it is done); only
 the sessions a pass hands back (an owed turn, a person's queued message) are
-activated, at most ``max_concurrent`` at a time. A pass that took sessions is
-followed by another at once; one that took none waits for the timer, an index
-change or a clock jump. A pass that holds deliveries whose commit failed
-(:attr:`~actors._contract.ColdPass.waiting`) is followed by another on the
-timer (``rescan_ms`` at the latest) even when nothing else is due.
+activated, at most ``max_concurrent`` at a time. A session a pass could not
+deliver (:attr:`~actors._contract.ColdPass.stuck`) is backed off like a failed
+activation and skipped until then. A pass that delivered, handed back or
+backed off anything is followed by another at once; one that did none of these
+waits for the timer, an index change or a clock jump. A pass that holds
+sessions whose commit failed (:attr:`~actors._contract.ColdPass.waiting`) is
+followed by another on the timer (``rescan_ms`` at the latest) even when
+nothing else is due.
 
 An unexpected exception is contained like an owner's: the plugin supervises the
 actor and restarts it in place after a back-off (:class:`~messages._mailbox.RestartWakeUp`).
@@ -227,9 +230,14 @@ class WakeUpActor(SupervisedActor):
                 if session_id not in queued:
                     self._needs_agent.append(session_id)
                     queued.add(session_id)
-            # took nothing, or only sessions it could neither deliver nor hand back: the
-            # timer looks again (no loop over a session that keeps failing)
-            self._cold_rested = result.delivered == 0 and not result.needs_agent
+            mono = self._host.monotonic()
+            for session_id in result.stuck:  # skipped until its back-off ends
+                self._back_off(session_id, mono)
+            # took nothing it could deliver, hand back or newly skip: the timer looks
+            # again (no loop over a session that keeps failing)
+            self._cold_rested = (
+                result.delivered == 0 and not result.needs_agent and not result.stuck
+            )
             self._cold_waiting = result.waiting > 0
         if self._finish_if_disposed():
             return

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, overload
 
 from actors._contract import SessionEvent, SessionHeader
+from messages._fold import FoldedSchedules
 
 __all__ = [
     "DEFAULT_PAGE_EVENTS",
@@ -110,7 +111,7 @@ class LogSnapshot(Sequence[SessionEvent]):
     on are in ``items`` (at ``index - base``), earlier ones come from ``history``.
     """
 
-    __slots__ = ("_base", "_history", "_items", "_start", "_stop")
+    __slots__ = ("_base", "_checkpoint", "_history", "_items", "_start", "_stop")
 
     def __init__(
         self,
@@ -120,8 +121,13 @@ class LogSnapshot(Sequence[SessionEvent]):
         *,
         base: int = 0,
         history: EventHistory | None = None,
+        checkpoint: FoldedSchedules | None = None,
     ) -> None:
-        """A window onto ``items`` (the log from ``base`` on) and ``history`` (before it)."""
+        """A window onto ``items`` (the log from ``base`` on) and ``history`` (before it).
+
+        ``checkpoint``: the log's schedule checkpoint, offered by a snapshot of the
+        whole log only (see :attr:`schedule_checkpoint`).
+        """
         if base and history is None:
             raise ValueError("a snapshot with a base needs a history")
         self._items = items
@@ -129,6 +135,15 @@ class LogSnapshot(Sequence[SessionEvent]):
         self._stop = stop
         self._base = base
         self._history = history
+        self._checkpoint = checkpoint if start == 0 else None
+
+    @property
+    def schedule_checkpoint(self) -> FoldedSchedules | None:
+        """The fold of a prefix of the log, as its session offers it (``None``: none).
+
+        Lets a reader of a long bounded log (an append guard) fold only what follows.
+        """
+        return self._checkpoint
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -202,8 +217,10 @@ class EventLog:
         *,
         base: int = 0,
         history: EventHistory | None = None,
+        checkpoint: FoldedSchedules | None = None,
     ) -> None:
-        """A log holding ``events`` from seq ``base`` on, the ones before it in ``history``."""
+        """A log holding ``events`` from seq ``base`` on, the ones before it in ``history``;
+        ``checkpoint`` is the fold of a prefix of it, offered by its snapshots."""
         if base < 0 or (base and history is None):
             raise ValueError("a log with a base needs a history")
         self._items: list[SessionEvent] = list(events)
@@ -212,6 +229,7 @@ class EventLog:
                 raise ValueError(f"event at index {base + i} has seq {event.seq}")
         self._base = base
         self._history = history
+        self._checkpoint = checkpoint
         self._lock = threading.Lock()
 
     @property
@@ -230,6 +248,7 @@ class EventLog:
             self._base + len(self._items),
             base=self._base,
             history=self._history,
+            checkpoint=self._checkpoint,
         )
 
     def append(self, type_: str, time_ms: int, data: object) -> SessionEvent:

@@ -6,6 +6,10 @@ or forked session) before it goes live, and every candidate ``schedule/change``
 before it is appended, so nothing — a buggy plugin, a forged host call, a seed
 copied from a broken log — can bring in a stream that the fold would reject.
 Events before a fork's ``seed_length`` belong to the parent and are never judged.
+
+A bounded session (one resumed from its schedule checkpoint, whose early events
+are read from the store on demand) is judged from that checkpoint: only the
+events after it are folded, as the owner folds them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from actors._checkpoint import CHECKPOINT_ATTRIBUTE, checkpoint_problem
 from actors._contract import AppendGuard, Session, SessionEvent, SessionHeader
 from messages import (
     SCHEDULE_CHANGE_TYPE,
@@ -86,8 +91,12 @@ class ScheduleInvariant:
         self._removers: list[Callable[[], None]] = []
 
     def check_session(self, session: Session) -> FoldedSchedules:
-        """Judge a session's whole owned stream; raises :class:`ScheduleInvariantError`."""
-        return self._fold(session.header, session.events)
+        """Judge a session's owned stream; raises :class:`ScheduleInvariantError`.
+
+        From the session's schedule checkpoint when it offers a usable one.
+        """
+        events = session.events
+        return self._fold(session.header, events, getattr(session, CHECKPOINT_ATTRIBUTE, None))
 
     def guard(
         self, header: SessionHeader, events: Sequence[SessionEvent], type_: str, data: Any
@@ -95,7 +104,7 @@ class ScheduleInvariant:
         """Append guard: reject a ``schedule/change`` candidate that the fold would refuse."""
         if type_ != SCHEDULE_CHANGE_TYPE:
             return
-        folded = self._fold(header, events)
+        folded = self._fold(header, events, getattr(events, CHECKPOINT_ATTRIBUTE, None))
         try:
             check_schedule_candidate(folded, data)
         except ScheduleLogError as error:
@@ -118,16 +127,26 @@ class ScheduleInvariant:
         for remove in removers:
             remove()
 
-    def _fold(self, header: SessionHeader, events: Sequence[SessionEvent]) -> FoldedSchedules:
+    def _fold(
+        self, header: SessionHeader, events: Sequence[SessionEvent], checkpoint: object = None
+    ) -> FoldedSchedules:
         with self._lock:
             cached = self._folds.get(header.id)
+        seed = header.seed_length or 0
         try:
             if cached is not None and cached.continues(header, events):
                 folded = continue_fold(cached.folded, events)
+            elif (
+                isinstance(checkpoint, FoldedSchedules)
+                and checkpoint_problem(checkpoint, seed, len(events)) is None
+            ):
+                folded = continue_fold(checkpoint, events)  # a bounded log: only its tail
             else:
                 folded = validate_schedule_stream(events, header.seed_length)
         except ScheduleLogError as error:
             raise ScheduleInvariantError(header.id, error.message) from None
+        if folded is checkpoint:  # nothing after it: its last event is not held, read none
+            return folded
         last = events[folded.end - 1] if folded.end else None
         with self._lock:
             self._folds[header.id] = _CachedFold(header, last, folded)

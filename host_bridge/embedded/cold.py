@@ -17,28 +17,40 @@ asks it for *passes* instead of activating due sessions one by one. A pass:
 4. **writes the inbox**: each delivery's ``inbox/queued`` entry and its
    ``dispatch`` changes are queued together and one flush covers every session
    of the pass, so they are durable together, many sessions in one commit;
-5. **runs the turns** once that commit is durable, on a bounded pool
+5. **gives back** every session it has no turn to run for, after one flush
+   covering them all;
+6. **runs the turns** once that commit is durable, on a bounded pool
    (``turns``, say ``serve``'s notifier); each turn's start, reply and
-   ``turn/completed`` are appended as an embedded agent writes them, with a
-   flush asked for as the turn ends (the writer commits them in groups). Without
-   ``turns`` the delivered sessions are handed back for a live agent, which
-   runs the owed turn as after any restart;
-6. **gives back** every session after one flush covering them all.
+   ``turn/completed`` are appended as an embedded agent writes them, and the
+   sessions whose turns have ended are given back together after one flush,
+   so a slow turn holds only its own session. Without ``turns`` the delivered
+   sessions are handed back for a live agent, which runs the owed turn as
+   after any restart.
+
+A session is marked busy before it is taken, so a host that opens it here
+(:meth:`~host_bridge.embedded.activation.EmbeddedActivation.opening`) waits
+until the pass gives it back, never meets it half-delivered. A session the pass
+took, found due and could not deliver (a log it cannot decide, a reminder it
+cannot render or queue) is reported in :attr:`ColdPass.stuck` for the wake-up
+actor to back off from.
 
 What a crash can repeat is what it repeats on the live path: a turn killed
 while it ran (its inbox entry has no completion) runs again at the next start.
 A kill before the inbox commit loses the pass's decisions, so they are made
 again; a kill after it leaves owed turns that the next start runs.
-An inbox commit that fails keeps its sessions held, and each later pass tries
-that flush again before it takes new work; their turns run once it succeeds.
+An inbox commit that fails keeps its sessions held (and busy), and each later
+pass tries that flush again before it takes new work; their turns run once it
+succeeds. Sessions whose rows could not be written when they were to be given
+back are likewise kept and given back by a later pass.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,10 +137,11 @@ class _Delivery:
 
 @dataclass(slots=True)
 class _Pass:
-    """What a pass collected; every session in ``held`` is given back at its end."""
+    """What a pass collected; every session in ``held`` is given back by its end."""
 
-    held: list[str] = field(default_factory=list)
+    held: dict[str, None] = field(default_factory=dict)  # an ordered set
     needs_agent: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
     delivered: int = 0
 
 
@@ -156,7 +169,8 @@ class ColdActivation(EmbeddedActivation):
         self._turns = turns
         self._passes = ThreadPoolExecutor(1, thread_name_prefix="dsh-cold-pass")
         self._turn_pool = ThreadPoolExecutor(max(1, turn_workers), thread_name_prefix="dsh-turn")
-        self._waiting: dict[str, _Delivery] = {}  # inbox commit failed: held, retried
+        self._waiting: dict[str, _Delivery] = {}  # inbox commit failed: held, busy, retried
+        self._unreleased: dict[str, None] = {}  # rows not durable at give-back: held, busy
         self._pass_lock = threading.Lock()  # one pass at a time (the wake-up actor's rule too)
 
     # --- ColdDelivery -------------------------------------------------------------------
@@ -171,9 +185,16 @@ class ColdActivation(EmbeddedActivation):
         return future
 
     def close(self) -> None:
-        """Wait for the pass running, then close like :class:`EmbeddedActivation`."""
+        """Wait for the pass running, then close like :class:`EmbeddedActivation`.
+
+        Sessions still held for a retry are left to the store's close (which writes
+        what it can before its deadline); a host waiting to open one goes on.
+        """
         self._passes.shutdown(wait=True)
         self._turn_pool.shutdown(wait=True)
+        with self._pass_lock:
+            kept = [*self._waiting, *self._unreleased]
+        self._unmark_busy(kept)
         super().close()
 
     # --- a pass -------------------------------------------------------------------------
@@ -182,35 +203,51 @@ class ColdActivation(EmbeddedActivation):
         now_ms, limit, skip = request.now_ms, request.limit, request.skip
         with self._pass_lock:
             work = _Pass()
+            claimed: list[str] = []
             try:
+                self._retry_release()
                 unsound = [s for s in self._audit(now_ms) if s not in skip]
                 work.needs_agent += unsound
                 retried = self._retry_waiting(work)
-                claimed = self._claim(now_ms, limit, skip | set(unsound) | set(self._waiting))
-                work.held += claimed
+                claimed = self._claim(now_ms, limit, skip | set(unsound), work)
                 deliveries = retried + self._decide(claimed, now_ms, work)
+                turning = {d.session_id for d in deliveries} if self._turns else set()
+                self._give_back(work, [s for s in work.held if s not in turning])
                 self._run_turns(deliveries, work)
             finally:
-                self._give_back(work)
+                self._give_back(work, list(work.held))
             return ColdPass(
                 claimed=len(claimed),
                 delivered=work.delivered,
                 needs_agent=tuple(dict.fromkeys(work.needs_agent)),
-                full=len(claimed) >= limit,
-                waiting=len(self._waiting),
+                waiting=len(self._waiting) + len(self._unreleased),
+                stuck=tuple(dict.fromkeys(work.stuck)),
             )
 
-    def _claim(self, now_ms: int, limit: int, skip: Collection[str]) -> list[str]:
-        """Take up to ``limit`` due sessions; mark them busy (a host opening one keeps it)."""
+    def _claim(self, now_ms: int, limit: int, skip: Collection[str], work: _Pass) -> list[str]:
+        """Take up to ``limit`` due sessions, each marked busy before it is taken."""
         if limit <= 0:
             return []
-        taken = self._store.claim_due_sessions(now_ms, limit, accept=self._accept, skip=skip)
-        mine, given = self._mark_busy(taken)
-        if given:
-            self._store.release_sessions(given)
-        for session_id in mine:
+        marked: set[str] = set()
+
+        def accept(session_id: str) -> bool:  # asked before taking: busy first, then locked
+            if session_id in marked:
+                return True
+            if self._accept is not None and not self._accept(session_id):
+                return False
+            mine, _ = self._mark_busy([session_id])  # not one a host is opening here
+            marked.update(mine)
+            return bool(mine)
+
+        taken: list[str] = []
+        try:
+            taken = self._store.claim_due_sessions(now_ms, limit, accept=accept, skip=skip)
+        finally:
+            self._unmark_busy([s for s in marked if s not in set(taken)])
+        work.held.update(dict.fromkeys(taken))
+        for session_id in taken:
             _log.info("woke session %r (cold delivery)", session_id)
-        return mine
+        return taken
 
     def _decide(self, claimed: Sequence[str], claimed_at: int, work: _Pass) -> list[_Delivery]:
         """Decide each claimed session at one fresh clock sample; queue the inbox rows."""
@@ -236,6 +273,9 @@ class ColdActivation(EmbeddedActivation):
             if delivery is None:
                 self._check_row(session_id, state, claimed_at)
                 continue
+            if delivery is _STUCK:
+                work.stuck.append(session_id)
+                continue
             try:
                 queued.append(self._queue_inbox(session_id, state, delivery, now))
             except (StoreError, PayloadError) as error:
@@ -245,19 +285,20 @@ class ColdActivation(EmbeddedActivation):
                     show_id(session_id),
                     error,
                 )
+                work.stuck.append(session_id)
         return self._commit_inbox(queued)
 
     def _delivery(
         self, session_id: str, state: SessionProjection, now: int
-    ) -> ReminderDelivery | None:
-        """What is due in the session at ``now``; ``None``: nothing (or nothing decidable)."""
+    ) -> ReminderDelivery | _Stuck | None:
+        """What is due in the session at ``now``; ``None``: nothing; ``_STUCK``: undecidable."""
         folded = state.folded
         if folded is None:
             return None  # a corrupt log: delivery is stopped in it, as an owner would
         plan = plan_delivery(folded, now)
         if isinstance(plan, Undecidable):
             _log.warning("session %s: %s", show_id(session_id), plan.reason)
-            return None
+            return _STUCK
         if not isinstance(plan, DeliverNow | DeliverBatch):
             return None
         try:
@@ -267,7 +308,7 @@ class ColdActivation(EmbeddedActivation):
                 "session %s: the reminder could not be rendered; it stays active",
                 show_id(session_id),
             )
-            return None
+            return _STUCK
 
     def _queue_inbox(
         self, session_id: str, state: SessionProjection, delivery: ReminderDelivery, now: int
@@ -312,19 +353,23 @@ class ColdActivation(EmbeddedActivation):
         return durable
 
     def _retry_waiting(self, work: _Pass) -> list[_Delivery]:
-        """Flush again the deliveries whose inbox commit failed; the ones now durable."""
+        """Flush again the deliveries whose inbox commit failed; the ones now durable.
+
+        They are still held and busy; each is the pass's again until it is given back.
+        """
         if not self._waiting:
             return []
         waiting = list(self._waiting.values())
         self._waiting.clear()
-        ids = [d.session_id for d in waiting]
-        mine, _ = self._mark_busy(ids)  # one a host is opening stays waiting (and held)
-        work.held += mine
-        keep = set(mine)
-        for delivery in waiting:
-            if delivery.session_id not in keep:
-                self._waiting[delivery.session_id] = delivery
-        return self._commit_inbox([d for d in waiting if d.session_id in keep])
+        work.held.update(dict.fromkeys(d.session_id for d in waiting))
+        return self._commit_inbox(waiting)
+
+    def _retry_release(self) -> None:
+        """Give back the sessions a failed write kept held at an earlier give-back."""
+        if self._unreleased:
+            kept = list(self._unreleased)
+            self._unreleased.clear()
+            self._release(kept)
 
     def _run_turns(self, deliveries: list[_Delivery], work: _Pass) -> None:
         """Run the delivered turns on the pool and queue their rows (or leave them owed)."""
@@ -336,20 +381,26 @@ class ColdActivation(EmbeddedActivation):
             work.needs_agent += [d.session_id for d in deliveries]
             return
         running = {self._turn_pool.submit(self._turn, turns, d): d for d in deliveries}
-        for future in as_completed(running):  # each turn's rows as soon as it ended
-            delivery, rows = running[future], future.result()
-            try:
-                self._store.record_appends(
-                    delivery.session_id, _rows(delivery.next_seq, self._host.clock(), rows)
-                )
-                self._store.flush(delivery.session_id)  # durable soon, not at the pass's end
-            except (StoreError, PayloadError) as error:
-                _log.warning(
-                    "session %s: the reminder turn could not be recorded (%s); the next start "
-                    "runs it again",
-                    show_id(delivery.session_id),
-                    error,
-                )
+        while running:  # the turns that ended, their rows, then those sessions go back
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            done = [running.pop(future) for future in ended]
+            for delivery, future in zip(done, ended, strict=True):
+                self._record_turn(delivery, future.result())
+            self._give_back(work, [delivery.session_id for delivery in done])
+
+    def _record_turn(self, delivery: _Delivery, rows: list[tuple[str, Any]]) -> None:
+        """Queue a finished turn's rows (on a refusal the next start runs the turn again)."""
+        try:
+            self._store.record_appends(
+                delivery.session_id, _rows(delivery.next_seq, self._host.clock(), rows)
+            )
+        except (StoreError, PayloadError) as error:
+            _log.warning(
+                "session %s: the reminder turn could not be recorded (%s); the next start "
+                "runs it again",
+                show_id(delivery.session_id),
+                error,
+            )
 
     def _turn(self, turns: ColdTurns, delivery: _Delivery) -> list[tuple[str, Any]]:
         """Run one turn; the ``(type, data)`` of the rows it records, as an embedded agent."""
@@ -382,15 +433,25 @@ class ColdActivation(EmbeddedActivation):
         rows.append((TURN_COMPLETED_EVENT, completed_data(delivery.inbox_seq, failed=failed)))
         return rows
 
-    def _give_back(self, work: _Pass) -> None:
-        """One flush covering every session of the pass, then let them go (not the waiting)."""
-        held = [s for s in dict.fromkeys(work.held) if s not in self._waiting]
+    def _give_back(self, work: _Pass, session_ids: Sequence[str]) -> None:
+        """Let ``session_ids`` go after one flush covering them (not those left waiting)."""
+        for session_id in session_ids:
+            work.held.pop(session_id, None)
+        self._release([s for s in dict.fromkeys(session_ids) if s not in self._waiting])
+
+    def _release(self, session_ids: list[str]) -> None:
+        """Release sessions held and busy; one whose rows are not durable stays for later."""
+        if not session_ids:
+            return
         try:
-            if held:
-                self._store.release_sessions(held)
-        finally:
-            self._unmark_busy(work.held)
-        for session_id in held:
+            kept = set(self._store.release_sessions(session_ids))
+        except StoreError as error:  # (the store closed under the pass)
+            _log.warning("%d sessions are kept until a later pass: %s", len(session_ids), error)
+            kept = set(session_ids)
+        self._unreleased.update(dict.fromkeys(s for s in session_ids if s in kept))
+        given = [s for s in session_ids if s not in kept]
+        self._unmark_busy(given)
+        for session_id in given:
             self._store.forget(session_id)  # another host may write it next: reread its length
             _log.info("letting session %r go (cold delivery done)", session_id)
 
@@ -408,6 +469,15 @@ class ColdActivation(EmbeddedActivation):
             return
         if problem is not None:
             self._mend(session_id, problem)
+
+
+class _Stuck(enum.Enum):
+    """What :meth:`ColdActivation._delivery` returns for a session due but not deliverable."""
+
+    STUCK = "stuck"
+
+
+_STUCK = _Stuck.STUCK
 
 
 def _rows(seq: int, now: int, data: Sequence[tuple[str, Any]]) -> list[tuple[SessionEvent, bytes]]:

@@ -599,7 +599,7 @@ class EmbeddedSessionStore:
                     )
                 except StoreError as error:
                     raise SessionError(f"cannot create session {header.id!r}: {error}") from None
-            log = EventLog(events, base=base, history=history)
+            log = EventLog(events, base=base, history=history, checkpoint=checkpoint)
             core = SessionCore(
                 header,
                 log,

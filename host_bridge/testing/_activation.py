@@ -21,11 +21,12 @@ a pass takes due cold sessions (not live elsewhere, not skipped) up to its
 limit, decides each from its log at the host clock's time with the owner's
 rules, appends the ``dispatch`` changes to the stored log (the reminder
 message is kept in :attr:`FakeColdActivation.delivered`) and hands back the
-sessions a test marked as owing a turn. Passes can be held pending or made to
+sessions a test marked as owing a turn, and reports stuck the ones it marked
+stuck (:meth:`FakeColdActivation.stick`). Passes can be held pending or made to
 fail, and are journaled::
 
     ("cold-pass", limit, skipped_ids)  ("cold-delivered", session_id, schedule_ids)
-    ("cold-handed-back", session_id)
+    ("cold-handed-back", session_id)   ("cold-stuck", session_id)
 """
 
 from __future__ import annotations
@@ -265,6 +266,7 @@ class FakeColdActivation(FakeActivation):
         self.fail_passes = 0
         self.delivered: list[tuple[str, ReminderDelivery]] = []
         self._owing: set[str] = set()
+        self._stuck: set[str] = set()
         self._waiting = 0
         self._pending: list[tuple[Future[ColdPass], int, frozenset[str]]] = []
 
@@ -277,6 +279,14 @@ class FakeColdActivation(FakeActivation):
                 self._owing.add(session_id)
             else:
                 self._owing.discard(session_id)
+
+    def stick(self, session_id: str, stuck: bool = True) -> None:
+        """Make passes report a stored session stuck (due, not deliverable), not deliver it."""
+        with self._lock:
+            if stuck:
+                self._stuck.add(session_id)
+            else:
+                self._stuck.discard(session_id)
 
     def report_waiting(self, count: int) -> None:
         """Make the next passes report ``count`` deliveries whose commit failed."""
@@ -321,18 +331,23 @@ class FakeColdActivation(FakeActivation):
         due = [d.session_id for d in self.due_sessions(now, 1_000_000) if d.session_id not in skip]
         taken = due[:limit]
         handed_back: list[str] = []
+        stuck: list[str] = []
         delivered = 0
         for session_id in taken:
             with self._lock:
                 owing = session_id in self._owing
+                sticks = session_id in self._stuck
             if owing:
                 handed_back.append(session_id)
                 self._record("cold-handed-back", session_id)
+            elif sticks:
+                stuck.append(session_id)
+                self._record("cold-stuck", session_id)
             elif self._deliver(session_id, now):
                 delivered += 1
         with self._lock:
             waiting = self._waiting
-        return ColdPass(len(taken), delivered, tuple(handed_back), len(taken) >= limit, waiting)
+        return ColdPass(len(taken), delivered, tuple(handed_back), waiting, tuple(stuck))
 
     def _deliver(self, session_id: str, now: int) -> bool:
         with self._lock:

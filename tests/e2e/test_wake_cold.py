@@ -7,7 +7,9 @@ in one commit, then each reminder turn, recorded as an embedded agent records
 it. One-shots go first and an ``every`` batch follows, an owed turn or a
 person's queued message goes to a live agent, a cut turn runs again at the
 next start, a failed commit is retried and its turn runs only once durable,
-and a person opening a session being delivered waits for the pass.
+a session whose rows fail at give-back is let go by a later pass, one that
+cannot be queued is backed off, and a person opening a session being
+delivered waits for that session's turn only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from host_bridge.embedded.cold import ColdActivation, ColdTurn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT, queued_data
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.stores import EventStore
 from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
 from messages import (
@@ -52,12 +55,18 @@ class ColdTurns:
         self.cut = False
         self.fail = False
         self.hold: threading.Event | None = None
+        self.hold_only: str | None = None  # hold only this session's turn
+        self.then: threading.Event | None = None  # set as a turn ends
         self.started = threading.Event()
+        self.holding = threading.Event()  # a held turn waits
         self.lock = threading.Lock()
 
     def __call__(self, turn: ColdTurn) -> str | None:
         self.started.set()
-        if self.hold is not None:
+        if self.then is not None:
+            self.then.set()
+        if self.hold is not None and self.hold_only in (None, turn.session_id):
+            self.holding.set()
             assert self.hold.wait(TIMEOUT)
         if self.cut:
             raise TurnInterrupted("stopping")
@@ -174,6 +183,18 @@ def every(schedule_id: str, prompt: str, seconds: int, now_ms: int) -> tuple[str
 
 def types_after(data: Path, session_id: str, start: int) -> list[str]:
     return [e.type for e in reopened(store_path(data), session_id).events[start:]]
+
+
+def failing_commits(store: EventStore) -> threading.Event:
+    """An event that, while set, makes every commit of ``store`` fail as a full disk does."""
+    failing = threading.Event()
+
+    def hook() -> None:
+        if failing.is_set():
+            raise sqlite3.OperationalError("database or disk is full")
+
+    store.fault_hook = hook
+    return failing
 
 
 def test_a_herd_is_delivered_without_agents_in_a_few_commits(
@@ -319,14 +340,8 @@ def test_a_failed_inbox_commit_is_retried_and_its_turn_runs_once_durable(
     rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
     store = rig.host.persistence
     assert store is not None
-    failing = threading.Event()
+    failing = failing_commits(store)
     failing.set()
-
-    def hook() -> None:
-        if failing.is_set():
-            raise sqlite3.OperationalError("database or disk is full")
-
-    store.fault_hook = hook
     rig.advance(MINUTE)
     assert rig.turns.prompts() == []  # not durable: the turn waits
     failing.clear()
@@ -426,3 +441,103 @@ def test_a_session_another_host_wrote_after_a_pass_is_delivered_again(
     assert rig.turns.prompts() == [("s1", "pill"), ("s1", "water")]
     status = rig.plugin.status().wake_up
     assert status is not None and status.cold_passes < 10  # no loop of failing passes
+
+
+def test_a_slow_turn_holds_only_its_own_session(
+    tmp_path: Path, runtime: Runtime, clock: FakeClock, rigs: list[Rig]
+) -> None:
+    data, now = tmp_path / "data", clock.now()
+    for session_id in ("slow", "quick"):
+        write_session(data, session_id, [after("schedule-1", session_id, 60, now)])
+    rig = open_rig(rigs, data, runtime, clock)
+    release = threading.Event()
+    rig.turns.hold, rig.turns.hold_only = release, "slow"
+    rig.timers.advance(MINUTE)  # one pass takes both; the slow turn holds
+    assert rig.turns.holding.wait(TIMEOUT)
+    opened: list[list[SessionEvent]] = []
+
+    def person() -> None:  # opens the quick session while the slow turn still runs
+        with rig.activation.opening("quick"):
+            session = rig.host.sessions.open("quick")
+            opened.append(list(session.events))
+            rig.host.sessions.detach(session)
+
+    try:
+        opener = threading.Thread(target=person)
+        opener.start()
+        opener.join(TIMEOUT)
+        assert not opener.is_alive() and len(opened) == 1  # given back when its turn ended
+        assert deliveries(opened[0]) == (1, 1, 1)
+        store = rig.host.persistence
+        assert store is not None and store.holds_lease("slow")  # still the pass's
+    finally:
+        release.set()
+    rig.quiet()
+    assert sorted(rig.turns.prompts()) == [("quick", "quick"), ("slow", "slow")]
+
+
+def test_a_session_whose_rows_fail_at_give_back_is_given_back_by_a_later_pass(
+    tmp_path: Path, runtime: Runtime, clock: FakeClock, rigs: list[Rig]
+) -> None:
+    from host_bridge.embedded.stores import SqliteEventStore
+
+    data, now = tmp_path / "data", clock.now()
+    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
+    rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
+    store = rig.host.persistence
+    assert store is not None
+    failing = failing_commits(store)
+    rig.turns.then = failing  # the inbox commit is durable; the turn's rows will not be
+    rig.advance(MINUTE)
+    assert rig.turns.prompts() == [("s1", "pill")]
+    assert store.holds_lease("s1")  # its rows are not durable: kept, not let go
+    status = rig.plugin.status().wake_up
+    assert status is not None
+    rig.turns.then = None
+    failing.clear()
+    rig.advance(5_000)  # a later pass writes them and lets it go, nothing else due
+    assert not store.holds_lease("s1")
+    other = SqliteEventStore(store_path(data))  # another host can take it now
+    try:
+        other.acquire_session("s1")
+    finally:
+        other.close()
+    rig.advance(60_000)
+    assert rig.turns.prompts() == [("s1", "pill")]  # presented once
+    rig.close()
+    log = reopened(store_path(data), "s1").events
+    assert deliveries(log) == (1, 1, 1)
+    assert log[-1].type == TURN_COMPLETED_EVENT
+
+
+def test_a_session_that_cannot_be_queued_does_not_take_every_batch(
+    tmp_path: Path,
+    runtime: Runtime,
+    clock: FakeClock,
+    rigs: list[Rig],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from host_bridge.embedded.stores import StoreError
+
+    data, now = tmp_path / "data", clock.now()
+    for session_id in ("a-refused", "b-fine"):
+        write_session(data, session_id, [after("schedule-1", session_id, 60, now)])
+    rig = open_rig(rigs, data, runtime, clock, cold_batch=1, retry_ms=5_000)
+    store = rig.host.persistence
+    assert store is not None
+    refusing = {"a-refused"}
+    record_appends = store.record_appends
+
+    def refuse(session_id: str, rows: Any) -> None:
+        if session_id in refusing:
+            raise StoreError("refused (injected)")
+        record_appends(session_id, rows)
+
+    monkeypatch.setattr(store, "record_appends", refuse)
+    rig.advance(MINUTE)
+    assert rig.turns.prompts() == [("b-fine", "b-fine")]  # the next batch took the other one
+    status = rig.plugin.status().wake_up
+    assert status is not None and status.backing_off == 1
+    refusing.clear()
+    rig.advance(5_000)
+    assert sorted(rig.turns.prompts()) == [("a-refused", "a-refused"), ("b-fine", "b-fine")]

@@ -323,3 +323,25 @@ def test_a_damaged_early_payload_is_found_when_it_is_read(tmp_path: Path, runtim
         with pytest.raises(SessionHistoryError):
             list(live.events)
         service.close()
+
+
+def test_the_invariant_judges_a_bounded_session_from_its_checkpoint(
+    store: SqliteEventStore, sessions: EmbeddedSessionStore
+) -> None:
+    from host_bridge.invariant import ScheduleInvariantError, install_schedule_invariant
+
+    items = [(SCHEDULE_CHANGE_TYPE, create("schedule-1", "p", 60, AT))]
+    items += [("message", {"n": n}) for n in range(2_000)]
+    write(store, SessionHeader("long"), items)
+    invariant = install_schedule_invariant(sessions)
+    try:
+        live = sessions.resume("long")  # resumed after the install: judged at its first append
+        assert live.bounded
+        live.append(SCHEDULE_CHANGE_TYPE, create("schedule-2", "q", 60, AT))
+        with pytest.raises(ScheduleInvariantError, match="schedule-1"):
+            live.append(SCHEDULE_CHANGE_TYPE, create("schedule-1", "again", 60, AT))
+        invariant.check_session(live)
+        assert history(live).reads == 0  # judged from the checkpoint: no page of history read
+        assert len(live.events) == 2_002
+    finally:
+        invariant.uninstall()

@@ -4,8 +4,9 @@ Mailbox level, both runtimes, fake time, through the kit's
 :class:`~host_bridge.testing.FakeColdActivation`: one pass per herd, passes
 back to back while they take sessions, none while nothing is due (no busy
 loop), the sessions a pass hands back activated a bounded number at a time,
-what the actor manages skipped, a failed pass or a failed commit retried on
-the timer, and dispose waiting for the pass in flight.
+what the actor manages skipped, a session a pass cannot deliver backed off, a
+failed pass or a failed commit retried on the timer, and dispose waiting for
+the pass in flight.
 """
 
 from __future__ import annotations
@@ -122,6 +123,27 @@ def test_a_pass_skips_the_sessions_the_actor_manages_live(runtime: Runtime) -> N
     assert passes(w)[-1][2] == ("owed",)  # live here: its owner delivers, not a pass
     assert delivered(w) == ["other"]
     assert w.dispatched(w.woken()) == ["schedule-1"]
+
+
+def test_a_session_a_pass_reports_stuck_is_backed_off_and_does_not_fill_the_batches(
+    runtime: Runtime,
+) -> None:
+    stored = {name: [reminder("schedule-1", START + 1_000)] for name in ("a-stuck", "b-fine")}
+    policy = WakePolicy(rescan_ms=600_000, cold_batch=1, retry_ms=5_000)
+    w, cold = cold_waker(runtime, policy, stored=stored)
+    cold.stick("a-stuck")
+    w.advance(1_000)
+    assert [e[1] for e in w.host.journal.of("cold-stuck")] == ["a-stuck"]  # once: then skipped
+    assert delivered(w) == ["b-fine"]  # the stuck one did not take every batch
+    assert passes(w)[-1][2] == ("a-stuck",)
+    status = w.plugin.status().wake_up
+    assert status is not None and status.backing_off == 1
+    cold.stick("a-stuck", False)
+    w.advance(4_999)
+    assert delivered(w) == ["b-fine"]
+    w.advance(1)  # the back-off ends: a pass takes it again
+    assert delivered(w) == ["b-fine", "a-stuck"]
+    assert len(w.host.journal.of("cold-stuck")) == 1
 
 
 def test_a_failed_pass_is_tried_again_on_the_timer(runtime: Runtime) -> None:

@@ -171,7 +171,7 @@ class ClaimContract(StoreCase):
         self.queued(one, ids)
         one.acquire_session("kept")
         commits = one.commit_count
-        one.release_sessions([*ids, "a", "never-held"])
+        assert one.release_sessions([*ids, "a", "never-held"]) == []  # none kept
         assert one.commit_count == commits + 1
         assert self.durable_counts() == (4, 8)
         assert not any(one.holds_lease(s) for s in ids) and one.holds_lease("kept")
@@ -179,7 +179,7 @@ class ClaimContract(StoreCase):
             two.acquire_session(session_id)
             Log(two, session_id, seq=2).add("note", {"n": 2})
         assert two.flush_all().result(TIMEOUT) is True
-        one.release_sessions([])
+        assert one.release_sessions([]) == []
 
     def test_release_sessions_keeps_and_logs_sessions_whose_rows_are_not_durable(
         self, caplog: pytest.LogCaptureFixture
@@ -189,14 +189,14 @@ class ClaimContract(StoreCase):
         self.queued(one, ["a", "b"])
         seam.failures = 1
         with caplog.at_level(logging.ERROR, logger="dsh_schedule"):
-            one.release_sessions(["a", "b"])
+            assert one.release_sessions(["a", "b"]) == ["a", "b"]  # kept, for a retry
         assert one.holds_lease("a") and one.holds_lease("b")
         (kept,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("keeping")]
         assert kept.startswith("keeping 2 sessions ('a', 'b'): their rows are not durable")
         assert "injected" not in kept  # no raw backend text
         with pytest.raises(StoreError):
             two.acquire_session("a")
-        one.release_sessions(["a", "b"])  # the retry writes them, then lets them go
+        assert one.release_sessions(["a", "b"]) == []  # the retry writes them, lets them go
         assert self.durable_counts() == (2, 4)
         two.acquire_session("a")
         two.acquire_session("b")

@@ -394,11 +394,12 @@ class EventStore(SessionReads[Any]):
                 self.release_sessions(back)
         return claimed
 
-    def release_sessions(self, session_ids: Iterable[str]) -> None:
+    def release_sessions(self, session_ids: Iterable[str]) -> list[str]:
         """Like :meth:`release_session` for each session, waiting for one flush of them all.
 
         The flushes are requested together (one commit covers their rows), then each
         session whose rows are durable is given back; the others stay held and are logged.
+        Returns the sessions kept (still held here: call again to retry them).
         """
         held = [
             session_id
@@ -406,7 +407,7 @@ class EventStore(SessionReads[Any]):
             if isinstance(session_id, str) and self._writer.held(session_id)
         ]
         if not held:
-            return
+            return []
         flushes = {session_id: self._writer.request_flush(session_id) for session_id in held}
         wait(flushes.values(), self._writer.time_left())
         free: list[str] = []
@@ -426,8 +427,12 @@ class EventStore(SessionReads[Any]):
         for why, sessions in kept.items():
             whose = "its" if len(sessions) == 1 else "their"
             _log.error("keeping %s: %s rows %s", _some_sessions(sessions), whose, why)
-        if not free:
-            return
+        if free:
+            self._give_back_many(free)
+        return [session_id for session_id in held if self._writer.held(session_id)]
+
+    def _give_back_many(self, free: Sequence[str]) -> None:
+        """Give back ``free`` (their rows are durable, or they were lost) in one unlock."""
         with self._ownership:
             given = [session_id for session_id in free if self._writer.give_back(session_id)]
             lost: set[str] = set()
