@@ -46,11 +46,13 @@ back are likewise kept and given back by a later pass.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
+import queue
 import threading
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,13 +382,28 @@ class ColdActivation(EmbeddedActivation):
         if turns is None:
             work.needs_agent += [d.session_id for d in deliveries]
             return
-        running = {self._turn_pool.submit(self._turn, turns, d): d for d in deliveries}
-        while running:  # the turns that ended, their rows, then those sessions go back
-            ended, _ = wait(running, return_when=FIRST_COMPLETED)
-            done = [running.pop(future) for future in ended]
-            for delivery, future in zip(done, ended, strict=True):
-                self._record_turn(delivery, future.result())
-            self._give_back(work, [delivery.session_id for delivery in done])
+        ended: queue.SimpleQueue[tuple[_Delivery, Future[Any], bool]] = queue.SimpleQueue()
+
+        def on_end(delivery: _Delivery, future: Future[Any], durable: bool = False) -> None:
+            future.add_done_callback(lambda done: ended.put((delivery, done, durable)))
+
+        for delivery in deliveries:
+            on_end(delivery, self._turn_pool.submit(self._turn, turns, delivery))
+        outstanding = 2 * len(deliveries)  # each turn ends, then its rows' flush does
+        while outstanding:  # a turn ended: queue its rows; they are durable: give it back
+            settled = [ended.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    settled.append(ended.get_nowait())
+            outstanding -= len(settled)
+            durable: list[str] = []
+            for delivery, future, flushed in settled:
+                if flushed:
+                    durable.append(delivery.session_id)  # (or failed: kept at give-back)
+                else:
+                    self._record_turn(delivery, future.result())
+                    on_end(delivery, self._store.flush(delivery.session_id), True)
+            self._give_back(work, durable)  # those one commit covered, together
 
     def _record_turn(self, delivery: _Delivery, rows: list[tuple[str, Any]]) -> None:
         """Queue a finished turn's rows (on a refusal the next start runs the turn again)."""
