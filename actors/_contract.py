@@ -448,9 +448,9 @@ class SessionPassivation(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ColdPass:
-    """What one :meth:`ColdDelivery.deliver_due` pass did.
+    """What one :meth:`ColdDelivery.deliver_due` pass did (fields by keyword only).
 
     ``claimed``: sessions it took; ``delivered``: reminder messages it
     delivered (their dispatches and inbox entries durable); ``needs_agent``:

@@ -140,7 +140,8 @@ class WakeUpActor(SupervisedActor):
         self._in_flight: set[str] = set()
         self._passivating: set[str] = set()
         self._activated: dict[str, _Activated] = {}
-        self._backoff: dict[str, _Backoff] = {}
+        self._backoff: dict[str, _Backoff] = {}  # skipped until their back-off ends
+        self._failed: dict[str, _Backoff] = {}  # failure counts, kept past a back-off's end
         self._moved_posted = False
         self._unsubscribe: Callable[[], None] | None = None
         self._disposing = False
@@ -204,6 +205,7 @@ class WakeUpActor(SupervisedActor):
         else:
             self._counters.activations += 1
             self._backoff.pop(message.session_id, None)
+            self._failed.pop(message.session_id, None)
             if self._disposing or self._passivation is None:
                 pass  # nobody will let it go: it stays live like any resumed session
             elif agent.id not in self._activated:
@@ -299,6 +301,9 @@ class WakeUpActor(SupervisedActor):
         mono = self._host.monotonic()
         for session_id in [s for s, b in self._backoff.items() if b.until <= mono]:
             del self._backoff[session_id]
+        forget = self._policy.max_retry_ms  # a session failing again soon backs off longer
+        for session_id in [s for s, b in self._failed.items() if b.until + forget <= mono]:
+            del self._failed[session_id]
         if self._cold is None:
             self._start_activations(now)
         else:
@@ -466,10 +471,10 @@ class WakeUpActor(SupervisedActor):
         return quiet if quiet is not None else MAX_TIMER_DELAY_MS
 
     def _back_off(self, session_id: str, mono: int) -> None:
-        previous = self._backoff.get(session_id)
+        previous = self._failed.get(session_id)
         failures = 1 if previous is None else previous.failures + 1
         delay = min(self._policy.retry_ms << min(failures - 1, 30), self._policy.max_retry_ms)
-        self._backoff[session_id] = _Backoff(mono + delay, failures)
+        self._backoff[session_id] = self._failed[session_id] = _Backoff(mono + delay, failures)
 
     def _forget(self, agent_id: str) -> None:
         self._activated.pop(agent_id, None)

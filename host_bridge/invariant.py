@@ -9,7 +9,9 @@ Events before a fork's ``seed_length`` belong to the parent and are never judged
 
 A bounded session (one resumed from its schedule checkpoint, whose early events
 are read from the store on demand) is judged from that checkpoint: only the
-events after it are folded, as the owner folds them.
+events after it are folded, as the owner folds them. The checkpoint itself is
+trusted (the store writes it with the rows it folds, and ``verify`` checks it
+against them), so the prefix it covers is not judged again here.
 """
 
 from __future__ import annotations
@@ -95,8 +97,7 @@ class ScheduleInvariant:
 
         From the session's schedule checkpoint when it offers a usable one.
         """
-        events = session.events
-        return self._fold(session.header, events, getattr(session, CHECKPOINT_ATTRIBUTE, None))
+        return self._fold(session.header, session.events, _checkpoint_of(session))
 
     def guard(
         self, header: SessionHeader, events: Sequence[SessionEvent], type_: str, data: Any
@@ -104,7 +105,7 @@ class ScheduleInvariant:
         """Append guard: reject a ``schedule/change`` candidate that the fold would refuse."""
         if type_ != SCHEDULE_CHANGE_TYPE:
             return
-        folded = self._fold(header, events, getattr(events, CHECKPOINT_ATTRIBUTE, None))
+        folded = self._fold(header, events, _checkpoint_of(events))
         try:
             check_schedule_candidate(folded, data)
         except ScheduleLogError as error:
@@ -133,14 +134,17 @@ class ScheduleInvariant:
         with self._lock:
             cached = self._folds.get(header.id)
         seed = header.seed_length or 0
+        usable = (
+            isinstance(checkpoint, FoldedSchedules)
+            and checkpoint_problem(checkpoint, seed, len(events)) is None
+            and (cached is None or checkpoint.end > cached.folded.end)
+        )
         try:
-            if cached is not None and cached.continues(header, events):
-                folded = continue_fold(cached.folded, events)
-            elif (
-                isinstance(checkpoint, FoldedSchedules)
-                and checkpoint_problem(checkpoint, seed, len(events)) is None
-            ):
+            if usable:
+                assert isinstance(checkpoint, FoldedSchedules)
                 folded = continue_fold(checkpoint, events)  # a bounded log: only its tail
+            elif cached is not None and cached.continues(header, events):
+                folded = continue_fold(cached.folded, events)
             else:
                 folded = validate_schedule_stream(events, header.seed_length)
         except ScheduleLogError as error:
@@ -151,6 +155,15 @@ class ScheduleInvariant:
         with self._lock:
             self._folds[header.id] = _CachedFold(header, last, folded)
         return folded
+
+
+def _checkpoint_of(source: object) -> object:
+    """The schedule checkpoint ``source`` (a session, a log snapshot) offers; ``None``: none."""
+    try:
+        return getattr(source, CHECKPOINT_ATTRIBUTE, None)
+    except Exception:  # a broken attribute: judge the whole stream
+        _log.warning("a session's schedule checkpoint could not be read; folding its log")
+        return None
 
 
 def install_schedule_invariant(sessions: GuardedSessionStore) -> ScheduleInvariant:

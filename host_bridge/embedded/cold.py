@@ -38,10 +38,12 @@ What a crash can repeat is what it repeats on the live path: a turn killed
 while it ran (its inbox entry has no completion) runs again at the next start.
 A kill before the inbox commit loses the pass's decisions, so they are made
 again; a kill after it leaves owed turns that the next start runs.
-An inbox commit that fails keeps its sessions held (and busy), and each later
-pass tries that flush again before it takes new work; their turns run once it
-succeeds. Sessions whose rows could not be written when they were to be given
-back are likewise kept and given back by a later pass.
+An inbox commit that fails keeps its sessions held, and each later pass tries
+that flush again before it takes new work; their turns run once it succeeds.
+Sessions whose rows could not be written when they were to be given back are
+likewise kept and given back by a later pass. Between passes such a session is
+not busy: a host opening it here is refused (the store holds it), not kept
+waiting through a long outage.
 """
 
 from __future__ import annotations
@@ -171,8 +173,8 @@ class ColdActivation(EmbeddedActivation):
         self._turns = turns
         self._passes = ThreadPoolExecutor(1, thread_name_prefix="dsh-cold-pass")
         self._turn_pool = ThreadPoolExecutor(max(1, turn_workers), thread_name_prefix="dsh-turn")
-        self._waiting: dict[str, _Delivery] = {}  # inbox commit failed: held, busy, retried
-        self._unreleased: dict[str, None] = {}  # rows not durable at give-back: held, busy
+        self._waiting: dict[str, _Delivery] = {}  # inbox commit failed: held, retried
+        self._unreleased: dict[str, None] = {}  # rows not durable at give-back: held
         self._pass_lock = threading.Lock()  # one pass at a time (the wake-up actor's rule too)
 
     # --- ColdDelivery -------------------------------------------------------------------
@@ -190,13 +192,10 @@ class ColdActivation(EmbeddedActivation):
         """Wait for the pass running, then close like :class:`EmbeddedActivation`.
 
         Sessions still held for a retry are left to the store's close (which writes
-        what it can before its deadline); a host waiting to open one goes on.
+        what it can before its deadline).
         """
         self._passes.shutdown(wait=True)
         self._turn_pool.shutdown(wait=True)
-        with self._pass_lock:
-            kept = [*self._waiting, *self._unreleased]
-        self._unmark_busy(kept)
         super().close()
 
     # --- a pass -------------------------------------------------------------------------
@@ -221,7 +220,10 @@ class ColdActivation(EmbeddedActivation):
             return ColdPass(
                 claimed=len(claimed),
                 delivered=work.delivered,
-                needs_agent=tuple(dict.fromkeys(work.needs_agent)),
+                # (one still held is handed back by the pass that lets it go)
+                needs_agent=tuple(
+                    s for s in dict.fromkeys(work.needs_agent) if s not in self._unreleased
+                ),
                 waiting=len(self._waiting) + len(self._unreleased),
                 stuck=tuple(dict.fromkeys(work.stuck)),
             )
@@ -357,14 +359,15 @@ class ColdActivation(EmbeddedActivation):
     def _retry_waiting(self, work: _Pass) -> list[_Delivery]:
         """Flush again the deliveries whose inbox commit failed; the ones now durable.
 
-        They are still held and busy; each is the pass's again until it is given back.
+        They are still held; each is marked busy and is the pass's again (one that a
+        host is opening here stays waiting: the host is refused, as the store holds it).
         """
         if not self._waiting:
             return []
-        waiting = list(self._waiting.values())
-        self._waiting.clear()
-        work.held.update(dict.fromkeys(d.session_id for d in waiting))
-        return self._commit_inbox(waiting)
+        mine, _ = self._mark_busy(list(self._waiting))
+        retried = [self._waiting.pop(session_id) for session_id in mine]
+        work.held.update(dict.fromkeys(mine))
+        return self._commit_inbox(retried)
 
     def _retry_release(self) -> None:
         """Give back the sessions a failed write kept held at an earlier give-back."""
@@ -387,23 +390,28 @@ class ColdActivation(EmbeddedActivation):
         def on_end(delivery: _Delivery, future: Future[Any], durable: bool = False) -> None:
             future.add_done_callback(lambda done: ended.put((delivery, done, durable)))
 
-        for delivery in deliveries:
-            on_end(delivery, self._turn_pool.submit(self._turn, turns, delivery))
+        submitted = [self._turn_pool.submit(self._turn, turns, d) for d in deliveries]
+        for delivery, future in zip(deliveries, submitted, strict=True):
+            on_end(delivery, future)
         outstanding = 2 * len(deliveries)  # each turn ends, then its rows' flush does
-        while outstanding:  # a turn ended: queue its rows; they are durable: give it back
-            settled = [ended.get()]
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    settled.append(ended.get_nowait())
-            outstanding -= len(settled)
-            durable: list[str] = []
-            for delivery, future, flushed in settled:
-                if flushed:
-                    durable.append(delivery.session_id)  # (or failed: kept at give-back)
-                else:
-                    self._record_turn(delivery, future.result())
-                    on_end(delivery, self._store.flush(delivery.session_id), True)
-            self._give_back(work, durable)  # those one commit covered, together
+        try:
+            while outstanding:  # a turn ended: queue its rows; they are durable: give it back
+                settled = [ended.get()]
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        settled.append(ended.get_nowait())
+                outstanding -= len(settled)
+                durable: list[str] = []
+                for delivery, future, flushed in settled:
+                    if flushed:
+                        durable.append(delivery.session_id)  # (or failed: kept at give-back)
+                    else:
+                        self._record_turn(delivery, future.result())
+                        on_end(delivery, self._store.flush(delivery.session_id), True)
+                self._give_back(work, durable)  # those one commit covered, together
+        except BaseException:  # no session goes back while its turn still runs
+            wait(submitted)
+            raise
 
     def _record_turn(self, delivery: _Delivery, rows: list[tuple[str, Any]]) -> None:
         """Queue a finished turn's rows (on a refusal the next start runs the turn again)."""
@@ -451,23 +459,30 @@ class ColdActivation(EmbeddedActivation):
         return rows
 
     def _give_back(self, work: _Pass, session_ids: Sequence[str]) -> None:
-        """Let ``session_ids`` go after one flush covering them (not those left waiting)."""
-        for session_id in session_ids:
-            work.held.pop(session_id, None)
-        self._release([s for s in dict.fromkeys(session_ids) if s not in self._waiting])
+        """Let ``session_ids`` go after one flush covering them; none is the pass's any more.
+
+        Those left waiting for their inbox commit stay held (not busy) for the next pass.
+        """
+        ids = list(dict.fromkeys(session_ids))
+        try:
+            self._release([s for s in ids if s not in self._waiting])
+        finally:
+            for session_id in ids:
+                work.held.pop(session_id, None)
+            self._unmark_busy(ids)
 
     def _release(self, session_ids: list[str]) -> None:
-        """Release sessions held and busy; one whose rows are not durable stays for later."""
+        """Release held sessions; one whose rows are not durable stays held for a later pass."""
         if not session_ids:
             return
         try:
             kept = set(self._store.release_sessions(session_ids))
-        except StoreError as error:  # (the store closed under the pass)
-            _log.warning("%d sessions are kept until a later pass: %s", len(session_ids), error)
+        except Exception as error:  # (the store closed under the pass)
+            why = error if isinstance(error, StoreError) else type(error).__name__
+            _log.warning("%d sessions are kept until a later pass: %s", len(session_ids), why)
             kept = set(session_ids)
         self._unreleased.update(dict.fromkeys(s for s in session_ids if s in kept))
         given = [s for s in session_ids if s not in kept]
-        self._unmark_busy(given)
         for session_id in given:
             self._store.forget(session_id)  # another host may write it next: reread its length
             _log.info("letting session %r go (cold delivery done)", session_id)

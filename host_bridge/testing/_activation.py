@@ -347,7 +347,13 @@ class FakeColdActivation(FakeActivation):
                 delivered += 1
         with self._lock:
             waiting = self._waiting
-        return ColdPass(len(taken), delivered, tuple(handed_back), waiting, tuple(stuck))
+        return ColdPass(
+            claimed=len(taken),
+            delivered=delivered,
+            needs_agent=tuple(handed_back),
+            waiting=waiting,
+            stuck=tuple(stuck),
+        )
 
     def _deliver(self, session_id: str, now: int) -> bool:
         with self._lock:

@@ -30,6 +30,7 @@ from host_bridge.embedded.cold import ColdActivation, ColdTurn
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT, queued_data
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.sessions import SessionError
 from host_bridge.embedded.stores import EventStore
 from host_bridge.protocols import SessionEvent, TextBlock, UserMessage
 from host_bridge.testing import FakeClock, FakeTimers, settle
@@ -344,6 +345,8 @@ def test_a_failed_inbox_commit_is_retried_and_its_turn_runs_once_durable(
     failing.set()
     rig.advance(MINUTE)
     assert rig.turns.prompts() == []  # not durable: the turn waits
+    with rig.activation.opening("s1"), pytest.raises(SessionError):
+        rig.host.sessions.open("s1")  # held for the retry: refused at once, not kept waiting
     failing.clear()
     rig.advance(5_000)
     assert rig.turns.prompts() == [("s1", "pill")]

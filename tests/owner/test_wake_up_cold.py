@@ -146,6 +146,25 @@ def test_a_session_a_pass_reports_stuck_is_backed_off_and_does_not_fill_the_batc
     assert len(w.host.journal.of("cold-stuck")) == 1
 
 
+def test_a_session_that_stays_stuck_is_backed_off_longer_each_time(runtime: Runtime) -> None:
+    stored = {"stuck": [reminder("schedule-1", START + 1_000)]}
+    policy = WakePolicy(rescan_ms=600_000, retry_ms=1_000, max_retry_ms=4_000)
+    w, cold = cold_waker(runtime, policy, stored=stored)
+    cold.stick("stuck")
+
+    def reports() -> int:
+        return len(w.host.journal.of("cold-stuck"))
+
+    w.advance(1_000)
+    counts = [reports()]
+    for step in (1_000, 2_000, 4_000, 4_000):  # doubling, up to max_retry_ms
+        w.advance(step - 1)
+        assert reports() == counts[-1]  # not before its back-off ends
+        w.advance(1)
+        counts.append(reports())
+    assert counts == [1, 2, 3, 4, 5]
+
+
 def test_a_failed_pass_is_tried_again_on_the_timer(runtime: Runtime) -> None:
     stored = {"s1": [reminder("schedule-1", START + 1_000)]}
     w, cold = cold_waker(runtime, WakePolicy(rescan_ms=5_000), stored=stored)
