@@ -224,6 +224,7 @@ class WakeUpActor(SupervisedActor):
         if message.failed or not isinstance(result, ColdPass):
             self._counters.failures += 1
             self._cold_rested = True  # the timer tries again (rescan_ms at the latest)
+            self._cold_waiting = True  # even if nothing is due: it may hold sessions
         else:
             self._counters.cold_passes += 1
             self._counters.cold_deliveries += result.delivered

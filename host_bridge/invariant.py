@@ -137,7 +137,7 @@ class ScheduleInvariant:
         usable = (
             isinstance(checkpoint, FoldedSchedules)
             and checkpoint_problem(checkpoint, seed, len(events)) is None
-            and (cached is None or checkpoint.end > cached.folded.end)
+            and (cached is None or checkpoint.end >= cached.folded.end)
         )
         try:
             if usable:

@@ -23,7 +23,8 @@ asks it for *passes* instead of activating due sessions one by one. A pass:
    (``turns``, say ``serve``'s notifier); each turn's start, reply and
    ``turn/completed`` are appended as an embedded agent writes them, and the
    sessions whose turns have ended are given back together after one flush,
-   so a slow turn holds only its own session. Without ``turns`` the delivered
+   so a slow turn holds only its own session (the next pass, though, starts
+   once every turn of this one has ended). Without ``turns`` the delivered
    sessions are handed back for a live agent, which runs the owed turn as
    after any restart.
 
@@ -220,7 +221,8 @@ class ColdActivation(EmbeddedActivation):
             return ColdPass(
                 claimed=len(claimed),
                 delivered=work.delivered,
-                # (one still held is handed back by the pass that lets it go)
+                # (one still held is not: once a later pass lets it go, it is due and
+                # a claim hands it back)
                 needs_agent=tuple(
                     s for s in dict.fromkeys(work.needs_agent) if s not in self._unreleased
                 ),
@@ -246,6 +248,9 @@ class ColdActivation(EmbeddedActivation):
         taken: list[str] = []
         try:
             taken = self._store.claim_due_sessions(now_ms, limit, accept=accept, skip=skip)
+        except BaseException:  # any the store could not give back are kept for a later pass
+            self._unreleased.update(dict.fromkeys(s for s in marked if self._store.holds_lease(s)))
+            raise
         finally:
             self._unmark_busy([s for s in marked if s not in set(taken)])
         work.held.update(dict.fromkeys(taken))
@@ -370,11 +375,18 @@ class ColdActivation(EmbeddedActivation):
         return self._commit_inbox(retried)
 
     def _retry_release(self) -> None:
-        """Give back the sessions a failed write kept held at an earlier give-back."""
+        """Give back the sessions a failed write kept held at an earlier give-back.
+
+        Each is marked busy first (one a host is opening here waits for a later pass).
+        """
         if self._unreleased:
-            kept = list(self._unreleased)
-            self._unreleased.clear()
-            self._release(kept)
+            mine, _ = self._mark_busy(list(self._unreleased))
+            for session_id in mine:
+                del self._unreleased[session_id]
+            try:
+                self._release(mine)
+            finally:
+                self._unmark_busy(mine)
 
     def _run_turns(self, deliveries: list[_Delivery], work: _Pass) -> None:
         """Run the delivered turns on the pool and queue their rows (or leave them owed)."""
@@ -390,11 +402,13 @@ class ColdActivation(EmbeddedActivation):
         def on_end(delivery: _Delivery, future: Future[Any], durable: bool = False) -> None:
             future.add_done_callback(lambda done: ended.put((delivery, done, durable)))
 
-        submitted = [self._turn_pool.submit(self._turn, turns, d) for d in deliveries]
-        for delivery, future in zip(deliveries, submitted, strict=True):
-            on_end(delivery, future)
+        submitted: list[tuple[_Delivery, Future[Any]]] = []
+        recorded: set[str] = set()
         outstanding = 2 * len(deliveries)  # each turn ends, then its rows' flush does
         try:
+            for delivery in deliveries:
+                submitted.append((delivery, self._turn_pool.submit(self._turn, turns, delivery)))
+                on_end(*submitted[-1])
             while outstanding:  # a turn ended: queue its rows; they are durable: give it back
                 settled = [ended.get()]
                 with contextlib.suppress(queue.Empty):
@@ -406,11 +420,17 @@ class ColdActivation(EmbeddedActivation):
                     if flushed:
                         durable.append(delivery.session_id)  # (or failed: kept at give-back)
                     else:
+                        recorded.add(delivery.session_id)
                         self._record_turn(delivery, future.result())
                         on_end(delivery, self._store.flush(delivery.session_id), True)
                 self._give_back(work, durable)  # those one commit covered, together
-        except BaseException:  # no session goes back while its turn still runs
-            wait(submitted)
+        except BaseException:  # no session goes back while its turn runs, or unrecorded
+            wait([future for _, future in submitted])
+            for delivery, future in submitted:
+                done = not future.cancelled() and future.exception() is None
+                if done and delivery.session_id not in recorded:
+                    with contextlib.suppress(Exception):
+                        self._record_turn(delivery, future.result())
             raise
 
     def _record_turn(self, delivery: _Delivery, rows: list[tuple[str, Any]]) -> None:

@@ -544,3 +544,37 @@ def test_a_session_that_cannot_be_queued_does_not_take_every_batch(
     refusing.clear()
     rig.advance(5_000)
     assert sorted(rig.turns.prompts()) == [("a-refused", "a-refused"), ("b-fine", "b-fine")]
+
+
+def test_sessions_a_failed_claim_kept_are_given_back_and_delivered_by_a_later_pass(
+    tmp_path: Path,
+    runtime: Runtime,
+    clock: FakeClock,
+    rigs: list[Rig],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from host_bridge.embedded.stores import StoreError
+
+    data, now = tmp_path / "data", clock.now()
+    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
+    rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
+    store = rig.host.persistence
+    assert store is not None
+    claim = store.claim_due_sessions
+    failures = [1]
+
+    def claim_then_fail(*args: Any, **kwargs: Any) -> list[str]:
+        taken = claim(*args, **kwargs)  # taken, and (as if its give-back failed) still held
+        if failures and taken:
+            failures.pop()
+            raise StoreError("the connection dropped (injected)")
+        return taken
+
+    monkeypatch.setattr(store, "claim_due_sessions", claim_then_fail)
+    rig.advance(MINUTE)
+    assert rig.turns.prompts() == [] and store.holds_lease("s1")
+    rig.advance(5_000)  # a later pass gives it back, then claims and delivers it
+    assert rig.turns.prompts() == [("s1", "pill")]
+    assert not store.holds_lease("s1")
+    rig.close()
+    assert deliveries(reopened(store_path(data), "s1").events) == (1, 1, 1)

@@ -429,7 +429,7 @@ class EventStore(SessionReads[Any]):
             _log.error("keeping %s: %s rows %s", _some_sessions(sessions), whose, why)
         if free:
             self._give_back_many(free)
-        return [session_id for session_id in held if self._writer.held(session_id)]
+        return [session_id for sessions in kept.values() for session_id in sessions]
 
     def _give_back_many(self, free: Sequence[str]) -> None:
         """Give back ``free`` (their rows are durable, or they were lost) in one unlock."""
