@@ -186,6 +186,18 @@ def types_after(data: Path, session_id: str, start: int) -> list[str]:
     return [e.type for e in reopened(store_path(data), session_id).events[start:]]
 
 
+def pill_rig(
+    tmp_path: Path, runtime: Runtime, clock: FakeClock, rigs: list[Rig], **policy: Any
+) -> tuple[Path, Rig, EventStore]:
+    """A stored session ``s1`` with a "pill" reminder due in a minute, its rig and store."""
+    data = tmp_path / "data"
+    write_session(data, "s1", [after("schedule-1", "pill", 60, clock.now())])
+    rig = open_rig(rigs, data, runtime, clock, **policy)
+    store = rig.host.persistence
+    assert store is not None
+    return data, rig, store
+
+
 def failing_commits(store: EventStore) -> threading.Event:
     """An event that, while set, makes every commit of ``store`` fail as a full disk does."""
     failing = threading.Event()
@@ -336,11 +348,7 @@ def test_a_failing_turn_is_recorded_as_failed_and_not_run_again(
 def test_a_failed_inbox_commit_is_retried_and_its_turn_runs_once_durable(
     tmp_path: Path, runtime: Runtime, clock: FakeClock, rigs: list[Rig]
 ) -> None:
-    data, now = tmp_path / "data", clock.now()
-    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
-    rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
-    store = rig.host.persistence
-    assert store is not None
+    data, rig, store = pill_rig(tmp_path, runtime, clock, rigs, rescan_ms=5_000)
     failing = failing_commits(store)
     failing.set()
     rig.advance(MINUTE)
@@ -484,11 +492,7 @@ def test_a_session_whose_rows_fail_at_give_back_is_given_back_by_a_later_pass(
 ) -> None:
     from host_bridge.embedded.stores import SqliteEventStore
 
-    data, now = tmp_path / "data", clock.now()
-    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
-    rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
-    store = rig.host.persistence
-    assert store is not None
+    data, rig, store = pill_rig(tmp_path, runtime, clock, rigs, rescan_ms=5_000)
     failing = failing_commits(store)
     rig.turns.then = failing  # the inbox commit is durable; the turn's rows will not be
     rig.advance(MINUTE)
@@ -555,11 +559,7 @@ def test_sessions_a_failed_claim_kept_are_given_back_and_delivered_by_a_later_pa
 ) -> None:
     from host_bridge.embedded.stores import StoreError
 
-    data, now = tmp_path / "data", clock.now()
-    write_session(data, "s1", [after("schedule-1", "pill", 60, now)])
-    rig = open_rig(rigs, data, runtime, clock, rescan_ms=5_000)
-    store = rig.host.persistence
-    assert store is not None
+    data, rig, store = pill_rig(tmp_path, runtime, clock, rigs, rescan_ms=5_000)
     claim = store.claim_due_sessions
     failures = [1]
 
