@@ -48,8 +48,8 @@ from actors._observer import (
     TxnKind,
 )
 from messages._delivery import DeliverBatch, DeliverNow
+from messages._instant import parse_instant
 from messages._mailbox import FlushPhase
-from messages._occurrence import every_occurrence_ms
 from messages._tool_values import Operation, ToolError
 
 __all__ = [
@@ -308,13 +308,16 @@ class ScheduleTelemetry:
             latest = max(0, decided_ms - record.target_ms)
             self._lateness.record(latest, {KIND: kind})
         else:
-            kind = "every"
-            attributes = {KIND: kind}
+            kinds: dict[str, int] = {}
+            for member in plan.members[:dispatched]:
+                kinds[member.record.kind] = kinds.get(member.record.kind, 0) + 1
             for member in plan.members:
-                occurrence_ms, _ = every_occurrence_ms(member.record, decided_ms)
-                late = max(0, decided_ms - occurrence_ms)
+                late = max(0, decided_ms - parse_instant(member.occurrence_at))
                 latest = max(latest, late)
-                self._lateness.record(late, attributes)
+                self._lateness.record(late, {KIND: member.record.kind})
+            for kind, count in kinds.items():
+                self._dispatches.add(count, {KIND: kind})
+            dispatched = 0  # counted per kind above
         if dispatched:
             self._dispatches.add(dispatched, {KIND: kind})
         if isinstance(token, _Transaction):

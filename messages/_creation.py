@@ -1,9 +1,10 @@
 """Building records for ``schedule_create``, and the rule checks the tools run first.
 
 The tool layer checks the argument shape before the queue (:func:`create_selector`,
-then the prompt, then :func:`check_after_seconds` or :func:`check_every_seconds`);
-inside the queue, with one clock sample, :func:`after_record`, :func:`at_record`
-or :func:`every_record` builds the record from those checked values without
+then the prompt, then :func:`check_after_seconds`, :func:`check_every_seconds` or
+:func:`check_cron`); inside the queue, with one clock sample, :func:`after_record`,
+:func:`at_record`, :func:`every_record` or :func:`cron_record` builds the record
+from those checked values without
 judging them again (only the prompt's cheap check stays). The ``at`` value is
 inspected only there. The ``create_*_schedule_record`` functions check every
 argument themselves, for callers that did not. Failures raise
@@ -16,38 +17,49 @@ from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
 from messages._absolute import resolve_at
+from messages._cron import CronRuleError, parse_cron_expression
+from messages._cron_zone import cron_schedule
 from messages._errors import ErrorCode, ScheduleInputError
-from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
+from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
 from messages._numbers import MAX_SAFE_INTEGER, json_integer
 from messages._records import (
     MIN_EVERY_SECONDS,
     AfterRecord,
     AtRecord,
+    CronRecord,
     EveryRecord,
     record_at_target,
 )
 from messages._text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
+from messages._zones import canonicalize_time_zone
 
 __all__ = [
     "CREATE_ARGUMENT_KEYS",
+    "CRON_KEYS",
     "SELECTOR_KEYS",
     "SelectorKey",
     "after_record",
     "at_record",
     "check_after_seconds",
+    "check_cron",
     "check_every_seconds",
     "create_after_schedule_record",
     "create_at_schedule_record",
+    "create_cron_schedule_record",
     "create_every_schedule_record",
     "create_selector",
+    "cron_record",
     "every_record",
 ]
 
-SelectorKey: TypeAlias = Literal["after_seconds", "at", "every_seconds"]
+SelectorKey: TypeAlias = Literal["after_seconds", "at", "every_seconds", "cron"]
 """The argument that says when a reminder is due."""
 
-SELECTOR_KEYS: tuple[SelectorKey, ...] = ("after_seconds", "at", "every_seconds")
+SELECTOR_KEYS: tuple[SelectorKey, ...] = ("after_seconds", "at", "every_seconds", "cron")
 """The ``schedule_create`` selectors, exactly one of which a call names."""
+
+CRON_KEYS = frozenset({"expression", "time_zone"})
+"""The exact key set of a ``cron`` selector object."""
 
 CREATE_ARGUMENT_KEYS = frozenset({"prompt", *SELECTOR_KEYS})
 """Every argument key ``schedule_create`` accepts."""
@@ -55,14 +67,18 @@ CREATE_ARGUMENT_KEYS = frozenset({"prompt", *SELECTOR_KEYS})
 _RANGE = "the reminder time must fall within 0001-01-01T00:00:00.000Z..9999-12-31T23:59:59.999Z"
 
 
-def create_selector(arguments: Mapping[str, object]) -> SelectorKey | None:
+def create_selector(
+    arguments: Mapping[str, object], *, cron: bool = True
+) -> SelectorKey | None:
     """The one selector key present in ``arguments``, else ``None`` (``invalid_selector``).
 
     A present key counts even when its value is ``None``. ``None`` is returned when
     any key lies outside :data:`CREATE_ARGUMENT_KEYS` or the number of selectors
-    present is not exactly one.
+    present is not exactly one. With ``cron=False`` the ``cron`` key is unknown too.
     """
     if any(key not in CREATE_ARGUMENT_KEYS for key in arguments):
+        return None
+    if not cron and "cron" in arguments:
         return None
     present = [key for key in SELECTOR_KEYS if key in arguments]
     return present[0] if len(present) == 1 else None
@@ -217,3 +233,59 @@ def create_every_schedule_record(
     """
     text = _prompt(prompt)
     return _every(id, text, check_every_seconds(every_seconds), now_ms)
+
+
+def check_cron(value: object) -> tuple[str, str]:
+    """A ``cron`` selector value as ``(canonical expression, canonical zone key)``.
+
+    Judged in this order: not an object with exactly ``expression`` and
+    ``time_zone``, or ``expression`` not a string → ``invalid_rule``;
+    ``time_zone`` not a string → ``invalid_time_zone``; the expression's grammar,
+    length, or a rule that can never match → ``invalid_rule``; matches that can
+    come less than five minutes apart → ``frequency_too_high``; ``time_zone``
+    not a zone name (as for ``at``) → ``invalid_time_zone``.
+    """
+    if not isinstance(value, Mapping) or set(value) != CRON_KEYS:
+        raise ScheduleInputError(ErrorCode.INVALID_RULE, "cron must be {expression, time_zone}")
+    expression, zone = value["expression"], value["time_zone"]
+    if not isinstance(expression, str):
+        raise ScheduleInputError(ErrorCode.INVALID_RULE, "cron expression must be a string")
+    if not isinstance(zone, str):
+        raise ScheduleInputError(ErrorCode.INVALID_TIME_ZONE, "time_zone must be a string")
+    try:
+        rule = parse_cron_expression(expression)
+    except CronRuleError as error:
+        raise ScheduleInputError(ErrorCode(error.code), error.reason) from None
+    return rule.expression, canonicalize_time_zone(zone)
+
+
+def cron_record(
+    id: str, prompt: object, expression: str, time_zone: str, now_ms: object
+) -> CronRecord:
+    """The ``cron`` record from a checked rule (:func:`check_cron`), first due after ``now_ms``.
+
+    Checks ``prompt`` (``invalid_prompt``) and ``now_ms`` (an integer within years
+    0001–9999, else ``time_out_of_range``); the first target is the first
+    occurrence strictly after ``now_ms`` (none by 9999-12-31 → ``time_out_of_range``).
+    """
+    text = _prompt(prompt)
+    now = _in_range(_clock(now_ms))
+    first = cron_schedule(expression, time_zone).next_after(now)
+    if first is None:
+        raise ScheduleInputError(ErrorCode.TIME_OUT_OF_RANGE, _RANGE)
+    return CronRecord(_checked_id(id), text, expression, time_zone, format_instant(first))
+
+
+def create_cron_schedule_record(
+    id: str, prompt: object, cron: object, now_ms: object
+) -> CronRecord:
+    """Build the record for "remind me on this calendar rule" under ``id``, from ``now_ms``.
+
+    Checks, in order: ``prompt`` else ``invalid_prompt``; the ``cron`` value as
+    :func:`check_cron` (``invalid_rule``, ``invalid_time_zone``,
+    ``frequency_too_high``); ``now_ms`` and the first occurrence as
+    :func:`cron_record` (``time_out_of_range``). A malformed ``id`` raises ``ValueError``.
+    """
+    text = _prompt(prompt)
+    expression, zone = check_cron(cron)
+    return cron_record(id, text, expression, zone, now_ms)

@@ -4,13 +4,14 @@ From a fold and one decision time ``now``:
 
 1. a due one-shot (``after``/``at``) comes first: the earliest target, ties in
    create order, one per transaction (:class:`DeliverNow`);
-2. else every due ``every`` record joins **one** batch, ordered by stored target
-   then create order, accepted at ``now`` (:class:`DeliverBatch`);
+2. else every due repeating (``every``, ``cron``) record joins **one** batch,
+   ordered by stored target then create order, accepted at ``now``
+   (:class:`DeliverBatch`);
 3. else wait for the earliest future target of any kind (:class:`WaitFor`);
 4. else nothing is active (``None``).
 
 A decision that cannot be made (a clock outside years 0001–9999 on the
-``every`` path) is the value :class:`Undecidable`, for the caller to log and
+repeating path) is the value :class:`Undecidable`, for the caller to log and
 treat as no decision; the function itself never raises for it.
 
 :func:`reminder_delivery` turns a due plan into what a delivery appends: the
@@ -27,9 +28,15 @@ from typing import TypeAlias
 from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules
 from messages._instant import format_instant
-from messages._occurrence import resolve_every_occurrence
+from messages._occurrence import resolve_repeating_occurrence
 from messages._presentation import render_reminder_batch_framing, render_reminder_framing
-from messages._records import DispatchChange, EveryRecord, OneShotRecord, ScheduleRecord
+from messages._records import (
+    REPEATING_KINDS,
+    DispatchChange,
+    OneShotRecord,
+    RepeatingRecord,
+    ScheduleRecord,
+)
 
 __all__ = [
     "MAX_TIMER_DELAY_MS",
@@ -60,9 +67,9 @@ class DeliverNow:
 
 @dataclass(frozen=True, slots=True)
 class BatchMember:
-    """One ``every`` record of a batch: the occurrence delivered and its next target."""
+    """One repeating record of a batch: the occurrence delivered and its next target."""
 
-    record: EveryRecord
+    record: RepeatingRecord
     occurrence_at: str
     next_scheduled_at: str | None
     """``None``: the record is exhausted after this delivery."""
@@ -70,7 +77,7 @@ class BatchMember:
 
 @dataclass(frozen=True, slots=True)
 class DeliverBatch:
-    """Every due ``every`` record, in batch order, accepted at ``accepted_at``.
+    """Every due repeating record, in batch order, accepted at ``accepted_at``.
 
     One reminder message covers the batch; each member then gets its own dispatch
     carrying ``accepted_at``, in this order.
@@ -79,7 +86,7 @@ class DeliverBatch:
     accepted_at: str
     members: tuple[BatchMember, ...]
 
-    def framing_items(self) -> tuple[tuple[EveryRecord, str], ...]:
+    def framing_items(self) -> tuple[tuple[RepeatingRecord, str], ...]:
         """The ``(record, occurrence_at)`` pairs the batch framing takes."""
         return tuple((member.record, member.occurrence_at) for member in self.members)
 
@@ -104,16 +111,16 @@ DeliveryPlan: TypeAlias = DeliverNow | DeliverBatch | WaitFor | Undecidable | No
 
 
 def _batch(folded: FoldedSchedules, now_ms: int) -> DeliverBatch | Undecidable:
-    due = [r for r in folded.active if isinstance(r, EveryRecord) and r.target_ms <= now_ms]
+    due = [r for r in folded.active if isinstance(r, REPEATING_KINDS) and r.target_ms <= now_ms]
     due.sort(key=lambda record: record.target_ms)  # stable: equal targets keep create order
     try:
         accepted_at = format_instant(now_ms)
         members = []
         for record in due:
-            occurrence_at, next_at = resolve_every_occurrence(record, now_ms)
+            occurrence_at, next_at = resolve_repeating_occurrence(record, now_ms)
             members.append(BatchMember(record, occurrence_at, next_at))
     except (ScheduleLogError, ValueError) as error:
-        return Undecidable(f"no every batch at clock {now_ms!r:.40}: {error}")
+        return Undecidable(f"no repeating batch at clock {now_ms!r:.40}: {error}")
     return DeliverBatch(accepted_at, tuple(members))
 
 
@@ -127,7 +134,7 @@ def plan_delivery(folded: FoldedSchedules, now_ms: int) -> DeliveryPlan:
         return None
     if now_ms < earliest.target_ms:
         return WaitFor(earliest, min(earliest.target_ms - now_ms, MAX_TIMER_DELAY_MS))
-    return _batch(folded, now_ms)  # the earliest is due and is not a one-shot: an every record
+    return _batch(folded, now_ms)  # the earliest is due and is not a one-shot: a repeating one
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +168,7 @@ class ReminderDelivery:
 
 
 def reminder_delivery(plan: DeliverNow | DeliverBatch) -> ReminderDelivery:
-    """The message and dispatches of a due plan (a one-shot alone, or one ``every`` batch).
+    """The message and dispatches of a due plan (a one-shot alone, or one repeating batch).
 
     Raises ``ValueError`` when the framing cannot be rendered (the records stay active).
     """

@@ -10,12 +10,12 @@ from typing import Protocol
 
 from messages._errors import ScheduleLogError
 from messages._numbers import json_integer
-from messages._occurrence import advance_every_record
+from messages._occurrence import advance_repeating_record
 from messages._records import (
+    REPEATING_KINDS,
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DeleteChange,
-    EveryRecord,
     OneShotRecord,
     ScheduleChange,
     ScheduleRecord,
@@ -150,7 +150,7 @@ class FoldedSchedules:
         """The active ``after``/``at`` record due first (ties in create order), or ``None``."""
         earliest = self._earliest_one_shot
         if isinstance(earliest, _Unknown):
-            one_shots = (r for r in self.active if not isinstance(r, EveryRecord))
+            one_shots = (r for r in self.active if not isinstance(r, REPEATING_KINDS))
             earliest = min(one_shots, key=_target, default=None)
             object.__setattr__(self, "_earliest_one_shot", earliest)  # a cache; not compared
         return earliest
@@ -183,14 +183,14 @@ class _Fold:
             raise ScheduleLogError(f"{where}: {change.operation} of inactive id {change.id!r:.80}")
         if isinstance(change, DeleteChange):
             self._remove(record)
-        elif isinstance(record, EveryRecord):
+        elif isinstance(record, REPEATING_KINDS):
             accepted = change.accepted_ms
             if accepted is None:
                 raise ScheduleLogError(
-                    f"{where}: dispatch of every record {change.id!r:.80} lacks acceptedAt"
+                    f"{where}: dispatch of {record.kind} record {change.id!r:.80} lacks acceptedAt"
                 )
             try:
-                advanced = advance_every_record(record, accepted)
+                advanced = advance_repeating_record(record, accepted)
             except ScheduleLogError as error:
                 raise ScheduleLogError(f"{where}: {error.message}") from error
             if advanced is None:
@@ -220,7 +220,7 @@ class _Fold:
         earliest = self.earliest
         if earliest is None or (not isinstance(earliest, _Unknown) and target < earliest.target_ms):
             self.earliest = record
-        if not isinstance(record, EveryRecord):
+        if not isinstance(record, REPEATING_KINDS):
             one_shot = self.earliest_one_shot
             if one_shot is None or (
                 not isinstance(one_shot, _Unknown) and target < one_shot.target_ms

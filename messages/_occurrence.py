@@ -1,4 +1,11 @@
-"""Occurrence arithmetic of fixed-rate ``every`` records, in integer milliseconds.
+"""Occurrence arithmetic of repeating records (``every``, ``cron``), in integer milliseconds.
+
+For a ``cron`` record accepted at ``A`` (checked as below), the occurrence
+delivered is the latest occurrence of its rule in ``[T, A]`` (``T`` itself
+when zone rules changed so that none lies there) and the next target is the
+first occurrence strictly after ``A`` (see :mod:`messages._cron_zone`).
+
+For ``every``:
 
 With ``T`` the record's current target, ``I`` its interval and ``A`` the time a
 delivery was accepted (``acceptedAt`` on replay, the decision clock sample at run
@@ -19,9 +26,30 @@ import dataclasses
 
 from messages._errors import ScheduleLogError
 from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS, format_instant
-from messages._records import EveryRecord
+from messages._records import CronRecord, EveryRecord, RepeatingRecord
 
-__all__ = ["advance_every_record", "every_occurrence_ms", "resolve_every_occurrence"]
+__all__ = [
+    "advance_every_record",
+    "advance_repeating_record",
+    "every_occurrence_ms",
+    "repeating_occurrence_ms",
+    "resolve_every_occurrence",
+    "resolve_repeating_occurrence",
+]
+
+
+def _check_accepted(record: RepeatingRecord, accepted_ms: int) -> None:
+    if type(accepted_ms) is not int:
+        raise ScheduleLogError("acceptedAt must be an integer number of epoch milliseconds")
+    if not MIN_INSTANT_MS <= accepted_ms <= MAX_INSTANT_MS:
+        raise ScheduleLogError(
+            "acceptedAt is outside 0001-01-01T00:00:00.000Z..9999-12-31T23:59:59.999Z"
+        )
+    if accepted_ms < record.target_ms:
+        raise ScheduleLogError(
+            f"{record.kind} dispatch of {record.id!r:.80} accepted at "
+            f"{format_instant(accepted_ms)} precedes its target {record.scheduled_at}"
+        )
 
 
 def every_occurrence_ms(record: EveryRecord, accepted_ms: int) -> tuple[int, int | None]:
@@ -30,18 +58,8 @@ def every_occurrence_ms(record: EveryRecord, accepted_ms: int) -> tuple[int, int
     Raises ``ScheduleLogError`` when ``accepted_ms`` is not an integer, lies outside
     years 0001–9999, or precedes the record's target.
     """
-    if type(accepted_ms) is not int:
-        raise ScheduleLogError("acceptedAt must be an integer number of epoch milliseconds")
-    if not MIN_INSTANT_MS <= accepted_ms <= MAX_INSTANT_MS:
-        raise ScheduleLogError(
-            "acceptedAt is outside 0001-01-01T00:00:00.000Z..9999-12-31T23:59:59.999Z"
-        )
+    _check_accepted(record, accepted_ms)
     target = record.target_ms
-    if accepted_ms < target:
-        raise ScheduleLogError(
-            f"every dispatch of {record.id!r:.80} accepted at {format_instant(accepted_ms)} "
-            f"precedes its target {record.scheduled_at}"
-        )
     interval = record.interval_ms
     occurrence = target + (accepted_ms - target) // interval * interval
     following = occurrence + interval
@@ -68,3 +86,50 @@ def advance_every_record(record: EveryRecord, accepted_ms: int) -> EveryRecord |
     if following is None:
         return None
     return dataclasses.replace(record, scheduled_at=format_instant(following))
+
+
+def repeating_occurrence_ms(record: RepeatingRecord, accepted_ms: int) -> tuple[int, int | None]:
+    """``(occurrence_ms, next_ms | None)`` of a repeating record accepted at ``accepted_ms``.
+
+    Errors as :func:`every_occurrence_ms`, for both kinds.
+    """
+    if isinstance(record, EveryRecord):
+        return every_occurrence_ms(record, accepted_ms)
+    _check_accepted(record, accepted_ms)
+    schedule = record.schedule
+    occurrence = schedule.latest_between(record.target_ms, accepted_ms)
+    return occurrence, schedule.next_after(accepted_ms)
+
+
+def resolve_repeating_occurrence(
+    record: RepeatingRecord, accepted_ms: int
+) -> tuple[str, str | None]:
+    """:func:`resolve_every_occurrence` for either repeating kind."""
+    occurrence, following = repeating_occurrence_ms(record, accepted_ms)
+    return format_instant(occurrence), None if following is None else format_instant(following)
+
+
+def advance_repeating_record(
+    record: RepeatingRecord, accepted_ms: int
+) -> RepeatingRecord | None:
+    """The record after a dispatch accepted at ``accepted_ms`` (``None``: exhausted).
+
+    For ``cron`` only the next target is computed (a fold never needs the occurrence).
+    """
+    if isinstance(record, EveryRecord):
+        return advance_every_record(record, accepted_ms)
+    _check_accepted(record, accepted_ms)
+    following = record.schedule.next_after(accepted_ms)
+    if following is None:
+        return None
+    return _moved(record, following)
+
+
+def _moved(record: CronRecord, target_ms: int) -> CronRecord:
+    """``record`` with a new target, without re-checking its rule (it was checked once)."""
+    moved: CronRecord = object.__new__(CronRecord)
+    for name in ("id", "prompt", "expression", "time_zone"):
+        object.__setattr__(moved, name, getattr(record, name))
+    object.__setattr__(moved, "scheduled_at", format_instant(target_ms))
+    object.__setattr__(moved, "target_ms", target_ms)
+    return moved

@@ -10,13 +10,14 @@ from types import MappingProxyType
 from messages._errors import ScheduleLogError
 from messages._fold import EventLike
 from messages._numbers import json_integer
-from messages._occurrence import advance_every_record, resolve_every_occurrence
+from messages._occurrence import advance_repeating_record, resolve_repeating_occurrence
 from messages._records import (
+    REPEATING_KINDS,
     SCHEDULE_CHANGE_TYPE,
     CreateChange,
     DispatchChange,
-    EveryRecord,
     OneShotRecord,
+    RepeatingRecord,
     ScheduleChange,
     decode_schedule_change,
 )
@@ -42,7 +43,7 @@ REMINDER_HEADER = "[SCHEDULE REMINDER]"
 """The first line of a one-shot reminder's framing."""
 
 REMINDER_BATCH_HEADER = "[SCHEDULE REMINDER BATCH]"
-"""The first line of the framing of a batch of due ``every`` reminders."""
+"""The first line of the framing of a batch of due repeating (``every``, ``cron``) reminders."""
 
 _ONE_SHOT_INSTRUCTION = (
     "Present this due reminder to the user. "
@@ -98,8 +99,8 @@ def render_reminder_framing(record: OneShotRecord) -> str:
     return _one_shot_text(PresentedReminder(record.id, record.scheduled_at, record.prompt))
 
 
-def render_reminder_batch_framing(items: Sequence[tuple[EveryRecord, str]]) -> str:
-    """The fixed three-line text of one batch of due ``every`` reminders.
+def render_reminder_batch_framing(items: Sequence[tuple[RepeatingRecord, str]]) -> str:
+    """The fixed three-line text of one batch of due repeating reminders.
 
     ``items`` are ``(record, occurrence_at)`` pairs in batch order; the last line's
     ``reminders_json`` is a compact JSON array with one
@@ -198,10 +199,10 @@ def _inactive(schedule_id: str) -> ScheduleLogError:
 
 
 def _receipt(create: CreateChange, dispatches: list[DispatchChange]) -> dict[str, str]:
-    """The receipt of ``dispatches[0]``; the rest (newest first) are earlier every dispatches."""
+    """The receipt of ``dispatches[0]``; the rest (newest first) are earlier dispatches of it."""
     record = create.schedule
     dispatch = dispatches[0]
-    if not isinstance(record, EveryRecord):
+    if not isinstance(record, REPEATING_KINDS):
         if len(dispatches) > 1:
             raise _inactive(dispatch.id)
         if dispatch.accepted_at is not None:
@@ -210,13 +211,14 @@ def _receipt(create: CreateChange, dispatches: list[DispatchChange]) -> dict[str
     else:
         for earlier in reversed(dispatches[1:]):  # oldest first; each carries acceptedAt
             assert earlier.accepted_ms is not None
-            advanced = advance_every_record(record, earlier.accepted_ms)
+            advanced = advance_repeating_record(record, earlier.accepted_ms)
             if advanced is None:
                 raise _inactive(dispatch.id)  # exhausted before this dispatch
             record = advanced
         if dispatch.accepted_ms is None:
-            raise ScheduleLogError("dispatch of an every record lacks acceptedAt")
-        occurrence_at, _ = resolve_every_occurrence(record, dispatch.accepted_ms)
+            article = "an every" if record.kind == "every" else "a cron"
+            raise ScheduleLogError(f"dispatch of {article} record lacks acceptedAt")
+        occurrence_at, _ = resolve_repeating_occurrence(record, dispatch.accepted_ms)
     return {"scheduleId": record.id, "prompt": record.prompt, "occurrenceAt": occurrence_at}
 
 
@@ -230,7 +232,7 @@ def schedule_reminder_presentation(
     dispatch to the nearest ``create`` of the same id: an inherited dispatch
     (``dispatch_seq < seed_length``) to the start of the log, the session's own
     dispatch only back to ``seed_length``. For a one-shot (``after``/``at``) the
-    occurrence is the record's ``scheduledAt``. For an ``every`` record the search
+    occurrence is the record's ``scheduledAt``. For a repeating record the search
     steps over the earlier dispatches of that record (each advanced its target),
     and the occurrence is the one this dispatch's ``acceptedAt`` selects from the
     target in force just before it. Bad arguments, a non-contiguous log, a
@@ -266,5 +268,5 @@ def schedule_reminder_presentation(
                 raise ScheduleLogError(f"event seq {index}: {error.message}") from error
         if not isinstance(change, DispatchChange) or change.accepted_at is None:
             break  # a delete, or a one-shot dispatch: the id was inactive
-        dispatches.append(change)  # an earlier dispatch of the same every record
+        dispatches.append(change)  # an earlier dispatch of the same repeating record
     raise ScheduleLogError(f"event seq {index}: {_inactive(dispatch.id).message}")

@@ -6,7 +6,10 @@ A record is one of three kinds, each a frozen value holding exactly its wire fie
 * :class:`AtRecord` (``at``): one-shot at an absolute instant (only the resolved UTC
   instant is stored, never the submitted text, offset or zone);
 * :class:`EveryRecord` (``every``): fixed-rate, its ``scheduled_at`` the earliest
-  creation-anchored occurrence not yet dispatched (it moves as dispatches fold).
+  creation-anchored occurrence not yet dispatched (it moves as dispatches fold);
+* :class:`CronRecord` (``cron``): a calendar rule in a time zone, its
+  ``scheduled_at`` the earliest occurrence not yet dispatched (an extension of
+  the version 1 union: readers that know only the first three kinds reject it).
 
 :data:`ScheduleRecord` is their union; ``record.kind`` names the kind and
 ``record.target_ms`` is the current target in epoch milliseconds.
@@ -18,26 +21,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
-from messages._errors import ScheduleLogError
+from messages._cron import CronRuleError, parse_cron_expression
+from messages._cron_zone import CronSchedule, cron_schedule
+from messages._errors import ScheduleError, ScheduleLogError
 from messages._instant import format_instant, parse_instant
 from messages._numbers import MAX_SAFE_INTEGER, json_integer
 from messages._text import has_lone_surrogate, is_ecma_trimmed
+from messages._zones import canonicalize_time_zone
 
 __all__ = [
     "MAX_EVERY_SECONDS",
     "MIN_EVERY_SECONDS",
     "PROTOCOL_VERSION",
+    "REPEATING_KINDS",
     "SCHEDULE_CHANGE_TYPE",
     "AfterRecord",
     "AtRecord",
     "CreateChange",
+    "CronRecord",
     "DeleteChange",
     "DispatchChange",
     "EveryRecord",
     "OneShotRecord",
+    "RepeatingRecord",
     "ScheduleChange",
     "ScheduleKind",
     "ScheduleRecord",
+    "cron_problem",
     "decode_schedule_change",
     "decode_schedule_record",
     "encode_schedule_change",
@@ -56,8 +66,8 @@ MIN_EVERY_SECONDS = 300
 MAX_EVERY_SECONDS = MAX_SAFE_INTEGER // 1000
 """The longest interval of an ``every`` record: ``everySeconds * 1000`` stays a safe integer."""
 
-ScheduleKind = Literal["after", "at", "every"]
-"""The record kinds of protocol version 1."""
+ScheduleKind = Literal["after", "at", "every", "cron"]
+"""The record kinds of protocol version 1 (``cron`` is this implementation's extension)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +165,84 @@ class EveryRecord:
         }
 
 
-ScheduleRecord: TypeAlias = AfterRecord | AtRecord | EveryRecord
+@dataclass(frozen=True, slots=True)
+class CronRecord:
+    """A calendar ``cron`` reminder: ``expression`` matched on wall-clock time in ``time_zone``.
+
+    ``expression`` is the canonical text of a valid rule (see :mod:`messages._cron`)
+    and ``time_zone`` a canonical zone key (``UTC`` or a tz database name);
+    ``scheduled_at`` is the earliest occurrence not yet dispatched. Construction
+    checks both and derives ``target_ms``; a violation raises ``ValueError``.
+    ``schedule`` is the rule in its zone, for occurrence arithmetic.
+    """
+
+    id: str
+    prompt: str
+    expression: str
+    time_zone: str
+    scheduled_at: str
+    target_ms: int = field(init=False, compare=False, repr=False)
+    kind: ClassVar[Literal["cron"]] = "cron"
+
+    def __post_init__(self) -> None:
+        problem = cron_problem(self.expression, self.time_zone)
+        if problem is not None:
+            raise ValueError(problem)
+        object.__setattr__(self, "target_ms", parse_instant(self.scheduled_at))
+
+    @property
+    def schedule(self) -> CronSchedule:
+        """The rule in its zone (cached per expression and zone)."""
+        return cron_schedule(self.expression, self.time_zone)
+
+    def to_json(self) -> dict[str, object]:
+        """The record's wire object: ``id, kind, prompt, expression, timeZone, scheduledAt``."""
+        return {
+            "id": self.id,
+            "kind": "cron",
+            "prompt": self.prompt,
+            "expression": self.expression,
+            "timeZone": self.time_zone,
+            "scheduledAt": self.scheduled_at,
+        }
+
+
+def cron_problem(expression: object, time_zone: object) -> str | None:
+    """Why ``expression``/``time_zone`` cannot be a stored ``cron`` record's, or ``None``.
+
+    The expression must be a valid rule written in its canonical form, the zone
+    a canonical zone key.
+    """
+    if not isinstance(expression, str):
+        return "expression must be a string"
+    try:
+        rule = parse_cron_expression(expression)
+    except CronRuleError as error:
+        return f"expression must be a valid cron rule: {error.reason}"
+    if rule.expression != expression:
+        return "expression must be in canonical form (trimmed, names upper-case)"
+    if not isinstance(time_zone, str):
+        return "timeZone must be a string"
+    try:
+        canonical = canonicalize_time_zone(time_zone)
+    except ScheduleError:
+        canonical = None
+    if canonical != time_zone:
+        return "timeZone must be UTC or a tz database zone name, as the database spells it"
+    return None
+
+
+ScheduleRecord: TypeAlias = AfterRecord | AtRecord | EveryRecord | CronRecord
 """Any active record."""
 
 OneShotRecord: TypeAlias = AfterRecord | AtRecord
 """A record that one dispatch retires."""
+
+RepeatingRecord: TypeAlias = EveryRecord | CronRecord
+"""A record a dispatch moves on to its next occurrence (its dispatch carries ``acceptedAt``)."""
+
+REPEATING_KINDS = (EveryRecord, CronRecord)
+"""The repeating record classes, for ``isinstance``."""
 
 
 def record_at_target(
@@ -228,8 +311,8 @@ class DeleteChange:
 class DispatchChange:
     """A ``dispatch`` change: the active record ``id`` was delivered once.
 
-    A one-shot dispatch has no ``accepted_at``; an ``every`` dispatch carries the
-    canonical instant of the decision time, from which the fold derives the
+    A one-shot dispatch has no ``accepted_at``; a repeating (``every``, ``cron``)
+    dispatch carries the canonical instant of the decision time, from which the fold derives the
     occurrence delivered and the record's next target. ``accepted_ms`` is derived
     from ``accepted_at`` (``None`` without it); a non-canonical ``accepted_at``
     raises ``ValueError``.
@@ -271,6 +354,7 @@ _RECORD_KEYS: dict[str, tuple[str, ...]] = {
     "after": ("id", "kind", "prompt", "afterSeconds", "scheduledAt"),
     "at": ("id", "kind", "prompt", "scheduledAt"),
     "every": ("id", "kind", "prompt", "everySeconds", "scheduledAt"),
+    "cron": ("id", "kind", "prompt", "expression", "timeZone", "scheduledAt"),
 }
 
 
@@ -324,7 +408,7 @@ def _record(value: object) -> ScheduleRecord:
         raise _fail("missing key 'kind' in schedule")
     kind = schedule["kind"]
     if not isinstance(kind, str) or kind not in _RECORD_KEYS:
-        raise _fail('kind must be one of "after", "at", "every"')
+        raise _fail('kind must be one of "after", "at", "every", "cron"')
     _exact_keys(schedule, "schedule", _RECORD_KEYS[kind])
     record_id = _id(schedule["id"])
     prompt = schedule["prompt"]
@@ -333,6 +417,8 @@ def _record(value: object) -> ScheduleRecord:
     if has_lone_surrogate(prompt):
         raise _fail("prompt must be valid Unicode (no lone surrogates)")
     prompt = str(prompt)
+    if kind == "cron":
+        return _cron_record(record_id, prompt, schedule)
     count: int | None = None  # afterSeconds or everySeconds
     if kind == "after":
         count = json_integer(schedule["afterSeconds"])
@@ -349,6 +435,19 @@ def _record(value: object) -> ScheduleRecord:
         if kind == "after":
             return AfterRecord(record_id, prompt, count, scheduled_at)
         return EveryRecord(record_id, prompt, count, scheduled_at)
+    except ValueError as error:
+        raise _non_canonical("scheduledAt", error) from None
+
+
+def _cron_record(record_id: str, prompt: str, schedule: Mapping[str, object]) -> CronRecord:
+    expression = _string(schedule["expression"], "expression")
+    time_zone = _string(schedule["timeZone"], "timeZone")
+    problem = cron_problem(expression, time_zone)
+    if problem is not None:
+        raise _fail(problem)
+    scheduled_at = _string(schedule["scheduledAt"], "scheduledAt")
+    try:
+        return CronRecord(record_id, prompt, expression, time_zone, scheduled_at)
     except ValueError as error:
         raise _non_canonical("scheduledAt", error) from None
 

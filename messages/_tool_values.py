@@ -1,10 +1,10 @@
 """Tool inputs and values: shape checks before the queue, and every value a tool returns.
 
 ``schedule_create`` takes ``prompt`` plus exactly one selector: ``after_seconds``,
-``at`` or ``every_seconds``. :func:`parse_create_input` judges the shape, the
-prompt and the two numeric selectors before the queue; the ``at`` value is only
-copied (see :class:`AtSelector`) and judged in the queue, after the preflight,
-where :meth:`CreateSelector.record <AfterSelector.record>` builds the record with
+``at``, ``every_seconds`` or ``cron``. :func:`parse_create_input` judges the
+shape, the prompt, the two numeric selectors and the ``cron`` rule before the
+queue; the ``at`` value is only copied (see :class:`AtSelector`) and judged in
+the queue, after the preflight, where :meth:`CreateSelector.record <AfterSelector.record>` builds the record with
 one clock sample and :func:`input_error` turns a refusal into its fixed value.
 
 Diagnostic messages are fixed per code and situation; none embeds input or
@@ -36,14 +36,18 @@ from typing import ClassVar, Literal, TypeAlias
 from messages._absolute import LOCAL_AT_KEYS
 from messages._creation import (
     CREATE_ARGUMENT_KEYS,
+    CRON_KEYS,
     SelectorKey,
     after_record,
     at_record,
     check_after_seconds,
+    check_cron,
     check_every_seconds,
     create_selector,
+    cron_record,
     every_record,
 )
+from messages._cron import MAX_CRON_EXPRESSION_LENGTH
 from messages._errors import ErrorCode, ScheduleInputError
 from messages._json_arguments import (
     MAX_JSON_ARGUMENTS_DEPTH,
@@ -52,7 +56,7 @@ from messages._json_arguments import (
     decode_json_arguments,
 )
 from messages._numbers import MAX_SAFE_INTEGER, json_integer
-from messages._records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, EveryRecord
+from messages._records import MIN_EVERY_SECONDS, AfterRecord, AtRecord, CronRecord, EveryRecord
 from messages._text import ecma_trim, has_lone_surrogate, is_ecma_trimmed
 
 __all__ = [
@@ -68,6 +72,7 @@ __all__ = [
     "AtSelector",
     "CreateInput",
     "CreateSelector",
+    "CronSelector",
     "DeleteInput",
     "ErrorSituation",
     "EverySelector",
@@ -95,7 +100,7 @@ Operation = Literal["create", "list", "delete", "dispatch"]
 """The operation a ``persistence_uncertain`` error is about."""
 
 CREATE_KEYS = CREATE_ARGUMENT_KEYS
-"""The argument keys ``schedule_create`` accepts: ``prompt`` and the three selectors."""
+"""The argument keys ``schedule_create`` accepts: ``prompt`` and the four selectors."""
 
 DELETE_KEYS = frozenset({"id"})
 """The only argument key ``schedule_delete`` accepts."""
@@ -130,7 +135,9 @@ ErrorSituation = Literal[
     "not_object",
     "json_text",
     "create_keys",
+    "create_keys_without_cron",
     "create_selector_count",
+    "create_selector_count_without_cron",
     "delete_keys",
     "prompt",
     "prompt_too_long",
@@ -138,6 +145,8 @@ ErrorSituation = Literal[
     "after_seconds",
     "every_seconds",
     "frequency_too_high",
+    "cron",
+    "cron_frequency",
     "at",
     "time_zone",
     "not_future",
@@ -161,10 +170,17 @@ _MESSAGES: Mapping[ErrorSituation, str] = {
         f"and nested at most {MAX_JSON_ARGUMENTS_DEPTH} levels deep."
     ),
     "create_keys": (
+        "schedule_create accepts only prompt and one of after_seconds, at, every_seconds or "
+        "cron; a time_zone belongs inside at or cron."
+    ),
+    "create_keys_without_cron": (
         "schedule_create accepts only prompt and one of after_seconds, at or every_seconds; "
         "cron and a time_zone outside at are not supported."
     ),
     "create_selector_count": (
+        "schedule_create needs exactly one of after_seconds, at, every_seconds or cron."
+    ),
+    "create_selector_count_without_cron": (
         "schedule_create needs exactly one of after_seconds, at or every_seconds."
     ),
     "delete_keys": "schedule_delete accepts only id.",
@@ -181,6 +197,15 @@ _MESSAGES: Mapping[ErrorSituation, str] = {
     "frequency_too_high": (
         f"every_seconds must be at least {MIN_EVERY_SECONDS} (five minutes); "
         "reminders cannot repeat more often."
+    ),
+    "cron": (
+        "cron must be an object with exactly expression and time_zone; expression has five "
+        "fields (minute hour day-of-month month day-of-week, such as 0 9 * * 1-5 for weekdays "
+        "at 9:00) or is a macro such as @daily, and must name times that can happen."
+    ),
+    "cron_frequency": (
+        "A cron rule must not match twice within five minutes; reminders cannot repeat "
+        "more often."
     ),
     "at": (
         "at must be an instant with an explicit offset, such as 2026-08-06T09:00:00+08:00 or "
@@ -309,7 +334,24 @@ class EverySelector:
         return every_record(id, prompt, self.seconds, now_ms)
 
 
-CreateSelector: TypeAlias = AfterSelector | AtSelector | EverySelector
+@dataclass(frozen=True, slots=True)
+class CronSelector:
+    """``cron``: due at each match of a calendar rule in a zone, the first one after now.
+
+    ``expression`` and ``time_zone`` are canonical, judged once before the queue
+    (:func:`messages._creation.check_cron`).
+    """
+
+    expression: str
+    time_zone: str
+    key: ClassVar[SelectorKey] = "cron"
+
+    def record(self, id: str, prompt: str, now_ms: object) -> CronRecord:
+        """The record for this selector (raises ``ScheduleInputError``, see ``creation``)."""
+        return cron_record(id, prompt, self.expression, self.time_zone, now_ms)
+
+
+CreateSelector: TypeAlias = AfterSelector | AtSelector | EverySelector | CronSelector
 """When a created reminder is due: the one selector a ``schedule_create`` call named."""
 
 
@@ -452,29 +494,48 @@ def _plain_at(value: object) -> object:
     return {key: _at_text(field) for key, field in fields.items()}
 
 
+def _plain_cron(value: object) -> object:
+    """The ``cron`` argument copied to exact built-ins (over-long strings as ``""``)."""
+    fields = _plain_object(value, len(CRON_KEYS))
+    if fields is None:
+        return None
+    copied: dict[str, object] = {}
+    for key, field in fields.items():
+        length = _str_length(field)
+        limit = MAX_CRON_EXPRESSION_LENGTH if key == "expression" else MAX_AT_TEXT_LENGTH
+        copied[key] = None if length is None else (_exact_str(field) if length <= limit else "")
+    return copied
+
+
 def _selector(key: SelectorKey, raw: object) -> CreateSelector:
     """The selector named ``key`` with its value converted; raises ``ScheduleInputError``."""
     if key == "at":
         return AtSelector(_plain_at(raw))
+    if key == "cron":
+        return CronSelector(*check_cron(_plain_cron(raw)))
     if key == "every_seconds":
         return EverySelector(check_every_seconds(_exact_integer(raw)))  # judged once: exact int
     return AfterSelector(check_after_seconds(_exact_integer(raw)))
 
 
-def parse_create_input(arguments: object) -> CreateInput | ToolError:
+def parse_create_input(arguments: object, *, cron: bool = True) -> CreateInput | ToolError:
     """Check ``schedule_create`` arguments in the contract's order, before the queue.
 
     1. any key other than ``prompt``, ``after_seconds``, ``at``, ``every_seconds``,
-       or not exactly one of the three selectors present (a present ``null``
-       counts) → ``invalid_selector``;
+       ``cron``, or not exactly one of the four selectors present (a present
+       ``null`` counts) → ``invalid_selector``;
     2. a missing, blank, too long or non-Unicode prompt → ``invalid_prompt``;
     3. ``after_seconds`` not an integer in 1..2**53-1 → ``invalid_rule``;
     4. ``every_seconds`` not a safe integer → ``invalid_rule``, below 300 →
-       ``frequency_too_high``.
+       ``frequency_too_high``;
+    5. ``cron`` as :func:`messages._creation.check_cron` (``invalid_rule``,
+       ``invalid_time_zone``, ``frequency_too_high``).
 
-    ``at`` is not judged here (only copied). The returned input holds an exact
-    ``str`` prompt and a selector of exact built-ins. A ``str`` is JSON text,
-    decoded first (see the module docstring).
+    ``at`` is not judged here (only copied). With ``cron=False`` (a host whose
+    logs must stay readable by implementations without calendar rules) ``cron``
+    is an unknown key. The returned input holds an exact ``str`` prompt and a
+    selector of exact built-ins. A ``str`` is JSON text, decoded first (see the
+    module docstring).
     """
     arguments = _decoded(arguments)
     if arguments is _BAD_TEXT:
@@ -482,11 +543,16 @@ def parse_create_input(arguments: object) -> CreateInput | ToolError:
     given = _plain_object(arguments, len(CREATE_KEYS))
     if given is None:
         return ToolError.of(ErrorCode.INVALID_SELECTOR, "not_object")
-    if any(key not in CREATE_KEYS for key in given):
-        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_keys")
-    key = create_selector(given)
+    if any(key not in CREATE_KEYS for key in given) or (not cron and "cron" in given):
+        return ToolError.of(
+            ErrorCode.INVALID_SELECTOR, "create_keys" if cron else "create_keys_without_cron"
+        )
+    key = create_selector(given, cron=cron)
     if key is None:
-        return ToolError.of(ErrorCode.INVALID_SELECTOR, "create_selector_count")
+        return ToolError.of(
+            ErrorCode.INVALID_SELECTOR,
+            "create_selector_count" if cron else "create_selector_count_without_cron",
+        )
     raw_prompt = given.get("prompt")
     if (_str_length(raw_prompt) or 0) > MAX_PROMPT_LENGTH:
         return ToolError.of(ErrorCode.INVALID_PROMPT, "prompt_too_long")
@@ -587,6 +653,10 @@ _INPUT_SITUATIONS: Mapping[tuple[SelectorKey, ErrorCode], ErrorSituation] = {
     ("at", ErrorCode.INVALID_TIME_ZONE): "time_zone",
     ("at", ErrorCode.TIME_OUT_OF_RANGE): "at_out_of_range",
     ("at", ErrorCode.NOT_FUTURE): "not_future",
+    ("cron", ErrorCode.INVALID_RULE): "cron",
+    ("cron", ErrorCode.INVALID_TIME_ZONE): "time_zone",
+    ("cron", ErrorCode.FREQUENCY_TOO_HIGH): "cron_frequency",
+    ("cron", ErrorCode.TIME_OUT_OF_RANGE): "time_out_of_range",
 }
 
 
