@@ -10,25 +10,24 @@ gives it with ``fold=0``:
 
 So the occurrences are a *set of instants*. Local time is not monotonic in
 instants across a gap (02:59 resolves after 03:00), so the searches below
-look a little beyond the obvious local minute and stop at the first minute
-that is *plain* (neither skipped nor repeated): such a minute's instant is
-monotonic in local time, and no later (or earlier) matching minute can beat it.
+start as far before (or after) the obvious local minute as the zone's offsets
+can differ (:func:`messages._zones.offset_span_ms`: an hour in most zones) and
+stop at the first minute that is *plain* (neither skipped nor repeated): such a
+minute's instant is monotonic in local time, and no later (or earlier) matching
+minute can beat it.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from messages._cron import CronRule, parse_cron_expression
 from messages._instant import MAX_INSTANT_MS
-from messages._zones import load_time_zone
+from messages._zones import load_time_zone, offset_span_ms
 
-__all__ = ["ZONE_SEARCH_MARGIN", "CronSchedule", "cron_schedule"]
-
-ZONE_SEARCH_MARGIN = datetime.timedelta(hours=26)
-"""More than any jump of a zone's offset (the largest, Kiritimati's day skip, is 24:40)."""
+__all__ = ["CronSchedule", "cron_schedule"]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -44,6 +43,12 @@ class CronSchedule:
 
     rule: CronRule
     time_zone: str
+    margin: datetime.timedelta = field(init=False, repr=False, compare=False)
+    """How far from a local minute another one can resolve on its other side."""
+
+    def __post_init__(self) -> None:
+        minutes = -(-offset_span_ms(self.time_zone) // 60_000)  # whole minutes, rounded up
+        object.__setattr__(self, "margin", (minutes + 1) * _MINUTE)
 
     def _resolve(self, wall: datetime.datetime) -> tuple[int, bool]:
         """``(instant_ms, plain)``: the ``fold=0`` instant of ``wall`` and whether it is unique."""
@@ -74,7 +79,7 @@ class CronSchedule:
         local = self._local_minute(after_ms)
         if local is None:  # the local clock is past 9999 already (or before 0001)
             local = _LAST if after_ms > 0 else None
-        start = _FIRST if local is None else _shift(local, -ZONE_SEARCH_MARGIN)
+        start = _FIRST if local is None else _shift(local, -self.margin)
         best: int | None = None
         wall = rule.next_match(start)
         while wall is not None:
@@ -100,7 +105,7 @@ class CronSchedule:
         if local is None:
             return earliest_ms
         best: int | None = None
-        wall = rule.previous_match(_shift(local, ZONE_SEARCH_MARGIN))
+        wall = rule.previous_match(_shift(local, self.margin))
         while wall is not None:
             instant, plain = self._resolve(wall)
             if instant <= at_ms and (best is None or instant > best):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import functools
 import re
+import struct
 from collections.abc import Mapping
 from importlib import resources
 from zoneinfo import ZoneInfo
@@ -23,7 +24,14 @@ from zoneinfo import ZoneInfo
 from messages._errors import ErrorCode, ScheduleInputError
 from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 
-__all__ = ["canonicalize_time_zone", "load_time_zone", "resolve_local_time", "time_zone_error"]
+__all__ = [
+    "MAX_OFFSET_SPAN_MS",
+    "canonicalize_time_zone",
+    "load_time_zone",
+    "offset_span_ms",
+    "resolve_local_time",
+    "time_zone_error",
+]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*(?:/[A-Za-z0-9_+.-]+)+")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -83,6 +91,62 @@ def load_time_zone(key: str) -> datetime.tzinfo:
         resource = resource.joinpath(part)
     with resource.open("rb") as data:
         return ZoneInfo.from_file(data, key=key)
+
+
+MAX_OFFSET_SPAN_MS = 26 * _HOUR_MS
+"""More than any zone's widest offset swing (Pacific/Kiritimati: −10:40 to +14:00)."""
+
+_FOOTER_SAMPLES = tuple(
+    datetime.datetime(2400, month, 1, tzinfo=datetime.UTC) for month in (1, 4, 7, 10)
+)
+"""Instants after every zone's last listed transition: its footer rule's offsets hold there."""
+
+
+def _tzif_offsets(data: bytes) -> set[int]:
+    """The UTC offsets (seconds) of every local time type a TZif file lists.
+
+    Reads the version 2+ (64-bit) data block when there is one, else version 1.
+    Malformed data raises ``ValueError`` (or ``struct.error``).
+    """
+    if data[:4] != b"TZif":
+        raise ValueError("not TZif data")
+    header = struct.Struct(">4sc15x6l")
+    _, version, isut, isstd, leap, times, types, chars = header.unpack_from(data, 0)
+    start, time_size = header.size, 4
+    if version != b"\x00":
+        start += times * 5 + types * 6 + chars + leap * 8 + isstd + isut
+        _, _, isut, isstd, leap, times, types, chars = header.unpack_from(data, start)
+        start += header.size
+        time_size = 8
+    records = start + times * time_size + times
+    if types < 1 or records + types * 6 > len(data):
+        raise ValueError("truncated TZif data")
+    return {struct.unpack_from(">l", data, records + 6 * index)[0] for index in range(types)}
+
+
+@functools.lru_cache(maxsize=128)
+def offset_span_ms(key: str) -> int:
+    """How far apart (ms) any two UTC offsets the zone ``key`` can give lie: ``max − min``.
+
+    The offsets are those of the zone's local time types in its ``tzdata`` file
+    and those its footer rule gives after the last listed transition; 0 for
+    ``UTC`` and fixed zones. Data that cannot be read gives :data:`MAX_OFFSET_SPAN_MS`.
+    """
+    if key == "UTC":
+        return 0
+    zone = load_time_zone(key)
+    resource = resources.files("tzdata.zoneinfo")
+    for part in key.split("/"):
+        resource = resource.joinpath(part)
+    try:
+        offsets = _tzif_offsets(resource.read_bytes())
+    except (OSError, ValueError, struct.error):
+        return MAX_OFFSET_SPAN_MS
+    for sample in _FOOTER_SAMPLES:
+        offset = sample.astimezone(zone).utcoffset()
+        if offset is not None:
+            offsets.add(offset // datetime.timedelta(seconds=1))
+    return min((max(offsets) - min(offsets)) * 1000, MAX_OFFSET_SPAN_MS)
 
 
 def _offset_ms(zone: datetime.tzinfo, instant_ms: int) -> int | None:
