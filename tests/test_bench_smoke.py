@@ -20,6 +20,7 @@ from bench import (
     clock_faults,
     create_loop,
     create_throughput,
+    cron_rules,
     delivery_precision,
     fleet_herd,
     fold_cost,
@@ -297,3 +298,14 @@ def test_fleet_herd(pg_server: str, tmp_path: Path) -> None:
         assert herd["children_cpu_s"] > 0
     assert out["ratio"]["hosts"] == "3/1"
     assert out["targets"]["each_reminder_once"]["met"] is True
+
+
+def test_cron_rules(tmp_path: Path) -> None:
+    out = run(cron_rules.main, "cron_rules", tmp_path)
+    assert out["anchor_every_occurrence_us"] > 0
+    assert {(row["rule"], row["zone"]) for row in out["searches"]} == {
+        (rule, zone) for rule in cron_rules.RULES for zone in cron_rules.ZONES
+    }
+    assert all(row["next_us"] > 0 and row["latest_us"] > 0 for row in out["searches"])
+    assert [row["record"] for row in out["folds"]][0] == "every 300 s"
+    assert len(out["batches"]) == 2
