@@ -10,8 +10,10 @@ gives it with ``fold=0``:
 
 So the occurrences are a *set of instants*. Local time is not monotonic in
 instants across a gap (02:59 resolves after 03:00), so the searches below
-start as far before (or after) the obvious local minute as the zone's offsets
-can differ (:func:`messages._zones.offset_span_ms`: an hour in most zones) and
+start as far before (or after) the obvious local minute as the offsets the
+zone uses within a day of the instant can differ
+(:meth:`messages._zones.ZoneOffsets.span_ms`: an hour in most zones, none in
+``UTC``) and
 stop at the first minute that is *plain* (neither skipped nor repeated): such a
 minute's instant is monotonic in local time, and no later (or earlier) matching
 minute can beat it.
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 
 from messages._cron import CronRule, parse_cron_expression
 from messages._instant import MAX_INSTANT_MS
-from messages._zones import load_time_zone, offset_span_ms
+from messages._zones import ZoneOffsets, load_time_zone, zone_offsets
 
 __all__ = ["CronSchedule", "cron_schedule"]
 
@@ -33,6 +35,7 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 _MINUTE = datetime.timedelta(minutes=1)
+_WINDOW_MS = 27 * 3_600_000
 _FIRST = datetime.datetime.min
 _LAST = datetime.datetime.max.replace(second=0, microsecond=0)
 
@@ -43,12 +46,20 @@ class CronSchedule:
 
     rule: CronRule
     time_zone: str
-    margin: datetime.timedelta = field(init=False, repr=False, compare=False)
-    """How far from a local minute another one can resolve on its other side."""
+    offsets: ZoneOffsets = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        minutes = -(-offset_span_ms(self.time_zone) // 60_000)  # whole minutes, rounded up
-        object.__setattr__(self, "margin", (minutes + 1) * _MINUTE)
+        object.__setattr__(self, "offsets", zone_offsets(self.time_zone))
+
+    def _margin(self, instant_ms: int) -> datetime.timedelta:
+        """How far from the local minute at ``instant_ms`` another can resolve on its other side.
+
+        Every offset that can matter is in force within a day of the instant (a
+        zone's offset never jumps by more than 26 hours); the margin is their
+        spread in whole minutes, plus one.
+        """
+        span = self.offsets.span_ms(instant_ms - _WINDOW_MS, instant_ms + _WINDOW_MS)
+        return (-(-span // 60_000) + 1) * _MINUTE
 
     def _resolve(self, wall: datetime.datetime) -> tuple[int, bool]:
         """``(instant_ms, plain)``: the ``fold=0`` instant of ``wall`` and whether it is unique."""
@@ -79,7 +90,7 @@ class CronSchedule:
         local = self._local_minute(after_ms)
         if local is None:  # the local clock is past 9999 already (or before 0001)
             local = _LAST if after_ms > 0 else None
-        start = _FIRST if local is None else _shift(local, -self.margin)
+        start = _FIRST if local is None else _shift(local, -self._margin(after_ms))
         best: int | None = None
         wall = rule.next_match(start)
         while wall is not None:
@@ -105,7 +116,7 @@ class CronSchedule:
         if local is None:
             return earliest_ms
         best: int | None = None
-        wall = rule.previous_match(_shift(local, self.margin))
+        wall = rule.previous_match(_shift(local, self._margin(at_ms)))
         while wall is not None:
             instant, plain = self._resolve(wall)
             if instant <= at_ms and (best is None or instant > best):

@@ -4,8 +4,9 @@
 ``at``, ``every_seconds`` or ``cron``. :func:`parse_create_input` judges the
 shape, the prompt, the two numeric selectors and the ``cron`` rule before the
 queue; the ``at`` value is only copied (see :class:`AtSelector`) and judged in
-the queue, after the preflight, where :meth:`CreateSelector.record <AfterSelector.record>` builds the record with
-one clock sample and :func:`input_error` turns a refusal into its fixed value.
+the queue, after the preflight, where :meth:`CreateSelector.record
+<AfterSelector.record>` builds the record with one clock sample and
+:func:`input_error` turns a refusal into its fixed value.
 
 Diagnostic messages are fixed per code and situation; none embeds input or
 exception text, so a tool value never leaks backend details and the same

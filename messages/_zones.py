@@ -13,11 +13,13 @@ are rejected.
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import functools
 import re
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from zoneinfo import ZoneInfo
 
@@ -26,11 +28,12 @@ from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
 
 __all__ = [
     "MAX_OFFSET_SPAN_MS",
+    "ZoneOffsets",
     "canonicalize_time_zone",
     "load_time_zone",
-    "offset_span_ms",
     "resolve_local_time",
     "time_zone_error",
+    "zone_offsets",
 ]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*(?:/[A-Za-z0-9_+.-]+)+")
@@ -94,7 +97,7 @@ def load_time_zone(key: str) -> datetime.tzinfo:
 
 
 MAX_OFFSET_SPAN_MS = 26 * _HOUR_MS
-"""More than any zone's widest offset swing (Pacific/Kiritimati: −10:40 to +14:00)."""
+"""More than any zone's widest offset swing (Pacific/Apia's, LMT +12:33 to −11:00, is 25.5 h)."""
 
 _FOOTER_SAMPLES = tuple(
     datetime.datetime(2400, month, 1, tzinfo=datetime.UTC) for month in (1, 4, 7, 10)
@@ -102,8 +105,38 @@ _FOOTER_SAMPLES = tuple(
 """Instants after every zone's last listed transition: its footer rule's offsets hold there."""
 
 
-def _tzif_offsets(data: bytes) -> set[int]:
-    """The UTC offsets (seconds) of every local time type a TZif file lists.
+@dataclass(frozen=True, slots=True)
+class ZoneOffsets:
+    """Which UTC offsets (seconds) a zone uses when, as its ``tzdata`` file lists them.
+
+    ``transitions`` are the instants (epoch seconds, ascending) at which
+    ``offsets[i]`` takes over; ``first`` holds before the first of them, and
+    ``footer`` (the offsets of the file's rule for later times, with the last
+    listed one) after the last.
+    """
+
+    transitions: tuple[int, ...]
+    offsets: tuple[int, ...]
+    first: int
+    footer: frozenset[int]
+
+    def span_ms(self, low_ms: int, high_ms: int) -> int:
+        """``max − min`` (ms) of the offsets in force at some instant of ``[low_ms, high_ms]``."""
+        low, high = low_ms // 1000, -(-high_ms // 1000)
+        start = bisect.bisect_right(self.transitions, low)
+        stop = bisect.bisect_right(self.transitions, high)
+        used = {self.offsets[start - 1] if start else self.first, *self.offsets[start:stop]}
+        if stop == len(self.transitions):
+            used.update(self.footer)
+        return (max(used) - min(used)) * 1000
+
+
+_UNKNOWN_OFFSETS = ZoneOffsets((), (), 0, frozenset({0, MAX_OFFSET_SPAN_MS // 1000}))
+"""What an unreadable zone file gives: the widest span anywhere, at every instant."""
+
+
+def _tzif_offsets(data: bytes) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """``(transitions, offsets, first)`` of a TZif file (see :class:`ZoneOffsets`).
 
     Reads the version 2+ (64-bit) data block when there is one, else version 1.
     Malformed data raises ``ValueError`` (or ``struct.error``).
@@ -112,41 +145,48 @@ def _tzif_offsets(data: bytes) -> set[int]:
         raise ValueError("not TZif data")
     header = struct.Struct(">4sc15x6l")
     _, version, isut, isstd, leap, times, types, chars = header.unpack_from(data, 0)
-    start, time_size = header.size, 4
+    start, time_format = header.size, "l"
     if version != b"\x00":
         start += times * 5 + types * 6 + chars + leap * 8 + isstd + isut
         _, _, isut, isstd, leap, times, types, chars = header.unpack_from(data, start)
         start += header.size
-        time_size = 8
-    records = start + times * time_size + times
-    if types < 1 or records + types * 6 > len(data):
+        time_format = "q"
+    indices_at = start + times * struct.calcsize(time_format)
+    records_at = indices_at + times
+    if types < 1 or records_at + types * 6 > len(data):
         raise ValueError("truncated TZif data")
-    return {struct.unpack_from(">l", data, records + 6 * index)[0] for index in range(types)}
+    instants = struct.unpack_from(f">{times}{time_format}", data, start)
+    indices = data[indices_at:records_at]
+    utoffs = [struct.unpack_from(">l", data, records_at + 6 * i)[0] for i in range(types)]
+    if any(index >= types for index in indices):
+        raise ValueError("a transition names no local time type")
+    return tuple(instants), tuple(utoffs[index] for index in indices), utoffs[0]
 
 
 @functools.lru_cache(maxsize=128)
-def offset_span_ms(key: str) -> int:
-    """How far apart (ms) any two UTC offsets the zone ``key`` can give lie: ``max − min``.
+def zone_offsets(key: str) -> ZoneOffsets:
+    """The offsets the zone ``key`` uses and when (``UTC``: only 0).
 
-    The offsets are those of the zone's local time types in its ``tzdata`` file
-    and those its footer rule gives after the last listed transition; 0 for
-    ``UTC`` and fixed zones. Data that cannot be read gives :data:`MAX_OFFSET_SPAN_MS`.
+    A zone file that cannot be read gives a table whose every span is
+    :data:`MAX_OFFSET_SPAN_MS`, which is always safe for a caller that uses the
+    span as a search margin.
     """
     if key == "UTC":
-        return 0
+        return ZoneOffsets((), (), 0, frozenset({0}))
     zone = load_time_zone(key)
     resource = resources.files("tzdata.zoneinfo")
     for part in key.split("/"):
         resource = resource.joinpath(part)
     try:
-        offsets = _tzif_offsets(resource.read_bytes())
+        transitions, offsets, first = _tzif_offsets(resource.read_bytes())
     except (OSError, ValueError, struct.error):
-        return MAX_OFFSET_SPAN_MS
+        return _UNKNOWN_OFFSETS
+    footer = {offsets[-1] if offsets else first}
     for sample in _FOOTER_SAMPLES:
         offset = sample.astimezone(zone).utcoffset()
         if offset is not None:
-            offsets.add(offset // datetime.timedelta(seconds=1))
-    return min((max(offsets) - min(offsets)) * 1000, MAX_OFFSET_SPAN_MS)
+            footer.add(offset // datetime.timedelta(seconds=1))
+    return ZoneOffsets(transitions, offsets, first, frozenset(footer))
 
 
 def _offset_ms(zone: datetime.tzinfo, instant_ms: int) -> int | None:
