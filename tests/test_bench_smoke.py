@@ -307,5 +307,5 @@ def test_cron_rules(tmp_path: Path) -> None:
         (rule, zone) for rule in cron_rules.RULES for zone in cron_rules.ZONES
     }
     assert all(row["next_us"] > 0 and row["latest_us"] > 0 for row in out["searches"])
-    assert [row["record"] for row in out["folds"]][0] == "every 300 s"
+    assert out["folds"][0]["record"] == "every 300 s"
     assert len(out["batches"]) == 2
