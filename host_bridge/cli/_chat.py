@@ -1,8 +1,8 @@
 """``dsh-schedule chat``: an interactive shell where the person plays the model.
 
 One persistent session on the embedded store; each command is a real tool call
-made by the session's root agent: ``/create`` (``after_seconds``), ``/at`` and
-``/every``. Due reminders arrive as ``[SCHEDULE REMINDER]`` follow-up turns of
+made by the session's root agent: ``/create`` (``after_seconds``), ``/at``,
+``/every`` and ``/cron``. Due reminders arrive as ``[SCHEDULE REMINDER]`` follow-up turns of
 that agent (``[SCHEDULE REMINDER BATCH]`` for repeating ones) and are printed
 while the shell waits for input.
 
@@ -71,12 +71,19 @@ COMMANDS_HELP = """\
                         (2026-08-06T09:00:00+08:00, or ...Z for UTC) or DATE TIME ZONE
                         (2026-08-06 09:00:00 Asia/Shanghai)
   /every SECONDS TEXT   call schedule_create with every_seconds (repeats; at least 300)
+  /cron "EXPR" ZONE TEXT
+                        call schedule_create with cron (repeats on a calendar rule):
+                        EXPR is "minute hour day month weekday", matched in ZONE
+                        (/cron "0 9 * * 1-5" Asia/Shanghai stand-up: weekdays at 9)
   /list                 call schedule_list
   /delete ID            call schedule_delete
   /wait SECONDS         wait up to SECONDS for due reminders (returns once one arrives)
   /help                 show this list
   /quit                 leave (end of input does the same); come back to resume"""
 """The shell's commands, as shown by ``/help``."""
+
+_CRON_USAGE = '/cron "EXPR" ZONE TEXT'
+"""The ``/cron`` command's form, as its usage line shows it."""
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -237,6 +244,8 @@ class ChatShell:
             self._at(rest)
         elif name == "/every":
             self._every(rest)
+        elif name == "/cron":
+            self._cron(rest)
         elif name == "/list":
             self._list()
         elif name == "/delete":
@@ -283,6 +292,15 @@ class ChatShell:
             return
         every: Any = int(seconds) if _INTEGER.fullmatch(seconds) else seconds
         self._call("schedule_create", {"prompt": text.strip(), "every_seconds": every})
+
+    def _cron(self, rest: str) -> None:
+        parsed = _parse_cron(rest)
+        if parsed is None:
+            click.echo(f"usage: {_CRON_USAGE} (try /help)")
+            return
+        expression, zone, text = parsed
+        cron = {"expression": expression, "time_zone": zone}
+        self._call("schedule_create", {"prompt": text, "cron": cron})
 
     def _list(self) -> None:
         value = self._call("schedule_list", {}, echo=False)
@@ -403,9 +421,26 @@ class ChatShell:
         return shell_words(["dsh-schedule", "chat", "--session", self._session_id, *self._location])
 
 
+def _parse_cron(rest: str) -> tuple[str, str, str] | None:
+    """``"EXPR" ZONE TEXT`` as ``(EXPR, ZONE, TEXT)``; ``None`` when a part or a quote is missing.
+
+    The expression is taken as typed between the double quotes (the tool judges
+    it, as it would a model's); the zone is the next word and the text the rest.
+    """
+    if not rest.startswith('"'):
+        return None
+    expression, closed, after = rest[1:].partition('"')
+    words = after.split(None, 1)
+    if not closed or len(words) < 2 or not words[1].strip():
+        return None
+    return expression, words[0], words[1].strip()
+
+
 def _kind(view: dict[str, Any]) -> str:
-    """A view's kind with its seconds: ``after 60s``, ``at``, ``every 300s``."""
+    """A view's kind with its rule: ``after 60s``, ``at``, ``every 300s``, ``cron "EXPR" ZONE``."""
     kind = str(view.get("kind"))
+    if kind == "cron":
+        return visible(f'cron "{view.get("expression")}" {view.get("timeZone")}')
     seconds = view.get("afterSeconds", view.get("everySeconds"))
     return visible(kind if seconds is None else f"{kind} {seconds}s")
 
@@ -438,8 +473,10 @@ def chat_command(session_id: str) -> None:
     """Play the model on one persistent session: create, list and delete reminders.
 
     Reminders are one-shot after a delay (/create), one-shot at a wall-clock
-    time with an offset or a time zone (/at), or repeating (/every, at least
-    every 300 seconds; missed repeats are skipped, only the latest is delivered).
+    time with an offset or a time zone (/at), or repeating: at a fixed rate
+    (/every, at least every 300 seconds) or on a calendar rule in a time zone
+    (/cron, e.g. weekdays at 9); missed repeats are skipped, only the latest is
+    delivered.
 
     Due reminders are printed while the shell waits for input. Leaving and
     coming back resumes the session and delivers what came due meanwhile.

@@ -9,7 +9,9 @@ The run, on the real wall clock and the real timer thread:
 4. the host is shut down with the ``at`` reminder still pending;
 5. meanwhile a second host, on its own session and on a clock running many times
    faster than real time (``every_seconds`` has a 300-second floor), shows a
-   repeating reminder delivered twice as ``[SCHEDULE REMINDER BATCH]`` turns;
+   repeating reminder delivered twice as ``[SCHEDULE REMINDER BATCH]`` turns,
+   then a ``cron`` reminder (daily, at a Shanghai time a few minutes ahead on
+   that clock) delivered once, listed with its next day's time and deleted;
    then the first session stays down until its ``at`` reminder is overdue;
 6. a new host opens the same store, resumes the first session with a new agent,
    and the overdue reminder is delivered once; the user asks for one more
@@ -83,6 +85,7 @@ from messages import (
     schedule_view,
     validate_schedule_stream,
 )
+from messages._cron import parse_cron_expression
 from messages._instant import parse_instant
 from messages._zones import load_time_zone
 
@@ -91,7 +94,12 @@ __all__ = ["DemoTiming", "demo_command", "run_demo"]
 EVERY_SECONDS = 300
 """The repeating reminder's interval: the shortest ``every_seconds`` allows."""
 AT_ZONE = "Asia/Shanghai"
-"""The time zone the user names for the ``at`` reminder."""
+"""The time zone the user names for the ``at`` reminder and the ``cron`` one."""
+CRON_LEAD_MINUTES = 3
+"""The ``cron`` reminder's daily time: this many minutes ahead on the compressed clock,
+counted from the start of its current minute (so 120 to 180 s of that clock ahead)."""
+DAY_MS = 86_400_000
+"""A day: the cron reminder's next time after its first (Shanghai keeps one offset all year)."""
 GRACE_SECONDS = 30.0
 """How long past its due time a reminder may take to arrive before the demo gives up."""
 OVERDUE_MARGIN_MS = 500
@@ -203,6 +211,11 @@ def _describe_change(data: Any) -> str:
         kind = schedule.get("kind")
         if kind == "every":
             rule = f"every {schedule.get('everySeconds')}s, first at {schedule.get('scheduledAt')}"
+        elif kind == "cron":
+            rule = (
+                f'cron "{schedule.get("expression")}" {schedule.get("timeZone")}, '
+                f"first at {schedule.get('scheduledAt')}"
+            )
         elif kind == "at":
             rule = f"at {schedule.get('scheduledAt')}"
         else:
@@ -386,6 +399,12 @@ def _created(value: dict[str, Any]) -> str:
             f"OK, {visible(value['id'])} repeats every {value['everySeconds']} s, "
             f"first at {visible(value['scheduledAt'])}."
         )
+    if value.get("kind") == "cron":
+        rule = parse_cron_expression(str(value["expression"])).describe()
+        return (
+            f"OK, {visible(value['id'])} repeats {rule} ({visible(str(value['timeZone']))} "
+            f"time), first at {visible(value['scheduledAt'])}."
+        )
     return f"OK, {visible(value['id'])} is set for {visible(value['scheduledAt'])}."
 
 
@@ -443,7 +462,10 @@ def _steps(timing: DemoTiming, started_ms: int) -> list[Step]:
 
 
 def _every_steps() -> list[Step]:
-    """The repeating reminder's session: create it, stop it, list."""
+    """The repeating reminders' session: create the every one, stop it; list, stop the cron one.
+
+    The cron reminder's own step depends on the clock when it is said (see :func:`_cron_step`).
+    """
     return [
         Step(
             "Every 5 minutes, remind me to drink some water.",
@@ -457,8 +479,36 @@ def _every_steps() -> list[Step]:
             {"id": "schedule-1"},
             _deleted,
         ),
+        Step("Which reminders do I have?", "schedule_list", {}, _listed),
+        Step(
+            "I got it; cancel the daily one for now.",
+            "schedule_delete",
+            {"id": "schedule-2"},
+            _deleted,
+        ),
         Step("What is left now?", "schedule_list", {}, _listed),
     ]
+
+
+def _cron_step(now_ms: int) -> tuple[Step, int]:
+    """A daily ``cron`` reminder at an :data:`AT_ZONE` time just ahead of ``now_ms``; its first.
+
+    The time is :data:`CRON_LEAD_MINUTES` minutes after the start of the current
+    minute, so the first occurrence is that instant (the zone has no clock change).
+    """
+    first = (now_ms // 60_000 + CRON_LEAD_MINUTES) * 60_000
+    local = _local_at(first)
+    hour, minute = int(local["time"][:2]), int(local["time"][3:5])
+    step = Step(
+        f"Every day at {hour:02d}:{minute:02d} Shanghai time, remind me to water the plants.",
+        "schedule_create",
+        {
+            "prompt": "water the plants",
+            "cron": {"expression": f"{minute} {hour} * * *", "time_zone": AT_ZONE},
+        },
+        _created,
+    )
+    return step, first
 
 
 @dataclass
@@ -556,7 +606,7 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
     out.plain(f"data dir: {visible(str(data_dir))}")
     out.plain(f"store:    {visible(describe_store(data_dir))}")
-    out.plain(f"session:  {session_id} (and {every_session} for the repeating reminder)")
+    out.plain(f"session:  {session_id} (and {every_session} for the repeating reminders)")
     out.plain(f"started:  {format_ms(started_ms)} (times below are seconds since start)")
     steps = _steps(timing, started_ms)
 
@@ -598,8 +648,8 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     _stop(live)
     out.line("host", "closed: no agent, no timer, the store is closed")
 
-    out.heading("5. Meanwhile: a repeating reminder, on a compressed clock")
-    every = _run_every(data_dir, every_session, timing, out)
+    out.heading("5. Meanwhile: repeating reminders (every, cron), on a compressed clock")
+    every, cron = _run_every(data_dir, every_session, timing, out)
     out.line("host", f"back to {session_id}: its host stays down until {pending['id']} is overdue")
     _wait_downtime(_target(pending), pending["id"], timing, out)
     out.line("host", f"{pending['id']} is now overdue and nobody was running to deliver it")
@@ -639,14 +689,17 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     )
     out.plain("")
     dispatched = _show_log(data_dir, every_session, out)
-    if dispatched != [every, every]:
-        raise CommandFailed(f"expected two dispatches of {every}: {dispatched}")
-    out.plain(f"stream check: valid; {every} (every) was dispatched twice, then deleted.")
+    if dispatched != [every, every, cron]:
+        raise CommandFailed(f"expected two dispatches of {every}, then one of {cron}: {dispatched}")
+    out.plain(
+        f"stream check: valid; {every} (every) was dispatched twice, then deleted; "
+        f"{cron} (cron) once, then deleted."
+    )
     out.plain("")
     out.plain(
-        "Result: after, at and every reminders were created, listed and deleted; delivered on "
-        "time, repeatedly, after a restart (overdue, exactly once) and with the chat closed "
-        f"(by serve) in {time.monotonic() - started:.1f} s."
+        "Result: after, at, every and cron reminders were created, listed and deleted; "
+        "delivered on time, repeatedly, on a calendar rule, after a restart (overdue, exactly "
+        f"once) and with the chat closed (by serve) in {time.monotonic() - started:.1f} s."
     )
     again = ["dsh-schedule", "inspect", "--session", session_id, *location_args()]
     out.plain(f"Look again with: {shell_words(again)}")
@@ -698,8 +751,14 @@ def _serve_one(
     )
 
 
-def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcript) -> str:
-    """A host on a compressed clock: one every reminder delivered twice, then deleted."""
+def _run_every(
+    data_dir: Path, session_id: str, timing: DemoTiming, out: Transcript
+) -> tuple[str, str]:
+    """A host on a compressed clock: an every reminder delivered twice, then deleted; then a
+    daily cron reminder delivered once, listed with its next day's time, then deleted.
+
+    Returns the two reminders' ids.
+    """
     clock = CompressedClock(timing.speed)
     timers = CompressedTimers(timing.speed)
     interval = EVERY_SECONDS / timing.speed
@@ -708,7 +767,7 @@ def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcr
         f"a second host on the same store, for session {session_id}; every_seconds is at "
         f"least {EVERY_SECONDS}, so this host's clock runs {timing.speed}x faster than real "
         f"time ({EVERY_SECONDS} s of it pass in {interval:g} s; its times and waits below "
-        "are on that clock)",
+        "are on that clock, as is the cron reminder's Shanghai time)",
     )
     steps = _every_steps()
     try:
@@ -730,7 +789,9 @@ def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcr
             if any((at - first) % (EVERY_SECONDS * 1000) for at in occurrences):
                 raise CommandFailed(f"{every} was delivered off its grid: {occurrences}")
             _say(live, steps[1], out)
-            final = _say(live, steps[2], out)
+            cron = _run_cron(live, steps[2], timing, out)
+            _say(live, steps[3], out)
+            final = _say(live, steps[4], out)
             if final.get("schedules"):
                 raise CommandFailed(f"reminders still active at the end: {final}")
             out.line("host", "shutting down the second host")
@@ -740,7 +801,33 @@ def _run_every(data_dir: Path, session_id: str, timing: DemoTiming, out: Transcr
         _stop(live)
     finally:
         timers.close()
-    return every
+    return every, cron
+
+
+def _run_cron(live: _Live, listing: Step, timing: DemoTiming, out: Transcript) -> str:
+    """Create the daily cron reminder, wait for its delivery, list it (``listing``) with its
+    next target; its id."""
+    step, first = _cron_step(live.host.clock())
+    live.model.steps[step.user] = step  # the agent is idle: it reads the script on the next turn
+    created = _say(live, step, out)
+    cron = str(created["id"])
+    if _target(created) != first:
+        raise CommandFailed(
+            f"{cron} was created after {format_ms(first)} had passed; the machine is too slow "
+            "for this timing (try without --fast)"
+        )
+    _wait_for_reminder(live.model, cron, first, timing, out, speed=timing.speed)
+    settle(live.plugin, live.agent)
+    live.show_log()
+    occurrences = [parse_instant(r.occurrence_at) for r in live.model.arrived(cron)]
+    if occurrences != [first]:
+        raise CommandFailed(f"expected {cron} once, at {format_ms(first)}: {occurrences}")
+    listed = _say(live, listing, out)
+    views = [v for v in listed.get("schedules", []) if v.get("id") == cron]
+    if [_target(v) for v in views] != [first + DAY_MS]:
+        raise CommandFailed(f"expected {cron} next at {format_ms(first + DAY_MS)}: {listed}")
+    out.line("host", f"{cron} moved on to the same {AT_ZONE} time tomorrow")
+    return cron
 
 
 def _target(view: dict[str, Any]) -> int:
@@ -787,7 +874,7 @@ def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
 @click.option(
     "--fast",
     is_flag=True,
-    help=f"Short delays ({FAST.on_time}-{FAST.pending} s, the repeating reminder on a clock "
+    help=f"Short delays ({FAST.on_time}-{FAST.pending} s, the repeating reminders on a clock "
     f"{FAST.speed}x faster than real time): about {FAST.estimate} s in total instead of about "
     f"{NORMAL.estimate} s.",
 )
@@ -801,8 +888,9 @@ def demo_command(fast: bool) -> None:
     host is shut down with the at reminder pending, restarted after it is
     overdue, and the overdue reminder is delivered exactly once. Meanwhile a
     second host shows a repeating (every) reminder delivered twice as
-    [SCHEDULE REMINDER BATCH] turns; every_seconds is at least 300, so that
-    host runs on a clock many times faster than real time, and says so. Last,
+    [SCHEDULE REMINDER BATCH] turns, then a daily calendar (cron) reminder in
+    Shanghai time delivered once; every_seconds is at least 300, so that host
+    runs on a clock many times faster than real time, and says so. Last,
     a reminder is set and the chat closed: a serve host that never had the
     session open delivers it. Exits 1 if any of that does not happen.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -30,9 +31,19 @@ from messages import (
     schedule_reminder_presentation,
     schedule_view,
 )
+from messages._cron import parse_cron_expression
+from messages._instant import parse_instant
+from messages._records import REPEATING_KINDS, CronRecord
 from messages._views import DELIVERY_MODE
+from messages._zones import load_time_zone
 
-__all__ = ["describe_session", "inspect_command"]
+__all__ = ["NEXT_OCCURRENCES", "cron_occurrences", "describe_session", "inspect_command"]
+
+NEXT_OCCURRENCES = 3
+"""How many occurrences of a ``cron`` reminder inspect shows: its target, then the rule's next."""
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_REPEATING = frozenset(kind.kind for kind in REPEATING_KINDS)
 
 
 def _dispatch_seqs(events: Sequence[SessionEvent]) -> list[int]:
@@ -48,9 +59,11 @@ def _dispatch_seqs(events: Sequence[SessionEvent]) -> list[int]:
 def describe_session(store: StoreReader, session_id: str, now_ms: int) -> dict[str, Any]:
     """One session as a JSON-ready value: header, active reminders, dispatch receipts, error.
 
-    Active reminders are their tool views; an ``every`` view also carries
-    ``lastOccurrenceAt``, the occurrence its latest dispatch delivered (from that
-    dispatch's receipt; ``None`` before the first). A receipt of an ``every``
+    Active reminders are their tool views; a repeating (``every`` or ``cron``)
+    view also carries ``lastOccurrenceAt``, the occurrence its latest dispatch
+    delivered (from that dispatch's receipt; ``None`` before the first). A
+    ``cron`` view also carries ``description`` (the rule in plain words) and
+    ``nextOccurrences`` (see :func:`cron_occurrences`). A receipt of a repeating
     dispatch also carries the dispatch's ``acceptedAt``. Rows of this session
     that do not read are its ``error``; any other store error is raised.
     """
@@ -100,12 +113,58 @@ def describe_session(store: StoreReader, session_id: str, now_ms: int) -> dict[s
                 last_occurrence[receipt["scheduleId"]] = receipt["occurrenceAt"]
         for record in folded.active:
             view = schedule_view(record, now_ms)
-            if record.kind == "every":
+            if isinstance(record, REPEATING_KINDS):
                 view["lastOccurrenceAt"] = last_occurrence.get(record.id)
+            if isinstance(record, CronRecord):
+                view["description"] = parse_cron_expression(record.expression).describe()
+                view["nextOccurrences"] = [format_ms(ms) for ms in cron_occurrences(record)]
             out["active"].append(view)
     except ScheduleLogError as error:
         out["error"] = error.message
     return out
+
+
+def cron_occurrences(record: CronRecord) -> tuple[int, ...]:
+    """The next :data:`NEXT_OCCURRENCES` occurrences of ``record`` (epoch ms): its stored
+    target first (the occurrence it delivers next), then the rule's occurrences after it.
+
+    Fewer when the rule runs out before 9999-12-31T23:59:59.999Z.
+    """
+    target = record.target_ms
+    return (target, *record.schedule.following(target, NEXT_OCCURRENCES - 1))
+
+
+def _local(instant: str, zone: str) -> str:
+    """A canonical UTC instant as wall-clock time in ``zone``: ``Fri 2026-08-07 09:00 +08:00``."""
+    try:
+        moment = (_EPOCH + datetime.timedelta(milliseconds=parse_instant(instant))).astimezone(
+            load_time_zone(zone)
+        )
+    except (ValueError, OverflowError):
+        return "-"  # past year 9999 in that zone
+    offset = moment.strftime("%z")
+    return moment.strftime("%a %Y-%m-%d %H:%M") + f" {offset[:3]}:{offset[3:]}"
+
+
+def _cron_lines(active: list[dict[str, Any]]) -> list[str]:
+    """Each ``cron`` reminder's rule, in words, and its next occurrences in UTC and local time."""
+    crons = [v for v in active if v.get("kind") == "cron"]
+    if not crons:
+        return []
+    lines = [
+        f"  cron rules (next {NEXT_OCCURRENCES} occurrences: the stored target, then the "
+        f"{NEXT_OCCURRENCES - 1} after it; UTC, local):"
+    ]
+    for view in crons:
+        zone = str(view["timeZone"])
+        lines.append(
+            f"    {visible(view['id'])}: {show_text(str(view['expression']))} in "
+            f"{visible(zone)}: {visible(str(view['description']))}"
+        )
+        lines += [
+            f"      {visible(at)}  {visible(_local(at, zone))}" for at in view["nextOccurrences"]
+        ]
+    return lines
 
 
 def _table(rows: list[list[str]], indent: str = "    ") -> list[str]:
@@ -125,8 +184,8 @@ def _seconds(view: dict[str, Any]) -> str:
 
 
 def _last_occurrence(view: dict[str, Any]) -> str:
-    """For ``every``: the occurrence last delivered (``none yet`` before the first); else ``-``."""
-    if view.get("kind") != "every":
+    """For a repeating kind: the occurrence last delivered (``none yet`` before it); else ``-``."""
+    if view.get("kind") not in _REPEATING:
         return "-"
     last = view.get("lastOccurrenceAt")
     return "none yet" if last is None else visible(str(last))
@@ -160,6 +219,7 @@ def _human(session: dict[str, Any]) -> list[str]:
             for v in active
         ]
         lines += _table(rows)
+        lines += _cron_lines(active)
     elif session["error"] is None:
         lines.append("  active reminders: none")
     if dispatches:
@@ -203,9 +263,11 @@ def _human(session: dict[str, Any]) -> list[str]:
 def inspect_command(session_id: str | None, as_json: bool) -> None:
     """Show active reminders (with state) and every dispatch with its receipt.
 
-    Each active reminder shows its kind (after, at or every), its next due
-    time and, for a repeating (every) reminder, the occurrence its latest
-    dispatch delivered. The store is opened strictly read-only: nothing is
+    Each active reminder shows its kind (after, at, every or cron), its next
+    due time and, for a repeating (every or cron) reminder, the occurrence its
+    latest dispatch delivered; a cron reminder also its rule in plain words and
+    its next three occurrences (its target, then the two after it) in UTC and
+    in its time zone. The store is opened strictly read-only: nothing is
     created, migrated, locked or written, so it works on a read-only store,
     on one of an older schema, and while another process writes to it. States
     are computed against the wall clock:

@@ -8,6 +8,8 @@ from pathlib import Path
 from host_bridge.embedded.paths import store_path
 from host_bridge.protocols import wall_clock_ms
 from messages import format_instant
+from messages._cron_zone import cron_schedule
+from messages._tool_values import ToolError, parse_create_input
 from tests.changes import reopened_changes
 from tests.cli.helpers import run_cli
 
@@ -166,3 +168,80 @@ def test_an_at_reminder_arrives_in_the_shell(data_dir: Path, home: Path) -> None
     assert f"occurrence_at: {due}" in out
     assert "s after its due time):" in out
     assert "1 reminder(s) shown this time, no reminders pending" in out
+
+
+def tool_answer(cron: dict[str, str]) -> str:
+    """The line the shell prints for the tool's refusal of ``cron`` (judged before the queue)."""
+    refused = parse_create_input({"prompt": "x", "cron": cron})
+    assert isinstance(refused, ToolError)
+    return f"error {refused.code}: {refused.message}"
+
+
+def test_cron_creates_a_calendar_reminder_through_the_tool(data_dir: Path, home: Path) -> None:
+    rules = [  # (typed expression, typed zone, prompt typed, canonical expression, zone key)
+        ("0 9 * * 1-5", "Asia/Shanghai", "stand-up", "0 9 * * 1-5", "Asia/Shanghai"),
+        ("*/5 * * * *", " asia/tokyo ", "  drink some water  ", "*/5 * * * *", "Asia/Tokyo"),
+        ("0 8 1 * mon", "UTC", "pay rent", "0 8 1 * MON", "UTC"),
+        ("@daily", "Europe/London", "backup", "@daily", "Europe/London"),
+    ]
+    lines = [f'/cron "{expr}" {zone} {text}' for expr, zone, text, _, _ in rules]
+    before = wall_clock_ms()
+    code, out, err = chat(data_dir, home, "\n".join(["/help", *lines, "/list", "/quit"]))
+    after = wall_clock_ms()
+    assert code == 0, err
+    assert err == ""
+    assert '/cron "EXPR" ZONE TEXT' in out  # in the help
+    created = [line for line in out.splitlines() if line.startswith("created ")]
+    rows = [" ".join(line.split()) for line in out.splitlines() if line.startswith("schedule-")]
+    assert len(created) == len(rows) == len(rules), out
+    for number, (_, _, text, expression, zone) in enumerate(rules, start=1):
+        schedule = cron_schedule(expression, zone)
+        # the first occurrence after the tool's clock sample, taken between the two here
+        targets = {
+            format_instant(ms)
+            for ms in (schedule.next_after(before), schedule.next_after(after))
+            if ms
+        }
+        assert created[number - 1].startswith(f"created schedule-{number} ")
+        assert created[number - 1].endswith(" (scheduled)")
+        assert any(target in created[number - 1] for target in targets), created
+        shown = f'schedule-{number} cron "{expression}" {zone} scheduled'
+        assert rows[number - 1] in {f'{shown} {target} "{text.strip()}"' for target in targets}
+    assert f"{len(rules)} reminder(s) still pending" in out
+    assert schedule_changes(data_dir, "chat") == [
+        ("create", f"schedule-{number}") for number in range(1, len(rules) + 1)
+    ]
+
+
+def test_cron_usage_and_the_tools_refusals(data_dir: Path, home: Path) -> None:
+    usage = [  # the shell cannot tell the parts apart: a usage line, nothing sent
+        "/cron",
+        '/cron "0 9 * * 1-5 Asia/Shanghai stand-up',  # no closing quote
+        '/cron "0 9 * * 1-5"',  # no zone, no text
+        '/cron "0 9 * * 1-5" Asia/Shanghai',  # no text
+        '/cron "0 9 * * 1-5" Asia/Shanghai    ',
+        "/cron 0 9 * * 1-5 Asia/Shanghai stand-up",  # the expression is not quoted
+    ]
+    refused = [  # the parts are there: the tool judges them, as it would a model's call
+        ('/cron "0 9 31 2 *" UTC never', {"expression": "0 9 31 2 *", "time_zone": "UTC"}),
+        ('/cron "0 9 * *" UTC four fields', {"expression": "0 9 * *", "time_zone": "UTC"}),
+        ('/cron "" UTC empty', {"expression": "", "time_zone": "UTC"}),
+        ('/cron "*/4 * * * *" UTC often', {"expression": "*/4 * * * *", "time_zone": "UTC"}),
+        ('/cron "0 9 * * *" EST abbreviation', {"expression": "0 9 * * *", "time_zone": "EST"}),
+    ]
+    script = "\n".join([*usage, *(line for line, _ in refused), "/list", "/quit"])
+    code, out, err = chat(data_dir, home, script, "--session", "bad")
+    assert code == 0, err
+    assert "Traceback" not in err and err == ""
+    assert out.count('usage: /cron "EXPR" ZONE TEXT') == len(usage)
+    answers = [line for line in out.splitlines() if line.startswith("error ")]
+    assert answers == [tool_answer(cron) for _, cron in refused]
+    assert [answer.split(":")[0] for answer in answers] == [
+        "error invalid_rule",
+        "error invalid_rule",
+        "error invalid_rule",
+        "error frequency_too_high",
+        "error invalid_time_zone",
+    ]
+    assert "no active reminders" in out
+    assert schedule_changes(data_dir, "bad") == []

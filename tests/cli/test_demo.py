@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from tests.cli.helpers import run_cli
 
@@ -23,12 +25,20 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
 
     sections = [line for line in out.splitlines() if line.startswith("== ")]
     assert len(sections) == 8
-    assert out.count("-> schedule_create ") == 5
-    assert out.count("-> schedule_list ") == 4
-    assert out.count("-> schedule_delete ") == 2
+    assert out.count("-> schedule_create ") == 6
+    assert out.count("-> schedule_list ") == 5
+    assert out.count("-> schedule_delete ") == 3
     assert '"after_seconds": 2' in out  # the three kinds, as a model would call them
     assert '"at": {"date": "' in out and '"time_zone": "Asia/Shanghai"}' in out
     assert '"every_seconds": 300' in out
+    cron = re.search(
+        r'-> schedule_create \{"prompt": "water the plants", "cron": \{"expression": '
+        r'"(\d+) (\d+) \* \* \*", "time_zone": "Asia/Shanghai"\}\}',
+        out,
+    )
+    assert cron is not None  # a daily rule at a Shanghai time the compressed clock soon reaches
+    minute, hour = int(cron.group(1)), int(cron.group(2))
+    assert f"Every day at {hour:02d}:{minute:02d} Shanghai time, remind me to" in out
     assert "<- deleted schedule-2" in out
     assert "<- deleted schedule-1" in out  # the repeating one, after two deliveries
     for record in (
@@ -42,13 +52,33 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
         "create schedule-1 every 300s, first at ",
         "dispatch schedule-1 accepted at ",
         "delete schedule-1",
+        f'create schedule-2 cron "{minute} {hour} * * *" Asia/Shanghai, first at ',
+        "dispatch schedule-2 accepted at ",
+        "delete schedule-2",
     ):
         assert f"schedule/change {record}" in out  # shown as it was appended
     assert out.count("[SCHEDULE REMINDER]") == 2  # the after and the at reminder
-    assert out.count("[SCHEDULE REMINDER BATCH]") == 2  # the every reminder, twice
+    assert out.count("[SCHEDULE REMINDER BATCH]") == 3  # the every reminder twice, then cron
     assert "follow-up turn for agent-1" in out
     assert "follow-up turn for agent-2" in out
-    assert out.count("follow-up turn for agent-3") == 2
+    assert out.count("follow-up turn for agent-3") == 3
+    part = out.split("== 5.")[1].split("== 6.")[0]
+    created = re.search(
+        rf"OK, schedule-2 repeats at {hour:02d}:{minute:02d}, every day \(Asia/Shanghai time\), "
+        r"first at (\S+)\.\n",
+        part,
+    )
+    assert created is not None
+    first = created.group(1)  # the cron reminder's first occurrence, as the model said
+    turn = (
+        '[{"schedule_id":"schedule-2","occurrence_at":"' + first + '",'
+        '"reminder_prompt":"water the plants"}]'
+    )
+    assert f"reminders_json: {turn}" in part  # the cron reminder's batch turn, printed
+    local = datetime.datetime.fromisoformat(first).astimezone(ZoneInfo("Asia/Shanghai"))
+    assert (local.hour, local.minute, local.second) == (hour, minute, 0)
+    assert "You have 1 reminder(s): schedule-2 (cron, " in part  # listed after its delivery
+    assert "schedule-2 moved on to the same Asia/Shanghai time tomorrow" in part
     assert "this host's clock runs 300x faster than real time" in out
     assert "wait     ... " in out  # progress while waiting
     assert "in its log: schedule-3 is active, state overdue" in out
@@ -56,8 +86,8 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
         "schedule-1 (after), schedule-3 (at) and schedule-4 (after, delivered by serve) "
         "were each dispatched exactly once"
     ) in out
-    assert "schedule-1 (every) was dispatched twice, then deleted" in out
-    assert "Result: after, at and every reminders were created, listed and deleted" in out
+    assert "schedule-1 (every) was dispatched twice, then deleted; schedule-2 (cron) once" in out
+    assert "Result: after, at, every and cron reminders were created, listed and deleted" in out
     # the chat is closed; a serve host that never had the session open delivers schedule-4
     assert f"reminder schedule-4 of session {session_id} (due " in out
     assert "serve woke the session, its owner delivered schedule-4" in out
@@ -80,9 +110,12 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
     )
     assert inspected.code == 0, inspected.err
     (every,) = json.loads(inspected.out)["sessions"]
-    first, second = every["dispatches"]
-    assert first["scheduleId"] == second["scheduleId"] == "schedule-1"
-    assert first["occurrenceAt"] < second["occurrenceAt"] <= second["acceptedAt"]
+    assert every["active"] == []
+    once, twice, daily = every["dispatches"]
+    assert once["scheduleId"] == twice["scheduleId"] == "schedule-1"
+    assert once["occurrenceAt"] < twice["occurrenceAt"] <= twice["acceptedAt"]
+    assert (daily["scheduleId"], daily["occurrenceAt"]) == ("schedule-2", first)
+    assert first <= daily["acceptedAt"]
     assert run_cli(["verify", "--data", str(data_dir)], home).code == 0
 
 

@@ -15,6 +15,8 @@ from messages import (
     create_every_schedule_record,
     format_instant,
 )
+from messages._creation import create_cron_schedule_record
+from messages._instant import parse_instant
 from tests.cli.helpers import change, create, delete, dispatch, message, run_cli, write_session
 
 HOUR_MS = 3_600_000
@@ -237,3 +239,99 @@ def test_kinds_next_targets_and_the_last_every_occurrence(data_dir: Path, home: 
         "-",
     ]
     assert cells["schedule-3"][4:7] == ["300s", "none", "yet"]
+
+
+def test_a_cron_record_shows_its_rule_in_words_and_its_next_three_occurrences(
+    data_dir: Path, home: Path
+) -> None:
+    thursday = parse_instant("2026-08-06T12:00:00.000Z")  # 20:00 in Shanghai
+    weekdays = create_cron_schedule_record(
+        "schedule-1",
+        "stand-up",
+        {"expression": "0 9 * * mon-fri", "time_zone": "asia/shanghai"},
+        thursday,
+    )
+    # 02:30 does not happen in New York on 2026-03-08 (clocks go from 02:00 to 03:00)
+    nightly = create_cron_schedule_record(
+        "schedule-2",
+        "bins",
+        {"expression": "30 2 * * *", "time_zone": "America/New_York"},
+        parse_instant("2026-03-07T12:00:00.000Z"),
+    )
+    last = create_cron_schedule_record(  # the rule runs out: one occurrence is left
+        "schedule-3",
+        "the end",
+        {"expression": "0 9 31 12 *", "time_zone": "Pacific/Kiritimati"},
+        parse_instant("9999-06-01T00:00:00.000Z"),
+    )
+    friday = "2026-08-07T01:00:00.000Z"
+    assert weekdays.scheduled_at == friday
+    write_session(
+        data_dir,
+        "cron",
+        [
+            change(CreateChange(weekdays)),
+            change(DispatchChange("schedule-1", "2026-08-07T01:00:05.000Z")),
+            change(CreateChange(nightly)),
+            change(CreateChange(last)),
+        ],
+    )
+    code, out, err = inspect(data_dir, home, "--json", "--session", "cron")
+    assert code == 0, err
+    (session,) = json.loads(out)["sessions"]
+    first, second, third = session["active"]
+    assert {key: value for key, value in first.items() if key != "state"} == {
+        "id": "schedule-1",
+        "kind": "cron",
+        "prompt": "stand-up",
+        "expression": "0 9 * * MON-FRI",
+        "timeZone": "Asia/Shanghai",
+        "scheduledAt": "2026-08-10T01:00:00.000Z",  # Monday: the weekend does not match
+        "deliveryMode": "session-local",
+        "lastOccurrenceAt": friday,
+        "description": "at 09:00, on Monday to Friday",
+        "nextOccurrences": [  # the stored target, then the two after it
+            "2026-08-10T01:00:00.000Z",
+            "2026-08-11T01:00:00.000Z",
+            "2026-08-12T01:00:00.000Z",
+        ],
+    }
+    assert (second["lastOccurrenceAt"], second["description"]) == (None, "at 02:30, every day")
+    assert second["nextOccurrences"] == [
+        "2026-03-08T07:30:00.000Z",  # the skipped 02:30 happens at 03:30 EDT
+        "2026-03-09T06:30:00.000Z",
+        "2026-03-10T06:30:00.000Z",
+    ]
+    assert third["nextOccurrences"] == ["9999-12-30T19:00:00.000Z"]  # 09:00 at UTC+14
+    assert [
+        (d["scheduleId"], d["occurrenceAt"], d["acceptedAt"]) for d in session["dispatches"]
+    ] == [("schedule-1", friday, "2026-08-07T01:00:05.000Z")]
+
+    code, out, err = inspect(data_dir, home, "--session", "cron")
+    assert code == 0, err
+    rows = out.splitlines()
+    cells = {row.split()[0]: row.split() for row in rows if row.strip().startswith("schedule-")}
+    assert cells["schedule-1"][1:2] + cells["schedule-1"][3:6] == [
+        "cron",
+        "2026-08-10T01:00:00.000Z",
+        "-",
+        friday,
+    ]
+    assert cells["schedule-2"][5:7] == ["none", "yet"]
+    start = rows.index(
+        "  cron rules (next 3 occurrences: the stored target, then the 2 after it; UTC, local):"
+    )
+    assert rows[start + 1 : start + 11] == [
+        '    schedule-1: "0 9 * * MON-FRI" in Asia/Shanghai: at 09:00, on Monday to Friday',
+        "      2026-08-10T01:00:00.000Z  Mon 2026-08-10 09:00 +08:00",
+        "      2026-08-11T01:00:00.000Z  Tue 2026-08-11 09:00 +08:00",
+        "      2026-08-12T01:00:00.000Z  Wed 2026-08-12 09:00 +08:00",
+        '    schedule-2: "30 2 * * *" in America/New_York: at 02:30, every day',
+        "      2026-03-08T07:30:00.000Z  Sun 2026-03-08 03:30 -04:00",
+        "      2026-03-09T06:30:00.000Z  Mon 2026-03-09 02:30 -04:00",
+        "      2026-03-10T06:30:00.000Z  Tue 2026-03-10 02:30 -04:00",
+        '    schedule-3: "0 9 31 12 *" in Pacific/Kiritimati: '
+        "at 09:00, on day 31 of the month in December",
+        "      9999-12-30T19:00:00.000Z  Fri 9999-12-31 09:00 +14:00",
+    ]
+    assert rows[start + 11].startswith("  dispatches (receipts):")

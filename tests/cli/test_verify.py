@@ -7,9 +7,19 @@ from pathlib import Path
 
 from host_bridge.embedded.inbox import INBOX_EVENT
 from host_bridge.embedded.paths import store_path
+from messages import CreateChange, DispatchChange
+from messages._creation import create_cron_schedule_record
 from messages._instant import format_instant
 from messages._presentation import REMINDER_SOURCE
-from tests.cli.helpers import create, delete, dispatch, message, run_cli, write_session
+from tests.cli.helpers import (
+    change,
+    create,
+    delete,
+    dispatch,
+    message,
+    run_cli,
+    write_session,
+)
 
 NOW = 1_800_000_000_000
 
@@ -240,3 +250,33 @@ def test_every_column_of_every_row_is_compared_with_the_log(data_dir: Path, home
     code, out, _ = verify(data_dir, home)
     assert code == 0, out
     assert "all 8 session(s) valid" in out
+
+
+def test_cron_sessions_are_checked_like_the_other_kinds(data_dir: Path, home: Path) -> None:
+    daily = {"expression": "0 9 * * *", "time_zone": "Asia/Shanghai"}
+    record = create_cron_schedule_record("schedule-1", "stand-up", daily, NOW)
+    target = record.scheduled_at  # 2027-01-16T01:00:00.000Z (09:00 in Shanghai)
+    made = change(CreateChange(record))
+    sessions: dict[str, list[tuple[str, object]]] = {
+        "cron-ok": [made, change(DispatchChange("schedule-1", target)), message("hi")],
+        "cron-no-accepted": [made, dispatch("schedule-1")],
+        "cron-early": [made, change(DispatchChange("schedule-1", format_instant(NOW)))],
+        "cron-index": [made],
+    }
+    for session_id, events in sessions.items():
+        write_session(data_dir, session_id, events)
+    damaged(
+        data_dir,
+        f"UPDATE due_index SET due_ms = {NOW}, schedule_ms = {NOW} WHERE session_id = 'cron-index'",
+    )
+    code, out, err = verify(data_dir, home)
+    assert code == 1
+    assert "ok       cron-ok (3 events, 2 schedule changes, 1 active)" in out.splitlines()
+    assert invalid_lines(out) == {
+        "cron-no-accepted": "event seq 1: dispatch of cron record 'schedule-1' lacks acceptedAt",
+        "cron-early": "event seq 1: cron dispatch of 'schedule-1' accepted at "
+        f"{format_instant(NOW)} precedes its target {target}",
+        "cron-index": "the due index says a reminder due 2027-01-15T08:00:00.000Z, the log says "
+        f"a reminder due {target} (dsh-schedule reindex rebuilds the index)",
+    }
+    assert err == "3 of 4 session(s) invalid\n"
