@@ -3,8 +3,8 @@
 Stdlib (plus the ``tzdata`` package's zone data) only, no clocks. This package
 exports what a host or another implementation of the protocol needs: decoding,
 encoding and folding a session's ``schedule/change`` events, encoding a fold's
-state, id allocation, record creation for ``after``, ``at`` and ``every``
-reminders, occurrence arithmetic, views, the reminder framing and its
+state, id allocation, record creation for ``after``, ``at``, ``every`` and
+``cron`` reminders, occurrence arithmetic, views, the reminder framing and its
 presentation receipt, and the closed error codes. The rest (the tools' input
 and value shapes, the delivery decision, the actors' mailbox messages) lives in
 private modules that the ``actors`` and ``host_bridge`` packages import directly.
@@ -14,6 +14,7 @@ from messages._checkpoint import decode_schedule_state, encode_schedule_state
 from messages._creation import (
     create_after_schedule_record,
     create_at_schedule_record,
+    create_cron_schedule_record,
     create_every_schedule_record,
 )
 from messages._errors import (
@@ -46,6 +47,7 @@ from messages._records import (
     AfterRecord,
     AtRecord,
     CreateChange,
+    CronRecord,
     DeleteChange,
     DispatchChange,
     EveryRecord,
@@ -65,6 +67,7 @@ __all__ = [
     "AfterRecord",
     "AtRecord",
     "CreateChange",
+    "CronRecord",
     "DeleteChange",
     "DispatchChange",
     "ErrorCode",
@@ -81,6 +84,7 @@ __all__ = [
     "canonicalize_time_zone",
     "create_after_schedule_record",
     "create_at_schedule_record",
+    "create_cron_schedule_record",
     "create_every_schedule_record",
     "decode_schedule_change",
     "decode_schedule_state",

@@ -20,8 +20,10 @@ import pytest
 from messages import (
     ERROR_CODES,
     REMINDER_SOURCE,
+    AfterRecord,
     AtRecord,
     CreateChange,
+    CronRecord,
     DispatchChange,
     ErrorCode,
     EveryRecord,
@@ -32,8 +34,10 @@ from messages import (
     allocate_schedule_id,
     canonicalize_time_zone,
     create_at_schedule_record,
+    create_cron_schedule_record,
     decode_schedule_change,
     fold_schedule_events,
+    format_instant,
     parse_instant,
     parse_reminder_framing,
     render_reminder_batch_framing,
@@ -43,10 +47,15 @@ from messages import (
     schedule_view,
 )
 from messages._creation import SELECTOR_KEYS
+from messages._cron import CronRuleError, parse_cron_expression
+from messages._cron_zone import cron_schedule
 from messages._delivery import DeliverBatch, DeliverNow, plan_delivery
+from messages._occurrence import resolve_repeating_occurrence
+from messages._records import cron_problem
 from messages._text import ECMASCRIPT_WHITESPACE, canonical_json
 from messages._tool_values import (
     CreateInput,
+    CronSelector,
     ToolError,
     active_limit_error,
     corrupt_log_error,
@@ -268,7 +277,7 @@ def check_batch(block: Block, context: Context) -> None:
 
 def check_framing(block: Block, context: Context) -> None:
     record = _record(context)
-    assert not isinstance(record, EveryRecord)
+    assert isinstance(record, AfterRecord | AtRecord)
     text = render_reminder_framing(record)
     assert text.encode("utf-8") == block.body.encode("utf-8")
     assert parse_reminder_framing(block.body) == (
@@ -373,6 +382,8 @@ def test_tables_are_present() -> None:
         "at-table",
         "zone-names",
         "error-codes",
+        "cron-expressions",
+        "cron-occurrences",
         "constants",
     }
     assert all(table.rows for table in TABLES.values())
@@ -460,6 +471,62 @@ def test_zone_names_table() -> None:
 
 def test_error_codes_table() -> None:
     assert [_code(row[0]) for row in TABLES["error-codes"].rows] == list(ERROR_CODES)
+
+
+def _cron_outcome(expression: object) -> str:
+    """The canonical text or the error code, judged by the parser and by the tool boundary."""
+    direct: str
+    try:
+        direct = parse_cron_expression(expression).expression
+    except CronRuleError as error:
+        direct = error.code
+    parsed = parse_create_input(
+        {"prompt": "p", "cron": {"expression": expression, "time_zone": "UTC"}}
+    )
+    if isinstance(parsed, ToolError):
+        assert str(parsed.code) == direct, expression
+    else:
+        assert isinstance(parsed.when, CronSelector)
+        assert parsed.when.expression == direct, expression
+    return direct
+
+
+def test_cron_expressions_table() -> None:
+    for expression_cell, result, _why in TABLES["cron-expressions"].rows:
+        expression = _json(expression_cell)
+        outcome = _cron_outcome(expression)
+        if result.startswith('`"'):  # a canonical text, which a stored record may hold
+            canonical = _json(result)
+            assert outcome == canonical, expression
+            assert cron_problem(canonical, "UTC") is None
+            if expression != canonical:  # a log holds only the canonical text
+                assert cron_problem(expression, "UTC") is not None, expression
+        else:
+            assert outcome == _code(result), expression
+
+
+def _instants(cell: str) -> list[str]:
+    return re.findall(r"`([^`]*)`", cell)
+
+
+def test_cron_occurrences_table() -> None:
+    for expression_cell, zone_cell, after_cell, following, _why in TABLES["cron-occurrences"].rows:
+        expression, zone = _code(expression_cell), _code(zone_cell)
+        after = parse_instant(_code(after_cell))
+        expected = _instants(following)
+        exhausted = following.endswith("then none")
+        assert len(expected) == (1 if exhausted else 3), following
+        schedule = cron_schedule(expression, zone)
+        assert [format_instant(ms) for ms in schedule.following(after, 3)] == expected
+        cron = {"expression": expression, "time_zone": zone}
+        record = create_cron_schedule_record("schedule-1", "p", cron, after)
+        assert record.scheduled_at == expected[0]  # the first target of a create at `after`
+        nexts: list[str | None] = [*expected[1:], None] if exhausted else [*expected[1:]]
+        for occurrence, next_at in zip(expected, nexts, strict=False):
+            # a dispatch accepted at its target delivers it and moves to the next occurrence
+            at_target = CronRecord("schedule-1", "p", expression, zone, occurrence)
+            resolved = resolve_repeating_occurrence(at_target, parse_instant(occurrence))
+            assert resolved == (occurrence, next_at), expression
 
 
 def test_constants_table() -> None:
