@@ -22,7 +22,7 @@ import calendar
 import datetime
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -382,66 +382,75 @@ def _join(words: Sequence[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _items(text: str, spec: _Field, word: Sequence[str] | None) -> list[str]:
-    """Each list item of a field in words (``Monday to Friday``, ``every 2nd from 1 to 31``)."""
-
-    def name(value_text: str) -> str:
-        value = _value(value_text, spec)
-        if word is None:
-            return str(value)
-        if spec.name == "day of week":
-            return word[value % 7]
-        return word[value - 1]
-
-    out = []
-    for item in text.split(","):
-        body, slash, step = item.partition("/")
-        first, dash, last = body.partition("-")
-        if body == "*":
-            span = ""
-        elif dash:
-            span = f"{name(first)} to {name(last)}"
-        else:
-            out.append(name(first))
-            continue
-        if slash:
-            out.append(
-                f"every {step}{_ordinal_suffix(int(step))}" + (f" from {span}" if span else "")
-            )
-        else:
-            out.append(span)
-    return out
-
-
-def _ordinal_suffix(number: int) -> str:
-    if number == 1:
-        return ""  # "every 1st" reads oddly: "every" alone
+def _ordinal(number: int) -> str:
     if 10 <= number % 100 <= 20:
-        return "th"
-    return {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+        return f"{number}th"
+    return f"{number}" + {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+
+
+def _spans(
+    values: Sequence[int],
+    label: Callable[[int], str],
+    noun: tuple[str, str] | None = None,
+    unit: str = "",
+) -> str:
+    """Values in words: ``days 1 to 5``, ``Monday and Friday``, ``every 2nd day from 1 to 31``.
+
+    ``noun`` is the singular and plural word put before the values (none for
+    names); ``unit`` names a step (``every 3rd month``), ``noun``'s singular by default.
+    """
+    steps = {b - a for a, b in itertools.pairwise(values)}
+    if len(values) >= 4 and len(steps) == 1 and min(steps) > 1:
+        thing = unit or (noun[0] if noun else "")
+        first, last = label(values[0]), label(values[-1])
+        return f"every {_ordinal(min(steps))} {thing} from {first} to {last}"
+    prefix = "" if noun is None else (noun[0] if len(values) == 1 else noun[1]) + " "
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    words: list[str] = []
+    for run in runs:
+        if len(run) >= 3:
+            words.append(f"{label(run[0])} to {label(run[-1])}")
+        else:
+            words.extend(label(value) for value in run)
+    return prefix + _join(words)
+
+
+def _time_words(rule: CronRule) -> str:
+    times = rule.times_of_day()
+    if len(times) <= 4:
+        return "at " + _join([f"{hour:02d}:{minute:02d}" for hour, minute in times])
+    minutes, every_hour = rule.minutes, len(rule.hours) == 24
+    gaps = {b - a for a, b in itertools.pairwise((*minutes, minutes[0] + 60))}
+    if every_hour and minutes[0] < min(gaps) and len(gaps) == 1:
+        step = gaps.pop()
+        start = "" if minutes[0] == 0 else f" from minute {minutes[0]}"
+        return f"every {step} minutes{start}"
+    minute_words = _spans(minutes, str, ("minute", "minutes"))
+    if every_hour:
+        return f"at {minute_words} of every hour"
+    return f"at {minute_words} past {_spans(rule.hours, str, ('hour', 'hours'))}"
+
+
+def _weekday_label(weekday: int) -> str:
+    return _DAY_WORDS[weekday % 7]
 
 
 def _describe(rule: CronRule) -> str:
-    minute_text, hour_text, day_text, month_text, weekday_text = rule.fields
-    times = rule.times_of_day()
-    if len(times) <= 4:
-        time = "at " + _join([f"{hour:02d}:{minute:02d}" for hour, minute in times])
-    elif hour_text == "*" and minute_text.startswith("*/"):
-        time = f"every {minute_text[2:]} minutes"
-    elif hour_text == "*":
-        time = f"at minute {_join(_items(minute_text, _FIELDS[0], None))} of every hour"
-    else:
-        time = (
-            f"at minute {_join(_items(minute_text, _FIELDS[0], None))} "
-            f"past hour {_join(_items(hour_text, _FIELDS[1], None))}"
-        )
-    days = []
+    days: list[str] = []
     if rule.days_restricted:
-        days.append("on day " + _join(_items(day_text, _FIELDS[2], None)) + " of the month")
+        days.append(f"on {_spans(sorted(rule.days), str, ('day', 'days'))} of the month")
     if rule.weekdays_restricted:
-        days.append("on " + _join(_items(weekday_text, _FIELDS[4], _DAY_WORDS)))
-    day_words = " or ".join(days) if days else "every day"
-    month_words = (
-        "" if month_text == "*" else " in " + _join(_items(month_text, _FIELDS[3], _MONTH_WORDS))
-    )
-    return f"{time}, {day_words}{month_words}"
+        if len(rule.weekdays) == 7:
+            days.append("on every day of the week")
+        else:  # Monday first, Sunday last, as a week is read
+            ordered = sorted(day if day else 7 for day in rule.weekdays)
+            days.append("on " + _spans(ordered, _weekday_label))
+    when = " or ".join(days) if days else "every day"
+    if len(rule.months) < 12:
+        when += " in " + _spans(rule.months, lambda month: _MONTH_WORDS[month - 1], unit="month")
+    return f"{_time_words(rule)}, {when}"
