@@ -1,9 +1,9 @@
 """Read deliveries back from a session log: the dispatches, and "delivered exactly once".
 
 What the log alone can show: a ``dispatch`` record is Schedule's statement that
-it queued the reminder (or, for ``every``, one occurrence of it) to the agent as
-a follow-up, written right after that follow-up inside one turn-admission
-reservation. So "exactly one dispatch for this reminder (occurrence)" is what
+it queued the reminder (or, for ``every`` and ``cron``, one occurrence of it)
+to the agent as a follow-up, written right after that follow-up inside one
+turn-admission reservation. So "exactly one dispatch for this reminder (occurrence)" is what
 "delivered once" means in the log. Whether the model was then shown the message
 once is the host's business: pass the messages the host presented (a fake
 agent's ``received``, a model's recorded texts, the host's own user-message
@@ -30,9 +30,9 @@ class Dispatch:
     """One ``dispatch`` record of a session log, decoded.
 
     ``seq`` is the event's position; ``occurrence_at`` the occurrence it delivered
-    (a one-shot's ``scheduledAt``; for ``every``, the occurrence its
+    (a one-shot's ``scheduledAt``; for ``every`` and ``cron``, the occurrence its
     ``accepted_at`` selects); ``prompt`` the reminder's prompt; ``accepted_at``
-    is set for ``every`` dispatches only.
+    is set for the dispatches of repeating records only.
     """
 
     seq: int
@@ -43,7 +43,7 @@ class Dispatch:
 
     @property
     def every(self) -> bool:
-        """True for the dispatch of an ``every`` reminder."""
+        """True for the dispatch of a repeating (``every`` or ``cron``) reminder."""
         return self.accepted_at is not None
 
 
@@ -91,7 +91,7 @@ def _text(message: UserMessage | str) -> str:
 def reminder_mentions(message: UserMessage | str) -> tuple[tuple[str, str], ...]:
     """The ``(schedule_id, occurrence_at)`` pairs a reminder message presents.
 
-    One pair for a one-shot framing, one per member for a batch of ``every``
+    One pair for a one-shot framing, one per member for a batch of repeating
     reminders, none for any other text (or a framing that does not parse; see
     :func:`~messages._presentation.parse_reminder_framing`).
     """
@@ -118,9 +118,10 @@ def assert_delivered_once(
 ) -> Dispatch:
     """Assert the log holds exactly one dispatch of ``schedule_id``; return it.
 
-    For an ``every`` reminder give ``occurrence_at`` (the canonical instant, as in
-    :attr:`Dispatch.occurrence_at`) to check one occurrence; without it, all
-    dispatches of the id count, so a second occurrence fails the check. With
+    For a repeating (``every``, ``cron``) reminder give ``occurrence_at`` (the
+    canonical instant, as in :attr:`Dispatch.occurrence_at`) to check one
+    occurrence; without it, all dispatches of the id count, so a second
+    occurrence fails the check. With
     ``presented`` (the reminder messages the host showed the model, as
     ``UserMessage`` values or texts), also assert that exactly one of them
     presents this reminder occurrence. Raises ``AssertionError`` listing what
@@ -133,7 +134,7 @@ def assert_delivered_once(
         what = f"{schedule_id!r}" + ("" if occurrence_at is None else f" at {occurrence_at}")
         hint = ""
         if occurrence_at is None and len(mine) > 1 and all(d.every for d in mine):
-            hint = "; it is an every reminder: pass occurrence_at= to check one occurrence"
+            hint = "; it is a repeating reminder: pass occurrence_at= to check one occurrence"
         raise AssertionError(
             f"expected exactly one dispatch of {what}, found {len(matching)}: "
             f"{_describe(matching)}; every dispatch in the log: {_describe(every)}{hint}"
