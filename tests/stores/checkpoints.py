@@ -25,6 +25,7 @@ from host_bridge.embedded.stores._reads import STATES_CHUNK
 from host_bridge.protocols import SessionEvent, SessionHeader
 from messages._fold import fold_schedule_events
 from messages._records import SCHEDULE_CHANGE_TYPE
+from tests.cron_records import cron_create, next_after
 from tests.stores.backends import DueEntry, Store, StoreWriteError, open_store, project_session
 from tests.stores.case import TIMEOUT, Seam, StoreCase
 from tests.stores.due_index import (
@@ -38,6 +39,8 @@ from tests.stores.due_index import (
     new_log,
 )
 
+CRON_RULES = {False: ("*/5 * * * *", "UTC"), True: ("0 9 * * 1-5", "Asia/Shanghai")}
+"""The rules of the random cron records (by whether the id ends in an even digit)."""
 REMINDER = {"content": ["[SCHEDULE REMINDER]"], "source": REMINDER_SOURCE}
 PERSON = {"content": ["hello"], "source": {"kind": "user"}}
 MINUTE = 60_000
@@ -67,7 +70,8 @@ def same(one: SessionProjection, other: SessionProjection) -> bool:
 
 
 class RandomLog:
-    """A session's appends drawn at random, every kind that moves a projection included."""
+    """A session's appends drawn at random, every kind that moves a projection included
+    (``cron`` records among them)."""
 
     def __init__(self, store: Store, session_id: str, rng: random.Random, tell: float) -> None:
         self.log = new_log(store, session_id)
@@ -81,14 +85,18 @@ class RandomLog:
     def step(self) -> None:
         """Append one event; now and then tell its schedule target as a live owner may."""
         rng = self.rng
-        choice = rng.choice(["at", "every", "dispatch", "delete", "inbox", "done", "note"])
+        kinds = ["at", "every", "cron", "dispatch", "delete", "inbox", "done", "note"]
+        choice = rng.choice(kinds)
         data: dict[str, Any]
         type_ = SCHEDULE_CHANGE_TYPE
-        if choice in ("at", "every"):
+        if choice in ("at", "every", "cron"):
             self.created += 1
             record_id = f"schedule-{self.created}"
-            target = T0 + rng.randrange(1, 10_000) * MINUTE
-            data = at(record_id, target) if choice == "at" else every(record_id, target)
+            target = T0 + rng.randrange(1, 10_000) * MINUTE  # off a cron rule's grid too
+            if choice == "cron":
+                data = cron_create(record_id, "p", *CRON_RULES[record_id[-1] in "02468"], target)
+            else:
+                data = at(record_id, target) if choice == "at" else every(record_id, target)
             self.active[record_id] = (choice, target)
         elif choice in ("dispatch", "delete") and self.active:
             record_id = rng.choice(sorted(self.active))
@@ -99,6 +107,11 @@ class RandomLog:
                 late = rng.randrange(0, 3) * 300_000
                 data = dispatch(record_id, target + late)
                 self.active[record_id] = (kind, target + late + 300_000)
+            elif kind == "cron":
+                accepted = target + rng.randrange(0, 3) * 7 * MINUTE
+                data = dispatch(record_id, accepted)
+                rule = CRON_RULES[record_id[-1] in "02468"]
+                self.active[record_id] = (kind, next_after(*rule, accepted))
             else:
                 data = dispatch(record_id)
         elif choice == "inbox":
