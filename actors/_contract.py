@@ -481,9 +481,9 @@ class ColdDelivery(Protocol):
     back in :attr:`ColdPass.needs_agent`. A pass takes due sessions in a batch
     (the host's lock or lease, as for an activation), decides each from its
     durable schedule state with the owner's rules (one-shots first, then one
-    batch of ``every`` records; nothing early), writes each delivery's inbox
-    entry and dispatches durably together (many sessions in one commit), runs
-    the reminder turns and gives the sessions back.
+    batch of ``every`` and ``cron`` records; nothing early), writes each
+    delivery's inbox entry and dispatches durably together (many sessions in
+    one commit), runs the reminder turns and gives the sessions back.
     """
 
     def deliver_due(self, now_ms: int, limit: int, skip: frozenset[str]) -> Future[ColdPass]:

@@ -57,11 +57,12 @@ change since the decision, an earlier record, a failed barrier) drives.
 A delivery decides twice from one clock sample each (:func:`messages._delivery.plan_delivery`):
 after the preflight (is anything due?) and again inside the turn reservation,
 which is what it acts on. A due one-shot (``after``/``at``) goes first, one per
-transaction, with its own follow-up and dispatch. Otherwise every due ``every``
-record joins one batch: one follow-up carrying the batch framing, then one
-dispatch per member in batch order, all with the same ``acceptedAt``. A
-decision that raises or is undecidable (a clock outside years 0001–9999 on the
-``every`` path) is logged and taken as no decision: no fault, nothing armed.
+transaction, with its own follow-up and dispatch. Otherwise every due
+repeating record (``every`` or ``cron``) joins one batch: one follow-up carrying
+the batch framing, then one dispatch per member in batch order, all with the
+same ``acceptedAt``. A decision that raises or is undecidable (a clock outside
+years 0001–9999 on the repeating path) is logged and taken as no decision: no
+fault, nothing armed.
 A clock sample that is not an ``int`` decides nothing either, but arms a
 retry in :data:`BAD_CLOCK_RETRY_MS`, so delivery goes on once the clock is good.
 
@@ -950,7 +951,7 @@ class ScheduleOwner(SupervisedActor):
         return True
 
     def _deliver_batch(self, txn: _Txn, plan: DeliverBatch) -> bool:
-        """Every due ``every`` record: one follow-up for the batch, then a dispatch per member.
+        """Every due repeating record: one follow-up for the batch, then a dispatch per member.
 
         A dispatch append that raises faults the owner for good: the message is
         queued and the dispatches before it stand, so nothing is repeated here.

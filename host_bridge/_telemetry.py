@@ -87,7 +87,7 @@ SCHEDULE_IDS: Final = "dsh.schedule.ids"
 """Span attribute: the reminders a delivery dispatched, in append order."""
 
 KIND: Final = "dsh.schedule.kind"
-"""Metric attribute: a reminder's kind (``after``, ``at``, ``every``)."""
+"""Metric attribute: a reminder's kind (``after``, ``at``, ``every``, ``cron``)."""
 
 OUTCOME: Final = "dsh.schedule.outcome"
 """Span attribute: how the transaction ended (``created``, ``delivered``, ``agent_busy``...)."""

@@ -11,9 +11,9 @@ asks it for *passes* instead of activating due sessions one by one. A pass:
    checkpoint and the tail of its log after it, not the whole log);
 3. **decides** each at one fresh clock sample with the owner's rules
    (:func:`messages._delivery.plan_delivery`: a due one-shot alone, else one
-   batch of due ``every`` records; nothing early). A session with an unfinished
-   turn or a person's queued message is handed back for a live agent
-   (:attr:`ColdPass.needs_agent`), since those come first and may need tools;
+   batch of due ``every`` and ``cron`` records; nothing early). A session with
+   an unfinished turn or a person's queued message is handed back for a live
+   agent (:attr:`ColdPass.needs_agent`), since those come first and may need tools;
 4. **writes the inbox**: each delivery's ``inbox/queued`` entry and its
    ``dispatch`` changes are queued together and one flush covers every session
    of the pass, so they are durable together, many sessions in one commit;
