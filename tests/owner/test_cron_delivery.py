@@ -20,9 +20,11 @@ import pytest
 
 from actors._runtime import Runtime
 from host_bridge._plugin import WakePolicy
+from host_bridge.protocols import SessionEvent
 from host_bridge.testing import FakeColdActivation, FakeHost, assert_delivered_once
 from messages._creation import check_cron
 from messages._delivery import MAX_TIMER_DELAY_MS
+from messages._fold import fold_schedule_events
 from messages._instant import format_instant, parse_instant
 from messages._records import SCHEDULE_CHANGE_TYPE
 from messages._tool_values import AfterSelector, CronSelector, EverySelector
@@ -34,6 +36,7 @@ from tests.cron_records import (
     cron_view,
     latest_between,
     next_after,
+    zone_data_moved,
 )
 from tests.owner.harness import DELIVERY_STEPS, Harness
 from tests.owner.helpers import batch, one_shot
@@ -404,3 +407,35 @@ def test_telemetry_counts_cron_creates_and_dispatches_under_their_own_kind(
         }
     finally:
         otel.shutdown()
+
+
+# --- zone data that changed under a log ----------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: a dispatch accepted under older zone data can precede the target the "
+    "installed zone data derives, and the fold calls the whole log corrupt",
+)
+def test_a_dispatch_written_under_other_zone_data_leaves_the_log_usable(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written on +08:00 rules, folded after a tzdata release moved Shanghai to +07:00.
+
+    The Monday reminder was delivered two hours late, Tuesday's on time. Under the
+    new rules the first 09:00 after Monday's delivery is Tuesday 02:00Z, after
+    Tuesday's ``acceptedAt``: the log is what a correct owner wrote, not corrupt.
+    """
+    monday = ms("2026-08-10T01:00:00.000Z")
+    seeded = (
+        cron_event(cron_create("schedule-1", "standup", WEEKDAYS, SHANGHAI, monday)),
+        cron_event(cron_dispatch("schedule-1", monday + 2 * HOUR)),
+        cron_event(cron_dispatch("schedule-1", monday + DAY)),
+    )
+    written = [SessionEvent(t, seq, monday, data) for seq, (t, data) in enumerate(seeded)]
+    assert len(fold_schedule_events(written).active) == 1  # sound under the rules it was written
+    host = FakeHost(start_ms=monday + DAY + HOUR)
+    zone_data_moved(monkeypatch, SHANGHAI, "Asia/Bangkok")
+    harness = Harness(host, seed_events=seeded, runtime=runtime)
+    assert harness.status.fault is None
+    assert [view["id"] for view in listed(harness)] == ["schedule-1"]
