@@ -142,7 +142,7 @@ def test_the_sdks_default_strict_conversion_would_rewrite_the_open_schema() -> N
 
     rewritten = FunctionTool(spec.name, spec.description, parameters, nothing).params_json_schema
     assert rewritten["additionalProperties"] is False
-    assert rewritten["required"] == ["prompt", "after_seconds", "at", "every_seconds"]
+    assert rewritten["required"] == ["prompt", "after_seconds", "at", "every_seconds", "cron"]
     assert rewritten["properties"]["after_seconds"]["type"] == "integer"  # and not nullable
 
 
