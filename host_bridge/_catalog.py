@@ -3,7 +3,9 @@
 Regenerate with ``python -m host_bridge._catalog --write``; ``--check`` exits 1
 when the committed files differ from what :mod:`host_bridge._schemas` generates.
 The tools echoed by the saved Responses API responses in ``docs/examples`` are
-regenerated with them.
+regenerated with them. The committed files hold the catalog with the ``cron``
+selector; every function here takes ``calendar_rules=False`` for the catalog
+without it (the tools of ``install_schedule(..., calendar_rules=False)``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from host_bridge._openai_strict import strict_description, strict_parameters
-from host_bridge._schemas import TOOL_SPECS, ToolSpec
+from host_bridge._schemas import ToolSpec, tool_specs
 from messages._json_arguments import MAX_JSON_ARGUMENTS_DEPTH, MAX_JSON_ARGUMENTS_LENGTH
 
 __all__ = [
@@ -30,7 +32,7 @@ __all__ = [
 _DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-def catalog_value() -> dict[str, Any]:
+def catalog_value(*, calendar_rules: bool = True) -> dict[str, Any]:
     """The catalog as one JSON value: every tool with its parameter and output schema."""
     return {
         "catalog": "dsh-tool-schedule",
@@ -42,7 +44,7 @@ def catalog_value() -> dict[str, Any]:
                 "parameters": spec.parameters,
                 "outputSchema": spec.output_schema,
             }
-            for spec in TOOL_SPECS
+            for spec in tool_specs(calendar_rules=calendar_rules)
         ],
     }
 
@@ -62,7 +64,7 @@ def _function(spec: ToolSpec, *, strict: bool) -> dict[str, Any]:
     }
 
 
-def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+def openai_tools(*, strict: bool = False, calendar_rules: bool = True) -> list[dict[str, Any]]:
     """The tools in the function-calling layout of OpenAI-compatible chat APIs.
 
     Each is ``{"type": "function", "function": {name, description, parameters}}``.
@@ -71,9 +73,11 @@ def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
     :mod:`host_bridge._openai_strict`): pass the model's arguments through
     :func:`host_bridge.normalize_strict_arguments` before
     executing them. For the Responses API see :func:`openai_responses_tools`.
+    ``calendar_rules=False`` leaves the ``cron`` selector out, for a plugin
+    installed with ``calendar_rules=False``.
     """
     tools = []
-    for spec in TOOL_SPECS:
+    for spec in tool_specs(calendar_rules=calendar_rules):
         function = _function(spec, strict=strict)
         if strict:
             function["strict"] = True
@@ -81,7 +85,9 @@ def openai_tools(*, strict: bool = False) -> list[dict[str, Any]]:
     return tools
 
 
-def openai_responses_tools(*, strict: bool = False) -> list[dict[str, Any]]:
+def openai_responses_tools(
+    *, strict: bool = False, calendar_rules: bool = True
+) -> list[dict[str, Any]]:
     """The tools in the flat function-tool layout of OpenAI's Responses API.
 
     Each is ``{"type": "function", name, description, parameters, "strict": ...}``,
@@ -90,16 +96,18 @@ def openai_responses_tools(*, strict: bool = False) -> list[dict[str, Any]]:
     :func:`openai_tools`; ``strict=True`` gives the strict parameters and
     descriptions, whose arguments go through
     :func:`host_bridge.normalize_strict_arguments` before executing them.
+    ``calendar_rules=False`` leaves the ``cron`` selector out.
     """
     return [
         {"type": "function", **_function(spec, strict=strict), "strict": strict}
-        for spec in TOOL_SPECS
+        for spec in tool_specs(calendar_rules=calendar_rules)
     ]
 
 
-def catalog_json() -> str:
+def catalog_json(*, calendar_rules: bool = True) -> str:
     """The JSON catalog file's text (stable: sorted nothing, two-space indent, final newline)."""
-    return json.dumps(catalog_value(), indent=2, ensure_ascii=False) + "\n"
+    document = catalog_value(calendar_rules=calendar_rules)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def catalog_markdown() -> str:
@@ -110,10 +118,11 @@ def catalog_markdown() -> str:
         "Generated from `host_bridge/_schemas.py` by `python -m host_bridge._catalog --write`;",
         "do not edit by hand (a test fails when this file drifts).",
         "",
-        "`schedule_create` takes `prompt` plus exactly one of `after_seconds`, `at` and",
-        "`every_seconds`; inputs are snake_case, values canonical camelCase (`afterSeconds`,",
-        "`everySeconds`, `scheduledAt`, `deliveryMode`). A reminder view has one of three",
-        "shapes, told apart by `kind` (`after`, `at`, `every`). Every error value is",
+        "`schedule_create` takes `prompt` plus exactly one of `after_seconds`, `at`,",
+        "`every_seconds` and `cron`; inputs are snake_case, values canonical camelCase",
+        "(`afterSeconds`, `everySeconds`, `timeZone`, `scheduledAt`, `deliveryMode`). A",
+        "reminder view has one of four shapes, told apart by `kind` (`after`, `at`, `every`,",
+        "`cron`). Every error value is",
         '`{"code", "message"}`, plus `operation` and `id` for `persistence_uncertain`. Tool',
         "content is the compact JSON of the value. The order in which inputs are checked,",
         "when each error code is answered and the records these tools write are in",
@@ -127,7 +136,7 @@ def catalog_markdown() -> str:
         "([details](protocol.md#68-arguments-given-as-json-text)).",
         "",
     ]
-    for spec in TOOL_SPECS:
+    for spec in tool_specs():
         lines += [
             f"## `{spec.name}`",
             "",
@@ -146,7 +155,7 @@ def catalog_markdown() -> str:
             "```",
             "",
         ]
-    create = TOOL_SPECS[0]
+    create = tool_specs()[0]
     lines += [
         "## OpenAI strict mode",
         "",
@@ -170,6 +179,17 @@ def catalog_markdown() -> str:
         "`host_bridge.openai_responses_tools(strict=...)`) give the same tools as flat function",
         'tools with an explicit `"strict": false` or `"strict": true`',
         "(see [LLM APIs](llm-apis.md#5-the-responses-api)).",
+        "",
+        "## Without calendar rules",
+        "",
+        "A `cron` record is an extension of the version-1 stream: a reader that knows only",
+        "`after`, `at` and `every` rejects the log. A host that shares its logs with such a",
+        "reader installs Schedule with `install_schedule(host, calendar_rules=False)`: the",
+        "tools it registers then describe no `cron` anywhere (parameters, descriptions,",
+        "output schemas) and answer a `cron` key `invalid_selector`, as an unknown key.",
+        "`dsh-schedule catalog --without-cron` prints that catalog in every `--format`; in",
+        "code, `host_bridge.openai_tools`, `host_bridge.openai_responses_tools` and",
+        "`host_bridge.normalize_strict_arguments` take the same `calendar_rules=False`.",
         "",
     ]
     return "\n".join(lines)

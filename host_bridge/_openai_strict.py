@@ -22,9 +22,11 @@ Schema. :func:`strict_parameters` derives that form from the one definition in
 
 A model in strict mode therefore sends every parameter and ``null`` for the
 ones it does not use, e.g. ``{"prompt": "stretch", "after_seconds": 1200,
-"at": null, "every_seconds": null}``. The tools themselves keep the contract's
-presence rule (a selector given as ``null`` still counts toward "exactly one",
-so that call would be ``invalid_selector``). A host that offers the strict
+"at": null, "every_seconds": null, "cron": null}`` (``cron`` becomes a
+nullable object whose ``expression`` and ``time_zone`` are both required).
+The tools themselves keep the contract's presence rule (a selector given as
+``null`` still counts toward "exactly one", so that call would be
+``invalid_selector``). A host that offers the strict
 catalog therefore passes the model's arguments through
 :func:`normalize_strict_arguments` before ``tools.execute``: it drops the
 optional parameters whose value is ``null``, and nothing else.
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from host_bridge._schemas import TOOL_SPECS, ToolSpec
+from host_bridge._schemas import ToolSpec, tool_specs
 from messages._json_arguments import JsonArgumentsError, decode_json_arguments
 
 __all__ = [
@@ -160,26 +162,33 @@ def _words(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-_OPTIONAL: Mapping[str, frozenset[str]] = {
-    spec.name: frozenset(spec.parameters.get("properties", {}))
-    - frozenset(spec.parameters.get("required", ()))
-    for spec in TOOL_SPECS
+_OPTIONAL: Mapping[bool, Mapping[str, frozenset[str]]] = {
+    flag: {
+        spec.name: frozenset(spec.parameters.get("properties", {}))
+        - frozenset(spec.parameters.get("required", ()))
+        for spec in tool_specs(calendar_rules=flag)
+    }
+    for flag in (True, False)
 }
 
 
-def normalize_strict_arguments(name: str, arguments: object) -> object:
+def normalize_strict_arguments(
+    name: str, arguments: object, *, calendar_rules: bool = True
+) -> object:
     """The arguments of a strict-mode call of tool ``name``, as the tools take them.
 
     Hand the result to ``tools.execute``. ``arguments`` may be the JSON text of
     an OpenAI-format tool call or a decoded ``dict``. Every optional parameter
     whose value is ``null`` is left out (for ``schedule_create``: the selectors
-    ``after_seconds``, ``at`` and ``every_seconds``); everything else is left
-    as it is, and so is anything that is not (the text of) a ``dict``, which
-    the tool then judges and refuses itself. A text is decoded with the
+    ``after_seconds``, ``at``, ``every_seconds`` and ``cron``); everything else
+    is left as it is, and so is anything that is not (the text of) a ``dict``,
+    which the tool then judges and refuses itself. A text is decoded with the
     tools' own strict decoder, so a text the tools would refuse is passed on
-    unchanged and gets the same answer.
+    unchanged and gets the same answer. ``calendar_rules=False`` goes with the
+    catalog without ``cron`` (``install_schedule(..., calendar_rules=False)``):
+    a ``cron`` key is then kept, even ``null``, and the tool refuses it.
     """
-    optional = _OPTIONAL.get(name)
+    optional = _OPTIONAL[bool(calendar_rules)].get(name)
     if not optional:
         return arguments
     value: object = arguments

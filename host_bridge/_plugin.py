@@ -159,7 +159,13 @@ class SchedulePlugin:
         wake_policy: WakePolicy | None = None,
         *,
         telemetry: OwnerObserver | bool = True,
+        calendar_rules: bool = True,
     ) -> None:
+        if type(calendar_rules) is not bool:
+            raise TypeError(
+                f"calendar_rules must be True or False, not {type(calendar_rules).__name__}"
+            )
+        self._calendar_rules = calendar_rules
         self._runtime = get_runtime(runtime)
         self._own_timers: Timers | None = None
         host = copy.copy(host)  # the owners and the wake-up actor read the steady clock
@@ -258,6 +264,11 @@ class SchedulePlugin:
     def runtime(self) -> Runtime:
         """The actor runtime the owners run on."""
         return self._runtime
+
+    @property
+    def calendar_rules(self) -> bool:
+        """Whether the tools offer the ``cron`` selector (see :func:`install_schedule`)."""
+        return self._calendar_rules
 
     def owner_of(self, agent: Agent) -> pykka.ActorRef[ScheduleOwner] | None:
         """The owner actor installed for ``agent`` (for diagnostics and tests)."""
@@ -448,7 +459,7 @@ class SchedulePlugin:
         supervision.bind(owner)
         entry = _Installed(agent, owner, status, supervision, gate)
         try:
-            for tool in schedule_tools(agent, owner, gate):
+            for tool in schedule_tools(agent, owner, gate, calendar_rules=self._calendar_rules):
                 entry.unregister.append(tools.register(tool, agent=agent))
         except Exception:
             for unregister in reversed(entry.unregister):
@@ -502,6 +513,7 @@ def install_schedule(
     telemetry: OwnerObserver | bool = True,
     restart_policy: RestartPolicy | None = None,
     wake_policy: WakePolicy | None = None,
+    calendar_rules: bool = True,
 ) -> SchedulePlugin:
     """Install Schedule: every live root agent created from now on gets an owner and three tools.
 
@@ -522,6 +534,17 @@ def install_schedule(
     sessions whose reminders came due and lets them go again once quiet, as
     ``wake_policy`` says (default :class:`WakePolicy`: 8 activations at a time,
     the index re-read every second, a 30 s quiet period).
+
+    ``calendar_rules`` chooses whether ``schedule_create`` offers the ``cron``
+    selector (the default ``True``). A ``cron`` record is an extension of the
+    version-1 stream that readers without calendar rules reject, so a host
+    that shares its logs with such an implementation passes ``False``: the
+    tools' definitions then mention ``cron`` nowhere (parameters,
+    descriptions, output schemas: :func:`host_bridge._schemas.tool_specs`
+    ``(calendar_rules=False)``) and a call with a ``cron`` key answers
+    ``invalid_selector`` as for any unknown key, appending nothing. Records
+    already in a log are delivered either way. Anything but a ``bool`` is a
+    ``TypeError``.
 
     The host is checked first (:func:`host_bridge._composition.compose`): every
     part against its protocol, by looking, not by calling (only ``clock`` and
@@ -547,7 +570,14 @@ def install_schedule(
     session whose flushes keep resolving ``False`` is reported once.
     """
     checked = compose(host)
-    plugin = SchedulePlugin(checked, runtime, restart_policy, wake_policy, telemetry=telemetry)
+    plugin = SchedulePlugin(
+        checked,
+        runtime,
+        restart_policy,
+        wake_policy,
+        telemetry=telemetry,
+        calendar_rules=calendar_rules,
+    )
     plugin._listen()
     return plugin
 

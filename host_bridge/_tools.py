@@ -14,6 +14,7 @@ also when the owner is already gone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -23,7 +24,7 @@ import pykka
 
 from actors._futures import resolved
 from actors._teardown import TeardownGate
-from host_bridge._schemas import TOOL_SPECS
+from host_bridge._schemas import tool_specs
 from host_bridge.protocols import Agent, ToolCall, ToolDefinition, ToolResult
 from messages._mailbox import CreateSchedule, DeleteSchedule, ListSchedules, ToolRequest
 from messages._text import canonical_json
@@ -69,9 +70,18 @@ def present_value(value: Any) -> str:
 
 
 def _rule(view: dict[str, Any]) -> str:
-    """When a view's reminder is due, in words: ``due …``, or ``every Ns, next …``."""
-    if view.get("kind") == "every":
+    """When a view's reminder is due, in words.
+
+    ``due …`` for a one-shot, ``every Ns, next …`` or ``cron EXPR ZONE, next …``
+    for a repeating reminder (e.g. ``cron 0 9 * * 1-5 Asia/Shanghai, next
+    2026-08-06T01:00:00.000Z``).
+    """
+    kind = view.get("kind")
+    if kind == "every":
         return f"every {view.get('everySeconds')}s, next {view['scheduledAt']}"
+    if kind == "cron":
+        rule = f"{view.get('expression')} {view.get('timeZone')}"
+        return f"cron {rule}, next {view['scheduledAt']}"
     return f"due {view['scheduledAt']}"
 
 
@@ -80,8 +90,8 @@ def _result(value: ToolError | dict[str, object]) -> ToolResult:
     return ToolResult(is_error=False, value=data, content=render_value(data))
 
 
-def _create(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
-    parsed = parse_create_input(arguments)
+def _create(arguments: Any, reply: Future[Any], *, cron: bool = True) -> ToolRequest | ToolError:
+    parsed = parse_create_input(arguments, cron=cron)
     if not isinstance(parsed, CreateInput):
         return parsed
     return CreateSchedule(parsed.prompt, parsed.when, reply)
@@ -101,11 +111,15 @@ def _delete(arguments: Any, reply: Future[Any]) -> ToolRequest | ToolError:
     return DeleteSchedule(parsed.id, reply)
 
 
-_FACTORIES: dict[str, RequestFactory] = {
-    "schedule_create": _create,
-    "schedule_list": _list,
-    "schedule_delete": _delete,
+_FACTORIES: dict[bool, dict[str, RequestFactory]] = {
+    flag: {
+        "schedule_create": functools.partial(_create, cron=flag),
+        "schedule_list": _list,
+        "schedule_delete": _delete,
+    }
+    for flag in (True, False)
 }
+"""Each tool's request factory, with calendar rules (``True``) and without."""
 
 
 class _ToolReply(Future[Any]):
@@ -165,22 +179,30 @@ def _executor(
 
 
 def schedule_tools(
-    agent: Agent, owner: pykka.ActorRef[Any], gate: TeardownGate | None = None
+    agent: Agent,
+    owner: pykka.ActorRef[Any],
+    gate: TeardownGate | None = None,
+    *,
+    calendar_rules: bool = True,
 ) -> tuple[ToolDefinition, ...]:
     """The three tool definitions for ``agent``, routed to its owner actor.
 
     ``gate`` is the owner's :class:`~actors._teardown.TeardownGate`: a call that
     finds the owner gone answers with the cause its teardown began with.
+    ``calendar_rules=False`` offers no ``cron`` selector: the definitions are
+    :func:`~host_bridge._schemas.tool_specs` ``(calendar_rules=False)`` and a
+    ``cron`` key is an unknown key (``invalid_selector``).
     """
+    factories = _FACTORIES[bool(calendar_rules)]
     return tuple(
         ToolDefinition(
             name=spec.name,
             description=spec.description,
             parameters=spec.parameters,
             output_schema=spec.output_schema,
-            execute=_executor(agent, owner, _FACTORIES[spec.name], gate),
+            execute=_executor(agent, owner, factories[spec.name], gate),
             render=render_value,
             present=present_value,
         )
-        for spec in TOOL_SPECS
+        for spec in tool_specs(calendar_rules=calendar_rules)
     )

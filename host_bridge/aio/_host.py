@@ -118,9 +118,11 @@ class AsyncHost:
     running turns finish before cancelling them (cancelled turns run again at
     the next start). ``clock_watch_ms`` is the tick of Schedule's clock
     watchdog (``None``: off, as tests on fake time may want).
-    ``schedule=False`` leaves Schedule out: the bare host, to check its
-    adapters with the conformance kit or to install Schedule with options of
-    one's own on :attr:`embedded`.
+    ``calendar_rules=False`` installs Schedule without the ``cron`` selector
+    (see :func:`host_bridge.install_schedule`); give the framework tools the
+    same option. ``schedule=False`` leaves Schedule out: the bare host, to
+    check its adapters with the conformance kit or to install Schedule with
+    options of one's own on :attr:`embedded`.
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class AsyncHost:
         stop_timeout: float = 10.0,
         schedule: bool = True,
         clock_watch_ms: int | None = DEFAULT_CLOCK_WATCH_MS,
+        calendar_rules: bool = True,
     ) -> None:
         self._run_turn = run_turn
         self._data_dir = data_dir
@@ -151,6 +154,7 @@ class AsyncHost:
         self.stop_timeout = stop_timeout
         self._schedule = schedule
         self._clock_watch_ms = clock_watch_ms
+        self._calendar_rules = calendar_rules
         self._turns: LoopTurns | None = None
         self._embedded: EmbeddedHost | None = None
         self._plugin: SchedulePlugin | None = None
@@ -186,6 +190,7 @@ class AsyncHost:
                     dataclasses.replace(host.context(), clock_watch_ms=self._clock_watch_ms),
                     runtime=host.runtime,
                     wake_policy=self._wake_policy,
+                    calendar_rules=self._calendar_rules,
                 )
                 if self._schedule
                 else None

@@ -14,7 +14,7 @@ from host_bridge.cli._common import exit_codes_help, location_options
 
 __all__ = ["catalog_command"]
 
-_LAYOUTS: dict[str, Callable[[], list[dict[str, Any]]] | None] = {
+_LAYOUTS: dict[str, Callable[..., list[dict[str, Any]]] | None] = {
     "json": None,
     "openai": openai_tools,
     "openai-strict": partial(openai_tools, strict=True),
@@ -43,6 +43,8 @@ _LAYOUTS: dict[str, Callable[[], list[dict[str, Any]]] | None] = {
         '          (client.responses.create), open parameters and "strict": false\n'
         "  responses-strict\n"
         '          the same with "strict": true and the strict-mode parameters\n\n'
+        "--without-cron prints the catalog of a host installed with\n"
+        "install_schedule(..., calendar_rules=False): no cron selector.\n\n"
         + exit_codes_help((0, "the catalog was printed"), (2, "usage error"))
     ),
 )
@@ -54,15 +56,22 @@ _LAYOUTS: dict[str, Callable[[], list[dict[str, Any]]] | None] = {
     show_default=True,
     help="Output layout.",
 )
+@click.option(
+    "--without-cron",
+    is_flag=True,
+    help="Leave the cron selector out (calendar_rules=False).",
+)
 @location_options
-def catalog_command(output_format: str) -> None:
+def catalog_command(output_format: str, without_cron: bool) -> None:
     """Print the schedule_create, schedule_list and schedule_delete tool schemas.
 
     The catalog does not depend on any stored data; --data and --store are
     accepted for uniformity with the other commands and ignored.
     """
     tools = _LAYOUTS[output_format.lower()]
+    calendar_rules = not without_cron
     if tools is None:
-        click.echo(catalog_json(), nl=False)
+        click.echo(catalog_json(calendar_rules=calendar_rules), nl=False)
     else:
-        click.echo(json.dumps(tools(), indent=2, ensure_ascii=False))
+        layout = tools(calendar_rules=calendar_rules)
+        click.echo(json.dumps(layout, indent=2, ensure_ascii=False))

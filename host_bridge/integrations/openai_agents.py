@@ -16,6 +16,8 @@ Three parts, each usable alone:
 The tools keep the catalog's open parameter schemas (``strict_json_schema=False``);
 ``schedule_tools(strict=True)`` offers the strict-mode layout instead and
 normalises the model's nulls before the tools see them.
+``schedule_tools(calendar_rules=False)`` offers the catalog without the ``cron``
+selector, for a host installed with ``calendar_rules=False``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ Data: ``{"add": [item, ...]}``, ``{"pop": 1}`` (the newest item was removed) or
 _NO_TURN = "Schedule tools run only inside a host turn; none is running here."
 
 
-def schedule_tools(*, strict: bool = False) -> list[Tool]:
+def schedule_tools(*, strict: bool = False, calendar_rules: bool = True) -> list[Tool]:
     """Schedule's three tools as Agents SDK function tools.
 
     The parameter schemas are the catalog's (:func:`host_bridge.openai_tools`),
@@ -59,11 +61,22 @@ def schedule_tools(*, strict: bool = False) -> list[Tool]:
     ``strict=True`` gives the strict-mode layout (``openai_tools(strict=True)``,
     ``strict_json_schema=True``; the SDK keeps it unchanged) and passes the
     arguments through :func:`host_bridge.normalize_strict_arguments` first.
+
+    ``calendar_rules=False`` offers the tools without the ``cron`` selector
+    (``openai_tools(calendar_rules=False)``). It only shapes what the model
+    is offered: what a call may do is the host's to decide, so pass what the
+    host was installed with (``AsyncHost(..., calendar_rules=False)``).
     """
-    return [_function_tool(tool["function"], strict=strict) for tool in openai_tools(strict=strict)]
+    offered = openai_tools(strict=strict, calendar_rules=calendar_rules)
+    return [
+        _function_tool(tool["function"], strict=strict, calendar_rules=calendar_rules)
+        for tool in offered
+    ]
 
 
-def _function_tool(function: Mapping[str, Any], *, strict: bool) -> FunctionTool:
+def _function_tool(
+    function: Mapping[str, Any], *, strict: bool, calendar_rules: bool
+) -> FunctionTool:
     name: str = function["name"]
 
     async def invoke(context: ToolContext[Any], arguments: str) -> str:
@@ -74,7 +87,11 @@ def _function_tool(function: Mapping[str, Any], *, strict: bool) -> FunctionTool
             return json.dumps(
                 {"code": "no_turn", "message": _NO_TURN, "tool": name}, separators=(",", ":")
             )
-        given: Any = normalize_strict_arguments(name, arguments) if strict else arguments
+        given: Any = (
+            normalize_strict_arguments(name, arguments, calendar_rules=calendar_rules)
+            if strict
+            else arguments
+        )
         try:
             result = await turn.call_tool(name, given)
         except Exception:  # the turn's session is gone: say so, never invite a blind retry

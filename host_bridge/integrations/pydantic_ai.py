@@ -28,7 +28,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
-from host_bridge._schemas import TOOL_SPECS
+from host_bridge._schemas import tool_specs
 from host_bridge.aio import AgentTurn, TurnRunner, current_turn
 
 __all__ = ["MESSAGES_RECORD", "ScheduleToolset", "history", "remember", "turn_runner"]
@@ -91,7 +91,7 @@ class ScheduleToolset(AbstractToolset[Any]):
     """The three Schedule tools for an ``Agent``, run in the current Schedule turn.
 
     Each definition has the catalog's name, description and parameter schema
-    (an open root: a ``cron`` key reaches the tool and is answered
+    (an open root: an unknown key reaches the tool and is answered
     ``invalid_selector``), ``strict=False`` (Pydantic AI would otherwise make a
     closed-looking schema strict on OpenAI and close every object), and
     ``sequential=True`` (calls run in the model's order, so ids and the log
@@ -101,10 +101,16 @@ class ScheduleToolset(AbstractToolset[Any]):
     model-visible JSON the tools define, errors included (an ordinary result
     the model reads and corrects). Outside a turn the call fails with a
     :class:`~pydantic_ai.ToolFailed` message the model reads; the run goes on.
+
+    ``calendar_rules=False`` offers the catalog without the ``cron`` selector.
+    It only shapes what the model is offered: what a call may do is the
+    host's to decide, so pass what the host was installed with
+    (``AsyncHost(..., calendar_rules=False)``).
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, calendar_rules: bool = True) -> None:
         self._id = id
+        self._calendar_rules = calendar_rules
 
     @property
     def id(self) -> str | None:
@@ -126,7 +132,7 @@ class ScheduleToolset(AbstractToolset[Any]):
                 max_retries=ctx.max_retries,
                 args_validator=_ARGUMENTS,
             )
-            for spec in TOOL_SPECS
+            for spec in tool_specs(calendar_rules=self._calendar_rules)
         }
 
     async def call_tool(

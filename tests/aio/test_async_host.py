@@ -548,3 +548,46 @@ async def test_a_runner_raising_turn_interrupted_leaves_a_cold_reminder_to_its_n
         assert len(presented) == 2 and presented[0] == presented[1]
     events = reopened(tmp_path / "sessions.sqlite3", "u-1").events
     assert [e.data["failed"] for e in events if e.type == "turn/completed"] == [False, False]
+
+
+WEEKDAYS_AT_9 = '{"prompt": "standup", "cron": {"expression": "0 9 * * 1-5", "time_zone": "UTC"}}'
+
+
+async def call_create(turn: AgentTurn) -> str | None:
+    """A runner whose person's turn text is ``schedule_create``'s argument text; its content."""
+    if turn.is_reminder:
+        return "presented"
+    return (await turn.call_tool("schedule_create", turn.text)).content
+
+
+async def test_a_cron_reminder_created_on_the_host_arrives_at_its_local_time(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()  # 2026-01-01T00:00:00.000Z, a Thursday
+    timers = FakeTimers(clock)
+    async with AsyncHost(
+        call_create, data_dir=tmp_path, clock=clock, timers=timers, wake=False, clock_watch_ms=None
+    ) as host:  # no periodic timers: only the reminder's
+        assert host.plugin.calendar_rules is True
+        chat = await host.open("u-1")
+        created = json.loads(await chat.send(WEEKDAYS_AT_9) or "")
+        assert (created["kind"], created["scheduledAt"]) == ("cron", "2026-01-01T09:00:00.000Z")
+        await advance_async(host, timers, 9 * 3_600_000 - 1, timeout=TIMEOUT)
+        assert stored_changes(tmp_path, "u-1") == [("create", "schedule-1")]
+        await advance_async(host, timers, 1, timeout=TIMEOUT)
+    assert stored_changes(tmp_path, "u-1") == [("create", "schedule-1"), ("dispatch", "schedule-1")]
+
+
+async def test_without_calendar_rules_the_hosts_tools_refuse_cron_and_never_mention_it(
+    tmp_path: Path,
+) -> None:
+    async with AsyncHost(call_create, data_dir=tmp_path, calendar_rules=False) as host:
+        assert host.plugin.calendar_rules is False
+        chat = await host.open("u-1")
+        refused = json.loads(await chat.send(WEEKDAYS_AT_9) or "")
+        assert refused["code"] == "invalid_selector"
+        assert "cron and a time_zone outside at are not supported" in refused["message"]
+        tool = host.embedded.tools.get("schedule_create", agent=chat.agent)
+        assert tool is not None
+        assert "cron" not in json.dumps([tool.description, tool.parameters, tool.output_schema])
+    assert stored_changes(tmp_path, "u-1") == []

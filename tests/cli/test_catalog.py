@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jsonschema import Draft202012Validator
 
 from host_bridge._catalog import catalog_value, openai_responses_tools, openai_tools
@@ -46,7 +48,8 @@ def test_openai_layout_is_function_tools_with_valid_parameter_schemas(home: Path
         assert "$schema" not in parameters
     create = tools[0]["function"]["parameters"]
     assert create["required"] == ["prompt"]  # plus exactly one selector, said in words
-    assert set(create["properties"]) == {"prompt", "after_seconds", "at", "every_seconds"}
+    assert set(create["properties"]) == {"prompt", "after_seconds", "at", "every_seconds", "cron"}
+    assert create["properties"]["cron"]["required"] == ["expression", "time_zone"]
     assert "additionalProperties" not in create  # the root stays open
 
 
@@ -89,10 +92,32 @@ def test_responses_layouts_are_flat_function_tools_with_an_explicit_strict(home:
         assert ("additionalProperties" in create) is strict  # open unless strict
 
 
+LAYOUTS: dict[str, Callable[[], Any]] = {
+    "json": lambda: catalog_value(calendar_rules=False),
+    "openai": lambda: openai_tools(calendar_rules=False),
+    "openai-strict": lambda: openai_tools(strict=True, calendar_rules=False),
+    "responses": lambda: openai_responses_tools(calendar_rules=False),
+    "responses-strict": lambda: openai_responses_tools(strict=True, calendar_rules=False),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_without_cron_every_layout_leaves_the_selector_out(home: Path, layout: str) -> None:
+    run = run_cli(["catalog", "--format", layout, "--without-cron"], home)
+    assert run.code == 0, run.err
+    printed = json.loads(run.out)
+    assert printed == LAYOUTS[layout]()
+    assert "cron" not in run.out.lower()
+    with_cron = run_cli(["catalog", "--format", layout], home)
+    assert with_cron.code == 0, with_cron.err
+    assert '"cron"' in with_cron.out
+
+
 def test_help_lists_every_format_and_an_unknown_one_is_a_usage_error(home: Path) -> None:
     shown = run_cli(["catalog", "--help"], home)
     assert shown.code == 0, shown.err
     assert "[json|openai|openai-strict|responses|responses-strict]" in shown.out
+    assert "--without-cron" in shown.out
     for layout in ("responses", "responses-strict"):
         assert f"\n    {layout}\n" in shown.out  # each has its paragraph under Formats
     wrong = run_cli(["catalog", "--format", "responses-lax"], home)

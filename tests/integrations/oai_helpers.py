@@ -41,11 +41,10 @@ class Ran:
 class Bot:
     """An SDK agent on :class:`ScriptedReminderModel` with Schedule's tools, as a turn runner."""
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, calendar_rules: bool = True) -> None:
         self.model = ScriptedReminderModel()
-        self.agent: Agent[Any] = Agent(
-            name="assistant", tools=schedule_tools(strict=strict), model=self.model
-        )
+        tools = schedule_tools(strict=strict, calendar_rules=calendar_rules)
+        self.agent: Agent[Any] = Agent(name="assistant", tools=tools, model=self.model)
         self._answer = turn_runner(self.agent)
         self.ran: list[Ran] = []
         self._changed = asyncio.Condition()

@@ -69,9 +69,14 @@ def _no_tracing() -> Iterator[None]:
     set_tracing_disabled(False)
 
 
-def fake_time_host(data_dir: Path, run_turn: Any, clock: FakeClock) -> tuple[AsyncHost, FakeTimers]:
+def fake_time_host(
+    data_dir: Path, run_turn: Any, clock: FakeClock, *, calendar_rules: bool = True
+) -> tuple[AsyncHost, FakeTimers]:
     timers = FakeTimers(clock)
-    return AsyncHost(run_turn, data_dir=data_dir, clock=clock, timers=timers), timers
+    host = AsyncHost(
+        run_turn, data_dir=data_dir, clock=clock, timers=timers, calendar_rules=calendar_rules
+    )
+    return host, timers
 
 
 async def advance(host: AsyncHost, timers: FakeTimers, ms: int) -> None:
@@ -142,7 +147,7 @@ def test_the_sdks_default_strict_conversion_would_rewrite_the_open_schema() -> N
 
     rewritten = FunctionTool(spec.name, spec.description, parameters, nothing).params_json_schema
     assert rewritten["additionalProperties"] is False
-    assert rewritten["required"] == ["prompt", "after_seconds", "at", "every_seconds"]
+    assert rewritten["required"] == ["prompt", "after_seconds", "at", "every_seconds", "cron"]
     assert rewritten["properties"]["after_seconds"]["type"] == "integer"  # and not nullable
 
 
@@ -186,6 +191,72 @@ async def test_strict_tools_normalise_the_models_nulls(tmp_path: Path) -> None:
     assert reply == "OK, I will remind you to stretch at 2026-01-01T00:00:05.000Z."
     (result,) = outputs_seen(bot.model)
     assert result["id"] == "schedule-1" and result["kind"] == "after"
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["open", "strict"])
+def test_the_tools_without_calendar_rules_are_that_catalog_and_never_mention_cron(
+    strict: bool,
+) -> None:
+    tools = schedule_tools(strict=strict, calendar_rules=False)
+    offered = openai_tools(strict=strict, calendar_rules=False)
+    for tool, function in zip(tools, offered, strict=True):
+        assert isinstance(tool, FunctionTool)
+        assert tool.description == function["function"]["description"]
+        assert tool.params_json_schema == function["function"]["parameters"]
+        assert "cron" not in json.dumps([tool.description, tool.params_json_schema]).lower()
+    (create,) = [t for t in schedule_tools(strict=strict) if t.name == "schedule_create"]
+    assert isinstance(create, FunctionTool) and "cron" in create.params_json_schema["properties"]
+
+
+CRON_CALL = '{"prompt": "standup", "cron": {"expression": "0 9 * * 1-5", "time_zone": "UTC"}}'
+STRICT_CRON = json.dumps(
+    {
+        "prompt": "standup",
+        "after_seconds": None,
+        "at": None,
+        "every_seconds": None,
+        "cron": {"expression": "0 9 * * 1-5", "time_zone": "UTC"},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("strict", "calendar_rules", "sent", "answer"),
+    [
+        (False, True, CRON_CALL, "OK, I will remind you to standup at 2026-01-01T09:00:00.000Z."),
+        (True, True, STRICT_CRON, "OK, I will remind you to standup at 2026-01-01T09:00:00.000Z."),
+        (False, False, CRON_CALL, "I could not set that reminder: invalid_selector."),
+        (  # this catalog has no cron, so the normaliser keeps a null one for the tool to refuse
+            True,
+            False,
+            '{"prompt": "p", "after_seconds": 5, "at": null, "cron": null}',
+            "I could not set that reminder: invalid_selector.",
+        ),
+    ],
+    ids=["open", "strict", "without-cron", "without-cron-strict-null"],
+)
+async def test_a_cron_call_through_the_sdk_is_the_hosts_to_accept_or_refuse(
+    tmp_path: Path, strict: bool, calendar_rules: bool, sent: str, answer: str
+) -> None:
+    bot = Bot(strict=strict, calendar_rules=calendar_rules)
+    bot.model.enqueue([function_call("schedule_create", sent, call_id="call_cron")])
+    host, _ = fake_time_host(tmp_path, bot, FakeClock(), calendar_rules=calendar_rules)
+    async with host:
+        chat = await host.open("chat")
+        reply = await chat.send("do as scripted")
+        creates = [e for e in chat.agent.session.events if e.type == "schedule/change"]
+    (result,) = outputs_seen(bot.model)
+    assert reply == answer
+    if calendar_rules:
+        assert (result["kind"], result["expression"], result["timeZone"]) == (
+            "cron",
+            "0 9 * * 1-5",
+            "UTC",
+        )
+        assert len(creates) == 1
+    else:
+        assert result["code"] == "invalid_selector"
+        assert creates == []
 
 
 async def test_a_tool_called_outside_a_turn_answers_an_error_the_model_reads() -> None:

@@ -33,7 +33,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 
-from host_bridge._schemas import TOOL_SPECS
+from host_bridge._schemas import TOOL_SPECS, tool_specs
 from host_bridge.aio import AgentTurn, AsyncHost, TurnRunner
 from host_bridge.embedded.inbox import (
     INBOX_EVENT,
@@ -75,9 +75,14 @@ def run(scenario: Coroutine[Any, Any, None]) -> None:
     asyncio.run(scenario)
 
 
-def fake_time_host(run_turn: TurnRunner, data_dir: Path, clock: FakeClock) -> AsyncHost:
+def fake_time_host(
+    run_turn: TurnRunner, data_dir: Path, clock: FakeClock, *, calendar_rules: bool = True
+) -> AsyncHost:
     """An AsyncHost on ``data_dir`` whose time moves only when the test moves it."""
-    return AsyncHost(run_turn, data_dir=data_dir, clock=clock, timers=FakeTimers(clock))
+    timers = FakeTimers(clock)
+    return AsyncHost(
+        run_turn, data_dir=data_dir, clock=clock, timers=timers, calendar_rules=calendar_rules
+    )
 
 
 def text_of(part: ToolReturnPart) -> str:
@@ -106,7 +111,7 @@ def scripted(*responses: list[Any]) -> tuple[FunctionModel, list[list[ModelMessa
 # --- the tools the model sees and the calls it makes ----------------------------------------
 
 
-def definitions() -> list[ToolDefinition]:
+def definitions(toolset: ScheduleToolset | None = None) -> list[ToolDefinition]:
     """The tool definitions an agent with the toolset hands its model."""
     offered: list[ToolDefinition] = []
 
@@ -114,7 +119,7 @@ def definitions() -> list[ToolDefinition]:
         offered.extend(info.function_tools)
         return ModelResponse(parts=[TextPart("hello")])
 
-    agent = Agent(FunctionModel(model), toolsets=[ScheduleToolset()])
+    agent = Agent(FunctionModel(model), toolsets=[toolset or ScheduleToolset()])
     assert agent.run_sync("hi").output == "hello"
     return offered
 
@@ -129,6 +134,47 @@ def test_the_model_gets_the_catalog_tools_with_their_schemas_never_strict() -> N
         assert tool.parameters_json_schema is not spec.parameters  # a copy the model may change
         assert tool.strict is False
         assert tool.sequential is True  # calls run in the model's order
+
+
+def test_without_calendar_rules_the_model_gets_that_catalog_and_no_cron() -> None:
+    offered = definitions(ScheduleToolset(calendar_rules=False))
+    specs = tool_specs(calendar_rules=False)
+    assert [tool.name for tool in offered] == [spec.name for spec in specs]
+    for tool, spec in zip(offered, specs, strict=True):
+        assert (tool.description, tool.parameters_json_schema) == (
+            spec.description,
+            spec.parameters,
+        )
+        assert "cron" not in json.dumps([tool.description, tool.parameters_json_schema]).lower()
+    assert "cron" in definitions()[0].parameters_json_schema["properties"]
+
+
+CRON = {"prompt": "standup", "cron": {"expression": "0 9 * * 1-5", "time_zone": "Asia/Shanghai"}}
+
+
+@pytest.mark.parametrize("calendar_rules", [True, False], ids=["cron", "without-cron"])
+def test_a_cron_call_is_the_hosts_to_accept_or_refuse(tmp_path: Path, calendar_rules: bool) -> None:
+    model, seen = scripted([ToolCallPart("schedule_create", CRON, tool_call_id="call-cron")])
+    toolset = ScheduleToolset(calendar_rules=calendar_rules)
+    runner = turn_runner(Agent(model, toolsets=[toolset]))
+
+    async def scenario() -> None:
+        host = fake_time_host(runner, tmp_path, FakeClock(), calendar_rules=calendar_rules)
+        async with host:
+            chat = await host.open("chat")
+            assert await chat.send("go") == "done"
+            (answered,) = returns(seen[1])
+            value = json.loads(text_of(answered))
+            changes = [e for e in chat.agent.session.events if e.type == "schedule/change"]
+            if calendar_rules:
+                assert (value["kind"], value["timeZone"]) == ("cron", "Asia/Shanghai")
+                assert value["scheduledAt"] == "2026-01-01T01:00:00.000Z"
+                assert len(changes) == 1
+            else:
+                assert value["code"] == "invalid_selector"
+                assert changes == []
+
+    run(scenario())
 
 
 @pytest.mark.parametrize("model_class", [OpenAIChatModel, OpenAIResponsesModel])
@@ -174,9 +220,14 @@ ARGUMENTS: list[tuple[Any, Any, str | None]] = [
     ),
     (NAN, NAN, "invalid_selector"),
     (
-        {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
-        {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
+        {"prompt": "stretch", "after_seconds": 60, "time_zone": "UTC"},
+        {"prompt": "stretch", "after_seconds": 60, "time_zone": "UTC"},
         "invalid_selector",  # the open root let the unknown key through to the tool
+    ),
+    (
+        {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
+        {"prompt": "stretch", "after_seconds": 60, "cron": "*/5 * * * *"},
+        "invalid_selector",  # two selectors
     ),
     (
         {"prompt": "water", "after_seconds": None, "every_seconds": 1800},

@@ -7,6 +7,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from host_bridge import openai_responses_tools, openai_tools
@@ -29,13 +30,17 @@ def keys(typed_dict: Any) -> tuple[set[str], set[str]]:
     return required, set(hints)
 
 
+@pytest.mark.parametrize("calendar_rules", [True, False], ids=["cron", "without-cron"])
 @pytest.mark.parametrize("strict", [False, True], ids=["open", "strict"])
-def test_every_tool_is_a_function_tool_param_with_only_known_keys(strict: bool) -> None:
+def test_every_tool_is_a_function_tool_param_with_only_known_keys(
+    strict: bool, calendar_rules: bool
+) -> None:
     required, known = keys(responses.FunctionToolParam)
     assert {"type", "name", "parameters", "strict"} <= required  # strict cannot be left out
     adapter = pydantic.TypeAdapter(responses.FunctionToolParam)
-    tools = openai_responses_tools(strict=strict)
+    tools = openai_responses_tools(strict=strict, calendar_rules=calendar_rules)
     assert [tool["name"] for tool in tools] == [spec.name for spec in TOOL_SPECS]
+    assert ("cron" in tools[0]["parameters"]["properties"]) is calendar_rules
     for tool in tools:
         assert required <= set(tool) <= known
         assert adapter.validate_python(tool) == tool  # nothing dropped, nothing coerced
@@ -44,9 +49,11 @@ def test_every_tool_is_a_function_tool_param_with_only_known_keys(strict: bool) 
     json.dumps(tools)  # a request body
 
 
+@pytest.mark.parametrize("calendar_rules", [True, False], ids=["cron", "without-cron"])
 @pytest.mark.parametrize("strict", [False, True], ids=["open", "strict"])
-def test_a_responses_tool_is_the_chat_function_moved_up(strict: bool) -> None:
-    flat_tools, chat_tools = openai_responses_tools(strict=strict), openai_tools(strict=strict)
+def test_a_responses_tool_is_the_chat_function_moved_up(strict: bool, calendar_rules: bool) -> None:
+    flat_tools = openai_responses_tools(strict=strict, calendar_rules=calendar_rules)
+    chat_tools = openai_tools(strict=strict, calendar_rules=calendar_rules)
     for flat, chat in zip(flat_tools, chat_tools, strict=True):
         assert chat["type"] == flat["type"] == "function"
         assert {"type": "function", **chat["function"], "strict": strict} == flat
@@ -78,3 +85,24 @@ def test_the_round_trip_answers_with_function_call_output_items(strict: bool) ->
         assert required <= set(item) <= known
         assert adapter.validate_python(item) == item
         assert isinstance(item["output"], str)
+
+
+def _saved_calls(name: str) -> list[tuple[str, str]]:
+    """``(tool name, argument text)`` of every call in a saved chat or Responses response."""
+    saved = json.loads((EXAMPLES / name).read_text("utf-8"))
+    if "choices" in saved:
+        calls = saved["choices"][0]["message"].get("tool_calls") or []
+        return [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    return [(i["name"], i["arguments"]) for i in saved["output"] if i["type"] == "function_call"]
+
+
+@pytest.mark.parametrize(
+    "name", ["openai_chat_completion_strict.json", "openai_responses_strict.json"]
+)
+def test_the_saved_strict_calls_fit_todays_strict_schemas(name: str) -> None:
+    """A strict model sends every parameter: a new selector must be in the saved calls too."""
+    schemas = {tool["name"]: tool["parameters"] for tool in openai_responses_tools(strict=True)}
+    calls = _saved_calls(name)
+    assert calls
+    for tool, arguments in calls:
+        jsonschema.Draft202012Validator(schemas[tool]).validate(json.loads(arguments))

@@ -123,6 +123,13 @@ def test_optional_selectors_are_nullable_and_constraints_are_in_the_descriptions
     assert properties["after_seconds"]["type"] == ["integer", "null"]
     assert properties["every_seconds"]["type"] == ["integer", "null"]
     assert properties["at"]["anyOf"][-1] == {"type": "null"}
+    cron = properties["cron"]
+    assert cron["type"] == ["object", "null"]
+    assert cron["required"] == ["expression", "time_zone"]
+    assert cron["additionalProperties"] is False
+    assert cron["properties"]["expression"]["type"] == "string"  # required inside: not nullable
+    assert cron["properties"]["time_zone"]["type"] == "string"
+    assert "1 to 128 characters" in cron["properties"]["expression"]["description"]
     assert "1 to 4096 characters" in properties["prompt"]["description"]
     assert "from 1 to 9007199254740991" in properties["after_seconds"]["description"]
     assert "from 300 to " in properties["every_seconds"]["description"]
@@ -130,27 +137,40 @@ def test_optional_selectors_are_nullable_and_constraints_are_in_the_descriptions
     assert pattern in properties["at"]["anyOf"][0]["description"]
     assert "Set to null when not used." in properties["at"]["description"]
     assert STRICT[0]["function"]["description"].endswith(
-        "Every parameter must be given: set after_seconds, at and every_seconds to null "
+        "Every parameter must be given: set after_seconds, at, every_seconds and cron to null "
         "when you do not use them."
     )
     assert STRICT[2]["function"]["description"] == TOOL_SPECS[2].description
 
 
+def test_the_strict_layout_without_calendar_rules_has_no_cron() -> None:
+    tools = openai_tools(strict=True, calendar_rules=False)
+    assert "cron" not in json.dumps(tools).lower()
+    create = tools[0]["function"]
+    selectors = list(create["parameters"]["properties"])
+    assert selectors == ["prompt", "after_seconds", "at", "every_seconds"]
+    assert create["description"].endswith(
+        "Every parameter must be given: set after_seconds, at and every_seconds to null "
+        "when you do not use them."
+    )
+    for tool in tools:
+        assert strict_mode_violations(tool["function"]["parameters"]) == []
+    flat = openai_responses_tools(strict=True, calendar_rules=False)
+    assert [t["parameters"] for t in flat] == [t["function"]["parameters"] for t in tools]
+
+
+NULLS: dict[str, Any] = {"after_seconds": None, "at": None, "every_seconds": None, "cron": None}
+
 STRICT_CALLS: list[dict[str, Any]] = [
-    {"prompt": "stretch", "after_seconds": 1200, "at": None, "every_seconds": None},
-    {"prompt": "water", "after_seconds": None, "at": None, "every_seconds": 1800},
+    {"prompt": "stretch", **NULLS, "after_seconds": 1200},
+    {"prompt": "water", **NULLS, "every_seconds": 1800},
     {
         "prompt": "call mom",
-        "after_seconds": None,
+        **NULLS,
         "at": {"date": "2026-08-06", "time": "09:00:00", "time_zone": "Asia/Shanghai"},
-        "every_seconds": None,
     },
-    {
-        "prompt": "standup",
-        "after_seconds": None,
-        "at": "2026-08-06T09:00:00+08:00",
-        "every_seconds": None,
-    },
+    {"prompt": "standup", **NULLS, "at": "2026-08-06T09:00:00+08:00"},
+    {"prompt": "standup", **NULLS, "cron": {"expression": "0 9 * * 1-5", "time_zone": "UTC"}},
 ]
 
 
@@ -169,8 +189,30 @@ def test_what_a_strict_model_sends_fits_the_schema_and_loses_only_its_nulls(
 def test_the_strict_schema_refuses_missing_and_extra_keys() -> None:
     validator = jsonschema.Draft202012Validator(STRICT[0]["function"]["parameters"])
     assert not validator.is_valid({"prompt": "x", "after_seconds": 60})
+    assert not validator.is_valid({**STRICT_CALLS[0], "time_zone": "UTC"})
     assert not validator.is_valid({**STRICT_CALLS[0], "cron": "* * * * *"})
+    assert not validator.is_valid({**STRICT_CALLS[0], "cron": {"expression": "@daily"}})
     assert not validator.is_valid({**STRICT_CALLS[0], "prompt": None})
+    nulls = {key: value for key, value in STRICT_CALLS[0].items() if key != "cron"}
+    assert not validator.is_valid(nulls)  # a strict model sends cron too, as null
+    old = openai_tools(strict=True, calendar_rules=False)[0]["function"]["parameters"]
+    assert jsonschema.Draft202012Validator(old).is_valid(nulls)
+
+
+def test_the_normalizer_drops_a_null_cron_unless_the_catalog_has_none() -> None:
+    given = '{"prompt": "p", "after_seconds": 60, "cron": null}'
+    assert normalize_strict_arguments("schedule_create", given) == {
+        "prompt": "p",
+        "after_seconds": 60,
+    }
+    kept = normalize_strict_arguments("schedule_create", given, calendar_rules=False)
+    assert kept == {"prompt": "p", "after_seconds": 60, "cron": None}
+    both = {"prompt": "p", "at": None, "every_seconds": 300, "cron": None}
+    assert normalize_strict_arguments("schedule_create", both, calendar_rules=False) == {
+        "prompt": "p",
+        "every_seconds": 300,
+        "cron": None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -212,13 +254,17 @@ def strict_call(tools: Tools, name: str, arguments: dict[str, Any]) -> Any:
 
 
 def test_strict_calls_create_what_they_say(tools: Tools) -> None:
-    views = [strict_call(tools, "schedule_create", arguments) for arguments in STRICT_CALLS[:2]]
+    calls = [STRICT_CALLS[0], STRICT_CALLS[1], STRICT_CALLS[4]]
+    views = [strict_call(tools, "schedule_create", arguments) for arguments in calls]
     assert [(v["id"], v["kind"]) for v in views] == [
         ("schedule-1", "after"),
         ("schedule-2", "every"),
+        ("schedule-3", "cron"),
     ]
+    assert (views[2]["expression"], views[2]["timeZone"]) == ("0 9 * * 1-5", "UTC")
+    assert views[2]["scheduledAt"] == "2026-01-01T09:00:00.000Z"  # the kit's clock: a Thursday
     listed = strict_call(tools, "schedule_list", {})
-    assert [v["id"] for v in listed["schedules"]] == ["schedule-1", "schedule-2"]
+    assert [v["id"] for v in listed["schedules"]] == ["schedule-1", "schedule-2", "schedule-3"]
     assert strict_call(tools, "schedule_delete", {"id": "schedule-1"})["deleted"] is True
 
 
@@ -226,8 +272,10 @@ def test_null_selectors_still_count_without_the_normalizer(tools: Tools) -> None
     """The contract's presence rule stands for input that does not come from strict mode."""
     assert error("invalid_selector", tools.call("schedule_create", json.dumps(STRICT_CALLS[0])))
     assert error("invalid_rule", tools.call("schedule_create", {"prompt": "p", "at": None}))
-    nothing = {"prompt": "p", "after_seconds": None, "at": None, "every_seconds": None}
+    nothing = {"prompt": "p", **NULLS}
     assert error("invalid_selector", strict_call(tools, "schedule_create", nothing))
+    cron_null = {"prompt": "p", "after_seconds": 60, "cron": None}
+    assert error("invalid_selector", tools.call("schedule_create", cron_null))
 
 
 def test_a_new_keyword_in_the_schemas_must_be_given_a_strict_form() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -11,7 +12,8 @@ from pytest_mock import MockerFixture
 
 from actors._runtime import Runtime
 from host_bridge._plugin import install_schedule
-from host_bridge._tools import _ToolReply
+from host_bridge._schemas import tool_specs
+from host_bridge._tools import _ToolReply, present_value
 from host_bridge.protocols import ToolResult
 from host_bridge.testing import PENDING, FakeHost
 from messages._instant import MAX_INSTANT_MS
@@ -42,8 +44,9 @@ def test_non_object_arguments_are_invalid_selector(tools: Tools, name: str, argu
         {"prompt": "x", "after_seconds": 5, "cron": "* * * * *"},
         {"prompt": "x", "after_seconds": 5, "time_zone": "UTC"},
         {"prompt": "x", "at": "2030-01-01T00:00:00.000Z", "every_seconds": 300},
-        {"prompt": "x", "cron": "* * * * *"},
+        {"prompt": "x", "every_seconds": 300, "cron": {"expression": "@daily", "time_zone": "UTC"}},
         {"prompt": "x", "time_zone": "UTC", "at": "2030-01-01T00:00:00Z"},
+        {"prompt": "x", "cron": {"expression": "@daily", "time_zone": "UTC"}, "time_zone": "UTC"},
         {"prompt": "x"},
         {},
         {"after_seconds": 5, "afterSeconds": 5, "prompt": "x"},
@@ -172,6 +175,233 @@ def test_time_out_of_range(host: FakeHost, request: pytest.FixtureRequest) -> No
     assert tools.call("schedule_create", {"prompt": "x", "after_seconds": 1})["scheduledAt"] == (
         "9999-12-31T23:59:59.999Z"
     )
+
+
+# --- calendar rules (cron) ----------------------------------------------------------------
+
+WEEKDAYS = {"expression": "0 9 * * mon-fri", "time_zone": "asia/shanghai"}
+
+
+def test_a_cron_create_answers_its_view_writes_the_record_and_arms_the_first_occurrence(
+    tools: Tools,
+) -> None:
+    created = tools.call("schedule_create", {"prompt": " standup ", "cron": WEEKDAYS})
+    assert created == {
+        "id": "schedule-1",
+        "kind": "cron",
+        "prompt": "standup",
+        "expression": "0 9 * * MON-FRI",  # canonical text and zone name
+        "timeZone": "Asia/Shanghai",
+        "scheduledAt": "2026-01-01T01:00:00.000Z",  # 09:00 in Shanghai, on a Thursday
+        "state": "scheduled",
+        "deliveryMode": "session-local",
+    }
+    assert list(created) == [
+        "id",
+        "kind",
+        "prompt",
+        "expression",
+        "timeZone",
+        "scheduledAt",
+        "state",
+        "deliveryMode",
+    ]
+    (event,) = tools.agent.session.events
+    assert event.data["schedule"] == {
+        key: created[key]
+        for key in ("id", "kind", "prompt", "expression", "timeZone", "scheduledAt")
+    }
+    assert tools.call("schedule_list", {}) == {"schedules": [created]}
+    tools.settle()
+    assert tools.host.timers.armed() == [3_600_000]
+    tool = tools.host.tools.get("schedule_create", agent=tools.agent)
+    assert tool is not None and tool.present is not None
+    assert tool.present(created) == (
+        "created schedule-1 cron 0 9 * * MON-FRI Asia/Shanghai, "
+        "next 2026-01-01T01:00:00.000Z (scheduled)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cron", "code"),
+    [
+        ("0 9 * * 1-5", "invalid_rule"),  # not an object
+        (None, "invalid_rule"),
+        ({"expression": "0 9 * * 1-5"}, "invalid_rule"),
+        ({**WEEKDAYS, "seconds": 0}, "invalid_rule"),
+        ({"expression": "0 9 * *", "time_zone": "UTC"}, "invalid_rule"),
+        ({"expression": "0 9 31 4,6 *", "time_zone": "UTC"}, "invalid_rule"),  # never matches
+        ({"expression": "0 9 * * 1-5 " + "x" * 128, "time_zone": "UTC"}, "invalid_rule"),
+        ({"expression": "0 9 * * 1-5", "time_zone": 8}, "invalid_time_zone"),
+        ({"expression": "0 9 * * 1-5", "time_zone": "EST"}, "invalid_time_zone"),
+        ({"expression": "0 9 * * 1-5", "time_zone": "Mars/Olympus"}, "invalid_time_zone"),
+        ({"expression": "*/4 * * * *", "time_zone": "UTC"}, "frequency_too_high"),
+        ({"expression": "0,1 9 * * *", "time_zone": "UTC"}, "frequency_too_high"),
+    ],
+)
+def test_a_refused_cron_is_answered_before_the_queue_and_appends_nothing(
+    tools: Tools, cron: Any, code: str
+) -> None:
+    flushes = tools.host.sessions.flush_count
+    error(code, tools.call("schedule_create", {"prompt": "x", "cron": cron}))
+    assert tools.host.sessions.flush_count == flushes
+    assert tools.agent.session.events == []
+
+
+PRESENTED: list[tuple[Any, str]] = [
+    (
+        {
+            "id": "schedule-1",
+            "kind": "cron",
+            "prompt": "standup",
+            "expression": "0 9 * * 1-5",
+            "timeZone": "Asia/Shanghai",
+            "scheduledAt": "2026-08-06T01:00:00.000Z",
+            "state": "scheduled",
+            "deliveryMode": "session-local",
+        },
+        "created schedule-1 cron 0 9 * * 1-5 Asia/Shanghai, next 2026-08-06T01:00:00.000Z "
+        "(scheduled)",
+    ),
+    (
+        {
+            "id": "schedule-2",
+            "kind": "every",
+            "prompt": "water",
+            "everySeconds": 1800,
+            "scheduledAt": "2026-08-05T12:30:00.000Z",
+            "state": "overdue",
+            "deliveryMode": "session-local",
+        },
+        "created schedule-2 every 1800s, next 2026-08-05T12:30:00.000Z (overdue)",
+    ),
+    (
+        {
+            "schedules": [
+                {
+                    "id": "schedule-1",
+                    "kind": "cron",
+                    "prompt": "p",
+                    "expression": "@daily",
+                    "timeZone": "UTC",
+                    "scheduledAt": "2026-08-06T00:00:00.000Z",
+                    "state": "scheduled",
+                    "deliveryMode": "session-local",
+                },
+                {
+                    "id": "schedule-3",
+                    "kind": "at",
+                    "prompt": "p",
+                    "scheduledAt": "2026-08-07T00:00:00.000Z",
+                    "state": "scheduled",
+                    "deliveryMode": "session-local",
+                },
+            ]
+        },
+        "2 active reminder(s): schedule-1 scheduled cron @daily UTC, next "
+        "2026-08-06T00:00:00.000Z, schedule-3 scheduled due 2026-08-07T00:00:00.000Z",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "summary"), PRESENTED)
+def test_present_value_says_each_kinds_rule(value: Any, summary: str) -> None:
+    checked("schedule_list" if "schedules" in value else "schedule_create", value)  # a real value
+    assert present_value(value) == summary
+
+
+@pytest.fixture
+def without_cron(host: FakeHost, runtime: Runtime) -> Tools:
+    """Schedule installed with ``calendar_rules=False``, one root agent whose owner started."""
+    plugin = host.install_schedule(runtime=runtime, calendar_rules=False)
+    return Tools(host, plugin, host.spawn_root("agent-1"))
+
+
+def test_without_calendar_rules_the_registered_tools_never_mention_cron(
+    without_cron: Tools,
+) -> None:
+    host, agent = without_cron.host, without_cron.agent
+    assert without_cron.plugin.calendar_rules is False
+    for spec in tool_specs(calendar_rules=False):
+        tool = host.tools.get(spec.name, agent=agent)
+        assert tool is not None
+        offered = [tool.name, tool.description, tool.parameters, tool.output_schema]
+        assert offered == [spec.name, spec.description, spec.parameters, spec.output_schema]
+        assert "cron" not in json.dumps(offered).lower()
+
+
+def test_with_calendar_rules_the_registered_create_tool_offers_cron(tools: Tools) -> None:
+    assert tools.plugin.calendar_rules is True
+    tool = tools.host.tools.get("schedule_create", agent=tools.agent)
+    assert tool is not None
+    assert "cron" in tool.parameters["properties"]
+    assert "cronSchedule" in tool.output_schema["$defs"]
+
+
+WITHOUT_CRON_KEYS = (
+    "schedule_create accepts only prompt and one of after_seconds, at or every_seconds; "
+    "cron and a time_zone outside at are not supported."
+)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"prompt": "x", "cron": {"expression": "0 9 * * 1-5", "time_zone": "Asia/Shanghai"}},
+        {"prompt": "x", "cron": None},
+        {"prompt": "x", "cron": "* * * * *"},
+        {"prompt": "x", "after_seconds": 5, "cron": None},
+        '{"prompt": "x", "cron": {"expression": "@daily", "time_zone": "UTC"}}',
+    ],
+)
+def test_without_calendar_rules_a_cron_key_is_invalid_selector_and_appends_nothing(
+    without_cron: Tools, arguments: Any
+) -> None:
+    flushes = without_cron.host.sessions.flush_count
+    value = without_cron.call("schedule_create", arguments)
+    assert error("invalid_selector", value) == WITHOUT_CRON_KEYS
+    assert without_cron.host.sessions.flush_count == flushes
+    assert without_cron.agent.session.events == []
+
+
+def test_without_calendar_rules_the_other_selectors_work_and_say_three(
+    without_cron: Tools,
+) -> None:
+    message = error("invalid_selector", without_cron.call("schedule_create", {"prompt": "x"}))
+    assert message == "schedule_create needs exactly one of after_seconds, at or every_seconds."
+    created = without_cron.call("schedule_create", {"prompt": "x", "every_seconds": 300})
+    assert (created["id"], created["kind"]) == ("schedule-1", "every")
+
+
+def test_without_calendar_rules_a_cron_record_already_in_the_log_is_listed_and_delivered(
+    host: FakeHost, runtime: Runtime
+) -> None:
+    """The option shapes the tools, not the fold: a log written with calendar rules still works."""
+    record = {
+        "id": "schedule-1",
+        "kind": "cron",
+        "prompt": "standup",
+        "expression": "0 9 * * *",
+        "timeZone": "UTC",
+        "scheduledAt": "2026-01-01T09:00:00.000Z",
+    }
+    plugin = host.install_schedule(runtime=runtime, calendar_rules=False)
+    created = ("schedule/change", {"version": 1, "operation": "create", "schedule": record})
+    tools = Tools(host, plugin, host.spawn_root("agent-1", seed_events=(created,)))
+    (listed,) = tools.call("schedule_list", {})["schedules"]
+    assert (listed["kind"], listed["scheduledAt"]) == ("cron", "2026-01-01T09:00:00.000Z")
+    tools.settle()
+    host.timers.advance(9 * 3_600_000)
+    tools.settle()
+    assert len(tools.agent.received) == 1
+    (listed,) = tools.call("schedule_list", {})["schedules"]
+    assert listed["scheduledAt"] == "2026-01-02T09:00:00.000Z"  # the next occurrence
+
+
+def test_calendar_rules_must_be_a_bool(host: FakeHost, runtime: Runtime) -> None:
+    with pytest.raises(TypeError, match="calendar_rules must be True or False, not str"):
+        install_schedule(host.context(), runtime=runtime, calendar_rules="no")  # type: ignore[arg-type]
+    assert host.tools.get("schedule_create", agent=host.spawn_root("agent-1")) is None
 
 
 # --- persistence uncertainty -------------------------------------------------------------
