@@ -61,7 +61,7 @@ def call_counted(tools: Tools, arguments: Any) -> tuple[Any, int, int]:
     "arguments",
     [
         {"prompt": "x"},
-        {"prompt": "x", "cron": "*/5 * * * *"},
+        {"prompt": "x", "cron": {"expression": "0 9 * * *", "time_zone": "UTC"}, "at": None},
         {"prompt": "x", "time_zone": "Asia/Shanghai"},
         {"prompt": "x", "after_seconds": 60, "at": "2026-08-06T09:00:00+08:00"},
         {"prompt": "x", "at": "2026-08-06T09:00:00+08:00", "every_seconds": 300},
@@ -71,6 +71,7 @@ def call_counted(tools: Tools, arguments: Any) -> tuple[Any, int, int]:
         {"prompt": "x", "after_seconds": None, "at": "2026-08-06T09:00:00Z"},
         {"prompt": "x", "every_seconds": 300, "time_zone": "UTC"},
         {"prompt": "", "every_seconds": 5, "cron": "x"},  # the selector is judged first
+        {"prompt": "x", "calendar": "0 9 * * *"},
     ],
 )
 def test_selector_errors_are_answered_before_the_queue(at_now: Tools, arguments: Any) -> None:
@@ -101,6 +102,15 @@ def test_selector_errors_are_answered_before_the_queue(at_now: Tools, arguments:
         ({"prompt": "x", "every_seconds": -300}, "frequency_too_high"),
         ({"prompt": "x", "every_seconds": -SAFE}, "frequency_too_high"),
         ({"prompt": "x", "after_seconds": 0}, "invalid_rule"),
+        ({"prompt": "x", "cron": "*/5 * * * *"}, "invalid_rule"),  # an object, not the text
+        (
+            {"prompt": "x", "cron": {"expression": "*/4 * * * *", "time_zone": "UTC"}},
+            "frequency_too_high",
+        ),
+        (
+            {"prompt": "x", "cron": {"expression": "0 9 * * *", "time_zone": "EST"}},
+            "invalid_time_zone",
+        ),
     ],
 )
 def test_prompt_and_rule_errors_are_answered_before_the_queue(
@@ -113,9 +123,11 @@ def test_prompt_and_rule_errors_are_answered_before_the_queue(
 
 def test_pre_queue_messages_are_fixed_and_say_what_to_do(at_now: Tools) -> None:
     count = at_now.call("schedule_create", {"prompt": "x"})
-    assert "exactly one of after_seconds, at or every_seconds" in error("invalid_selector", count)
-    unknown = at_now.call("schedule_create", {"prompt": "x", "cron": "* * * * *"})
-    assert "cron" in error("invalid_selector", unknown)
+    assert "exactly one of after_seconds, at, every_seconds or cron" in error(
+        "invalid_selector", count
+    )
+    unknown = at_now.call("schedule_create", {"prompt": "x", "calendar": "* * * * *"})
+    assert "one of after_seconds, at, every_seconds or cron" in error("invalid_selector", unknown)
     floor = at_now.call("schedule_create", {"prompt": "x", "every_seconds": 60})
     assert "at least 300" in error("frequency_too_high", floor)
     assert "60" not in error("frequency_too_high", floor).replace("600", "")  # nothing echoed
