@@ -143,11 +143,12 @@ def _item(text: str, spec: _Field) -> range:
 
 
 def _field(text: str, spec: _Field) -> frozenset[int]:
-    if text == "*":
-        return frozenset(range(spec.low, spec.high + 1))
     values: set[int] = set()
-    for item in text.split(","):
-        values.update(_item(item, spec))
+    if text == "*":
+        values.update(range(spec.low, spec.high + 1))
+    else:
+        for item in text.split(","):
+            values.update(_item(item, spec))
     if spec.name == "day of week" and 7 in values:
         values.discard(7)
         values.add(0)
@@ -306,16 +307,16 @@ def _gap_check(rule: CronRule) -> None:
     """Refuse a rule that never matches, or whose matches can be under five minutes apart."""
     times = [hour * 60 + minute for hour in rule.hours for minute in rule.minutes]
     closest = min((b - a for a, b in itertools.pairwise(times)), default=1440)
-    if closest < MIN_CRON_GAP_MINUTES:
-        raise CronRuleError(
-            "frequency_too_high", "matching times must be at least five minutes apart"
-        )
     overnight = times[0] + 1440 - times[-1] < MIN_CRON_GAP_MINUTES
     matched_before = False
     matched_any = False
     day = _PROBE_START
     for _ in range(_PROBE_DAYS):
         matched = rule.matches_day(day)
+        if matched and closest < MIN_CRON_GAP_MINUTES:  # (a rule that never matches is not dense)
+            raise CronRuleError(
+                "frequency_too_high", "matching times must be at least five minutes apart"
+            )
         if matched and not overnight:
             return
         if matched and matched_before:

@@ -1,0 +1,222 @@
+"""Random ``cron`` expressions with their meaning computed apart from the parser.
+
+:func:`random_rule` writes an expression from randomly drawn field items and,
+alongside it, the value sets those items stand for, so a test can compare the
+parser (and the occurrence search) with a model that shares none of its code.
+The draws lean towards the cases that matter: minutes close together or close
+to the ends of the hour, hours 0 and 23, the last days of months, February,
+Sunday as 0 or 7, names in any case.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["DAY_KEYS", "ModelRule", "matching_days", "random_rule"]
+
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_MINUTE_POOL = (0, 1, 2, 3, 4, 5, 6, 10, 15, 29, 30, 31, 45, 54, 55, 56, 57, 58, 59)
+_HOUR_POOL = (0, 0, 1, 2, 3, 9, 12, 22, 23, 23)
+_DAY_POOL = (1, 1, 2, 13, 15, 28, 29, 29, 30, 30, 31, 31)
+_LATE_DAYS = tuple(
+    (text, frozenset(values))
+    for text, values in [
+        ("30", {30}),
+        ("31", {31}),
+        ("30,31", {30, 31}),
+        ("29-31", {29, 30, 31}),
+        ("29", {29}),
+        ("31-31/1", {31}),
+    ]
+)
+_SHORT_MONTHS = tuple(
+    (text, frozenset(values))
+    for text, values in [
+        ("2", {2}),
+        ("feb", {2}),
+        ("4,6", {4, 6}),
+        ("4,6,9,11", {4, 6, 9, 11}),
+        ("APR-JUN/2", {4, 6}),
+        ("2,4", {2, 4}),
+        ("SEP,nov", {9, 11}),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRule:
+    """An expression and what it means, by the grammar's rules."""
+
+    expression: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]
+    """0 (Sunday) … 6 (Saturday); a 7 in the text is 0 here."""
+    days_restricted: bool
+    weekdays_restricted: bool
+
+    @property
+    def fields(self) -> list[str]:
+        """The five field texts."""
+        return self.expression.split(" ")
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    low: int
+    high: int
+    names: tuple[str, ...] = ()
+    first_name: int = 0
+
+
+_SPECS = {
+    "minute": _Spec(0, 59),
+    "hour": _Spec(0, 23),
+    "day": _Spec(1, 31),
+    "month": _Spec(1, 12, _MONTH_NAMES, 1),
+    "weekday": _Spec(0, 7, _DAY_NAMES, 0),
+}
+
+
+def _render(value: int, spec: _Spec, rng: random.Random) -> str:
+    """A value as a number, or (sometimes) as a name in a random case."""
+    index = value - spec.first_name
+    if spec.names and 0 <= index < len(spec.names) and rng.random() < 0.3:
+        name = spec.names[index]
+        return rng.choice([name, name.lower(), name.capitalize()])
+    return str(value)
+
+
+def _item(rng: random.Random, spec: _Spec, pool: Sequence[int]) -> tuple[str, set[int]]:
+    """One list item (value, range, ``*/n`` or ``a-b/n``) and its values."""
+    kind = rng.random()
+    if kind < 0.45:
+        value = (
+            rng.choice(pool) if pool and rng.random() < 0.7 else rng.randint(spec.low, spec.high)
+        )
+        return _render(value, spec, rng), {value}
+    if kind < 0.65:
+        low = rng.randint(spec.low, spec.high)
+        high = rng.randint(low, min(spec.high, low + rng.choice([1, 2, 4, 10, 60])))
+        text = f"{_render(low, spec, rng)}-{_render(high, spec, rng)}"
+        return text, set(range(low, high + 1))
+    step = rng.choice([1, 2, 3, 4, 5, 6, 7, 10, 12, 15, 20, 29, 30, 45, 60])
+    if kind < 0.8:
+        return f"*/{step}", set(range(spec.low, spec.high + 1, step))
+    low = rng.randint(spec.low, spec.high)
+    high = rng.randint(low, spec.high)
+    text = f"{_render(low, spec, rng)}-{_render(high, spec, rng)}/{step}"
+    return text, set(range(low, high + 1, step))
+
+
+def _field(
+    rng: random.Random, name: str, star: float, pool: Sequence[int] = ()
+) -> tuple[str, set[int], bool]:
+    """A field's text, its values, and whether it is restricted (not exactly ``*``)."""
+    spec = _SPECS[name]
+    if rng.random() < star:
+        return "*", set(range(spec.low, spec.high + 1)), False
+    count = rng.choice([1, 1, 1, 2, 2, 3, 4])
+    texts, values = [], set()
+    for _ in range(count):
+        text, items = _item(rng, spec, pool)
+        texts.append(text)
+        values |= items
+    return ",".join(texts), values, True
+
+
+def random_rule(rng: random.Random, *, star_day_step: bool = True) -> ModelRule:
+    """A random expression of the grammar (valid grammar; it may never match or be too dense).
+
+    With ``star_day_step=False`` a day field that starts with ``*`` (a ``*/n``
+    step) is not drawn when both day fields are restricted: readers other than
+    this project take such a field as unrestricted.
+    """
+    minute_text, minutes, _ = _field(rng, "minute", 0.0, _MINUTE_POOL)
+    hour_text, hours, _ = _field(rng, "hour", 0.35, _HOUR_POOL)
+    month_text, months, _ = _field(rng, "month", 0.55, (2, 2, 4, 6, 12))
+    if rng.random() < 0.1:  # the last days of short months only: rare, or never
+        late_text, late_days = rng.choice(_LATE_DAYS)
+        short_text, short_months = rng.choice(_SHORT_MONTHS)
+        expression = " ".join([minute_text, hour_text, late_text, short_text, "*"])
+        every_weekday = frozenset(range(7))
+        return ModelRule(
+            expression,
+            frozenset(minutes),
+            frozenset(hours),
+            late_days,
+            short_months,
+            every_weekday,
+            True,
+            False,
+        )
+    while True:
+        day_text, days, days_restricted = _field(rng, "day", 0.5, _DAY_POOL)
+        weekday_text, weekdays, weekdays_restricted = _field(rng, "weekday", 0.55, (0, 1, 6, 7))
+        both = days_restricted and weekdays_restricted
+        starred = day_text.startswith("*") or weekday_text.startswith("*")
+        if star_day_step or not (both and starred):
+            break
+    if 7 in weekdays:
+        weekdays = (weekdays - {7}) | {0}
+    expression = " ".join([minute_text, hour_text, day_text, month_text, weekday_text])
+    return ModelRule(
+        expression,
+        frozenset(minutes),
+        frozenset(hours),
+        frozenset(days),
+        frozenset(months),
+        frozenset(weekdays),
+        days_restricted,
+        weekdays_restricted,
+    )
+
+
+def _day_keys(first: datetime.date, last: datetime.date) -> tuple[tuple[int, int, int], ...]:
+    keys = []
+    day = first
+    while day <= last:
+        keys.append((day.month, day.day, day.isoweekday() % 7))
+        day += datetime.timedelta(days=1)
+    return tuple(keys)
+
+
+DAY_KEYS = _day_keys(datetime.date(1995, 12, 20), datetime.date(2032, 1, 10))
+"""``(month, day, weekday)`` of every day from 1995-12-20 to 2032-01-10 in order.
+
+Over 36 years every calendar year type occurs (2000 is a leap century year),
+each date with each weekday, and every pair of consecutive days."""
+
+_BY_MONTH_DAY: dict[tuple[int, int], set[int]] = {}
+_BY_MONTH_WEEKDAY: dict[tuple[int, int], set[int]] = {}
+for _index, (_month, _day, _weekday) in enumerate(DAY_KEYS):
+    _BY_MONTH_DAY.setdefault((_month, _day), set()).add(_index)
+    _BY_MONTH_WEEKDAY.setdefault((_month, _weekday), set()).add(_index)
+
+
+def matching_days(rule: ModelRule) -> list[int]:
+    """The indexes into :data:`DAY_KEYS` of the days the model matches, in order.
+
+    Both day fields restricted: a day matches when either matches; otherwise
+    both must (an unrestricted field matches every day).
+    """
+    empty: set[int] = set()
+    by_day = empty.union(
+        *(_BY_MONTH_DAY.get((month, day), empty) for month in rule.months for day in rule.days)
+    )
+    by_weekday = empty.union(
+        *(
+            _BY_MONTH_WEEKDAY.get((month, weekday), empty)
+            for month in rule.months
+            for weekday in rule.weekdays
+        )
+    )
+    if rule.days_restricted and rule.weekdays_restricted:
+        return sorted(by_day | by_weekday)
+    return sorted(by_day & by_weekday)
