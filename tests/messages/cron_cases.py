@@ -93,7 +93,9 @@ def _render(value: int, spec: _Spec, rng: random.Random) -> str:
     return str(value)
 
 
-def _item(rng: random.Random, spec: _Spec, pool: Sequence[int]) -> tuple[str, set[int]]:
+def _item(
+    rng: random.Random, spec: _Spec, pool: Sequence[int], oracle: bool
+) -> tuple[str, set[int]]:
     """One list item (value, range, ``*/n`` or ``a-b/n``) and its values."""
     kind = rng.random()
     if kind < 0.45:
@@ -111,12 +113,14 @@ def _item(rng: random.Random, spec: _Spec, pool: Sequence[int]) -> tuple[str, se
         return f"*/{step}", set(range(spec.low, spec.high + 1, step))
     low = rng.randint(spec.low, spec.high)
     high = rng.randint(low, spec.high)
+    if oracle and low == high:  # cronsim reads `a-a/n` as `a/n`: a, a + n, … to the end
+        return _render(low, spec, rng), {low}
     text = f"{_render(low, spec, rng)}-{_render(high, spec, rng)}/{step}"
     return text, set(range(low, high + 1, step))
 
 
 def _field(
-    rng: random.Random, name: str, star: float, pool: Sequence[int] = ()
+    rng: random.Random, name: str, star: float, pool: Sequence[int], oracle: bool
 ) -> tuple[str, set[int], bool]:
     """A field's text, its values, and whether it is restricted (not exactly ``*``)."""
     spec = _SPECS[name]
@@ -125,22 +129,23 @@ def _field(
     count = rng.choice([1, 1, 1, 2, 2, 3, 4])
     texts, values = [], set()
     for _ in range(count):
-        text, items = _item(rng, spec, pool)
+        text, items = _item(rng, spec, pool, oracle)
         texts.append(text)
         values |= items
     return ",".join(texts), values, True
 
 
-def random_rule(rng: random.Random, *, star_day_step: bool = True) -> ModelRule:
+def random_rule(rng: random.Random, *, oracle: bool = False) -> ModelRule:
     """A random expression of the grammar (valid grammar; it may never match or be too dense).
 
-    With ``star_day_step=False`` a day field that starts with ``*`` (a ``*/n``
-    step) is not drawn when both day fields are restricted: readers other than
-    this project take such a field as unrestricted.
+    With ``oracle=True`` the forms ``cronsim`` reads differently are not drawn:
+    a day field starting with ``*`` (a ``*/n`` step) when both day fields are
+    restricted (cronsim takes it as unrestricted, as Debian's cron does), and
+    a step over a one-value range ``a-a/n``.
     """
-    minute_text, minutes, _ = _field(rng, "minute", 0.0, _MINUTE_POOL)
-    hour_text, hours, _ = _field(rng, "hour", 0.35, _HOUR_POOL)
-    month_text, months, _ = _field(rng, "month", 0.55, (2, 2, 4, 6, 12))
+    minute_text, minutes, _ = _field(rng, "minute", 0.0, _MINUTE_POOL, oracle)
+    hour_text, hours, _ = _field(rng, "hour", 0.35, _HOUR_POOL, oracle)
+    month_text, months, _ = _field(rng, "month", 0.55, (2, 2, 4, 6, 12), oracle)
     if rng.random() < 0.1:  # the last days of short months only: rare, or never
         late_text, late_days = rng.choice(_LATE_DAYS)
         short_text, short_months = rng.choice(_SHORT_MONTHS)
@@ -157,11 +162,13 @@ def random_rule(rng: random.Random, *, star_day_step: bool = True) -> ModelRule:
             False,
         )
     while True:
-        day_text, days, days_restricted = _field(rng, "day", 0.5, _DAY_POOL)
-        weekday_text, weekdays, weekdays_restricted = _field(rng, "weekday", 0.55, (0, 1, 6, 7))
+        day_text, days, days_restricted = _field(rng, "day", 0.5, _DAY_POOL, oracle)
+        weekday_text, weekdays, weekdays_restricted = _field(
+            rng, "weekday", 0.55, (0, 1, 6, 7), oracle
+        )
         both = days_restricted and weekdays_restricted
         starred = day_text.startswith("*") or weekday_text.startswith("*")
-        if star_day_step or not (both and starred):
+        if not (oracle and both and starred):
             break
     if 7 in weekdays:
         weekdays = (weekdays - {7}) | {0}
