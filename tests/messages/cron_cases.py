@@ -1,4 +1,6 @@
-"""Random ``cron`` expressions with their meaning computed apart from the parser.
+"""Builders for the ``cron`` tests: records in the log, and random expressions.
+
+:func:`create_cron` writes a ``create`` payload of a ``cron`` record.
 
 :func:`random_rule` writes an expression from randomly drawn field items and,
 alongside it, the value sets those items stand for, so a test can compare the
@@ -15,7 +17,16 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DAY_KEYS", "ModelRule", "matching_days", "random_rule"]
+__all__ = [
+    "DAY_KEYS",
+    "MONDAY",
+    "SHANGHAI",
+    "WEEKDAYS",
+    "ModelRule",
+    "create_cron",
+    "matching_days",
+    "random_rule",
+]
 
 _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -227,3 +238,31 @@ def matching_days(rule: ModelRule) -> list[int]:
     if rule.days_restricted and rule.weekdays_restricted:
         return sorted(by_day | by_weekday)
     return sorted(by_day & by_weekday)
+
+
+# ---- records in the log ------------------------------------------------------------------
+
+WEEKDAYS = "0 9 * * 1-5"
+"""Weekdays at 9:00, the issue's first example."""
+SHANGHAI = "Asia/Shanghai"
+MONDAY = "2026-08-03T01:00:00.000Z"
+"""09:00 in Shanghai on Monday 3 August 2026: the weekday rule's occurrence there."""
+
+
+def create_cron(
+    id: str,
+    prompt: str = "p",
+    expression: object = WEEKDAYS,
+    zone: object = SHANGHAI,
+    at: object = MONDAY,
+) -> dict[str, object]:
+    """A ``create`` payload of a ``cron`` record."""
+    schedule = {
+        "id": id,
+        "kind": "cron",
+        "prompt": prompt,
+        "expression": expression,
+        "timeZone": zone,
+        "scheduledAt": at,
+    }
+    return {"version": 1, "operation": "create", "schedule": schedule}

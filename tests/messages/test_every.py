@@ -130,14 +130,34 @@ def test_check_after_seconds(value: object, result: int | None) -> None:
         ({"prompt": "p", "after_seconds": 5, "at": "x"}, None),
         ({"prompt": "p", "at": None, "every_seconds": None}, None),
         ({"prompt": "p", "after_seconds": 1, "at": 1, "every_seconds": 1}, None),
-        ({"prompt": "p", "cron": "* * * * *"}, None),
+        ({"prompt": "p", "cron": "* * * * *"}, "cron"),  # a selector, whatever its value
+        ({"prompt": "p", "cron": None}, "cron"),
         ({"prompt": "p", "at": "x", "time_zone": "UTC"}, None),
         ({"prompt": "p", "every_seconds": 300, "cron": None}, None),
+        ({"prompt": "p", "after_seconds": 5, "cron": {}}, None),
         ({"prompt": "p", "afterSeconds": 5}, None),
     ],
 )
 def test_create_selector(arguments: dict[str, object], selector: str | None) -> None:
     assert create_selector(arguments) == selector
+    assert create_selector(arguments, cron=True) == selector
+
+
+@pytest.mark.parametrize(
+    ("arguments", "selector"),
+    [
+        ({"prompt": "p", "after_seconds": 5}, "after_seconds"),
+        ({"prompt": "p", "at": "x"}, "at"),
+        ({"prompt": "p", "every_seconds": 300}, "every_seconds"),
+        ({"prompt": "p", "cron": {"expression": "0 9 * * *", "time_zone": "UTC"}}, None),
+        ({"prompt": "p", "cron": None}, None),  # an unknown key, even when null
+        ({"prompt": "p", "after_seconds": 5, "cron": None}, None),
+        ({"prompt": "p"}, None),
+        ({"prompt": "p", "after_seconds": 5, "at": "x"}, None),
+    ],
+)
+def test_create_selector_without_cron(arguments: dict[str, object], selector: str | None) -> None:
+    assert create_selector(arguments, cron=False) == selector
 
 
 # ---- creation --------------------------------------------------------------------------------

@@ -93,11 +93,15 @@ def test_decode_accepts_the_new_shapes(
         assert change.accepted_ms == (None if change.accepted_at is None else AT_MS)
 
 
+KIND_RULE = 'kind must be one of "after", "at", "every", "cron"'
+
 REJECTIONS: list[tuple[str, object, str]] = [
-    ("kind cron", _schedule(create_every("s"), kind="cron"), "kind must be one of"),
-    ("kind later", _schedule(create_at("s"), kind="later"), "kind must be one of"),
-    ("kind Every", _schedule(create_every("s"), kind="Every"), "kind must be one of"),
-    ("kind 1", _schedule(create_every("s"), kind=1), "kind must be one of"),
+    ("kind crontab", _schedule(create_every("s"), kind="crontab"), KIND_RULE),
+    ("kind Cron", _schedule(create_every("s"), kind="Cron"), KIND_RULE),
+    ("every as cron", _schedule(create_every("s"), kind="cron"), "unknown key 'everySeconds'"),
+    ("kind later", _schedule(create_at("s"), kind="later"), KIND_RULE),
+    ("kind Every", _schedule(create_every("s"), kind="Every"), KIND_RULE),
+    ("kind 1", _schedule(create_every("s"), kind=1), KIND_RULE),
     ("kind missing", _schedule(create_at("s"), kind=_DROP), "missing key 'kind' in schedule"),
     ("after as at", _schedule(create("s"), kind="at"), "unknown key 'afterSeconds' in schedule"),
     ("after as every", _schedule(create("s"), kind="every"), "unknown key 'afterSeconds'"),
