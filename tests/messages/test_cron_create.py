@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from messages import ErrorCode, ScheduleInputError, parse_instant
-from messages._creation import create_cron_schedule_record
+from messages import (
+    CronRecord,
+    ErrorCode,
+    ScheduleInputError,
+    create_cron_schedule_record,
+    parse_instant,
+)
 from messages._cron_zone import cron_schedule
 from messages._instant import MAX_INSTANT_MS
-from messages._records import CronRecord
 from messages._tool_values import CreateInput, CronSelector, ToolError, parse_create_input
 from tests.messages.cron_cases import SHANGHAI, WEEKDAYS
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from messages import (
+    AtRecord,
+    CronRecord,
     DispatchChange,
     ScheduleLogError,
     fold_schedule_events,
@@ -22,7 +24,6 @@ from messages._delivery import (
     reminder_delivery,
 )
 from messages._instant import MAX_INSTANT_MS
-from messages._records import AtRecord, CronRecord
 from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron
 from tests.messages.helpers import (
     create_at,

@@ -8,6 +8,7 @@ import pytest
 
 from messages import (
     CreateChange,
+    CronRecord,
     ErrorCode,
     EveryRecord,
     ScheduleLogError,
@@ -24,7 +25,6 @@ from messages._delivery import (
 )
 from messages._fold import check_schedule_candidate
 from messages._instant import MAX_INSTANT_MS
-from messages._records import CronRecord
 from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron
 from tests.messages.helpers import (
     REFUSED_ZONE_NAMES,
