@@ -8,7 +8,12 @@ as an object::
 
 each ``active`` record in the JSON shape of a create change's ``schedule``
 object (an advanced ``every`` record carries its current ``scheduledAt``), in
-create order. :func:`decode_schedule_state` is strict: anything else raises
+create order. A ``cron`` record that a dispatch moved carries one more key,
+``acceptedAt``: that dispatch's time. Reading it back derives the record's
+target from it again, with the zone data installed then, exactly as folding
+the log would; so a state stored before a ``tzdata`` release changed a zone's
+rules reads back as the fold under the new rules (a record those rules
+exhaust is gone). :func:`decode_schedule_state` is strict: anything else raises
 :class:`~messages._errors.ScheduleLogError` with a short reason.
 """
 
@@ -18,7 +23,9 @@ from collections.abc import Mapping, Sequence
 
 from messages._errors import ScheduleLogError
 from messages._fold import FoldedSchedules
-from messages._records import ScheduleRecord, decode_schedule_record
+from messages._instant import format_instant, parse_instant
+from messages._occurrence import move_cron_record
+from messages._records import CronRecord, ScheduleRecord, decode_schedule_record
 from messages._text import is_ecma_trimmed
 
 __all__ = ["SCHEDULE_STATE_VERSION", "decode_schedule_state", "encode_schedule_state"]
@@ -36,8 +43,31 @@ def encode_schedule_state(folded: FoldedSchedules) -> dict[str, object]:
         "seedLength": folded.seed_length,
         "end": folded.end,
         "seenIds": list(folded.seen_ids),
-        "active": [record.to_json() for record in folded.active],
+        "active": [_record_state(record) for record in folded.active],
     }
+
+
+def _record_state(record: ScheduleRecord) -> dict[str, object]:
+    value = record.to_json()
+    if isinstance(record, CronRecord) and record.moved_by_ms is not None:
+        value["acceptedAt"] = format_instant(record.moved_by_ms)
+    return value
+
+
+def _decode_record(item: object) -> ScheduleRecord | None:
+    """One ``active`` entry (``None``: a moved ``cron`` record the zone data now exhausts)."""
+    if not (isinstance(item, Mapping) and item.get("kind") == "cron" and "acceptedAt" in item):
+        return decode_schedule_record(item)
+    accepted = item["acceptedAt"]
+    record = decode_schedule_record({k: v for k, v in item.items() if k != "acceptedAt"})
+    assert isinstance(record, CronRecord)
+    try:
+        accepted_ms = parse_instant(accepted) if isinstance(accepted, str) else None
+    except ValueError:
+        accepted_ms = None
+    if accepted_ms is None:
+        raise ScheduleLogError("schedule/change: acceptedAt must be a canonical UTC instant")
+    return move_cron_record(record, accepted_ms)
 
 
 def decode_schedule_state(value: object) -> FoldedSchedules:
@@ -104,10 +134,13 @@ def _active(value: object, order: Mapping[str, int]) -> tuple[ScheduleRecord, ..
     last = -1
     for index, item in enumerate(_list(value, "active")):
         try:
-            record = decode_schedule_record(item)
+            decoded = _decode_record(item)
         except ScheduleLogError as error:
             reason = error.message.removeprefix("schedule/change: ")
             raise _fail(f"active[{index}]: {reason}") from None
+        if decoded is None:
+            continue
+        record = decoded
         position = order.get(record.id)
         if position is None:
             raise _fail(f"active[{index}]: its id was never seen")

@@ -32,6 +32,7 @@ __all__ = [
     "advance_every_record",
     "advance_repeating_record",
     "every_occurrence_ms",
+    "move_cron_record",
     "repeating_occurrence_ms",
     "resolve_every_occurrence",
     "resolve_repeating_occurrence",
@@ -39,13 +40,24 @@ __all__ = [
 
 
 def _check_accepted(record: RepeatingRecord, accepted_ms: int) -> None:
+    """Raise ``ScheduleLogError`` unless the fold accepts a dispatch at ``accepted_ms``.
+
+    It must lie within years 0001–9999 and at or after the record's target; a
+    ``cron`` record that a dispatch moved also takes any time after that
+    dispatch's, since its target came from the installed zone data (an earlier
+    release may have put the same occurrence earlier).
+    """
     if type(accepted_ms) is not int:
         raise ScheduleLogError("acceptedAt must be an integer number of epoch milliseconds")
     if not MIN_INSTANT_MS <= accepted_ms <= MAX_INSTANT_MS:
         raise ScheduleLogError(
             "acceptedAt is outside 0001-01-01T00:00:00.000Z..9999-12-31T23:59:59.999Z"
         )
-    if accepted_ms < record.target_ms:
+    if accepted_ms < record.target_ms and not (
+        isinstance(record, CronRecord)
+        and record.moved_by_ms is not None
+        and accepted_ms > record.moved_by_ms
+    ):
         raise ScheduleLogError(
             f"{record.kind} dispatch of {record.id!r:.80} accepted at "
             f"{format_instant(accepted_ms)} precedes its target {record.scheduled_at}"
@@ -97,7 +109,8 @@ def repeating_occurrence_ms(record: RepeatingRecord, accepted_ms: int) -> tuple[
         return every_occurrence_ms(record, accepted_ms)
     _check_accepted(record, accepted_ms)
     schedule = record.schedule
-    occurrence = schedule.latest_between(record.target_ms, accepted_ms)
+    # (a dispatch before the target, under older zone data, delivered at its acceptedAt)
+    occurrence = schedule.latest_between(min(record.target_ms, accepted_ms), accepted_ms)
     return occurrence, schedule.next_after(accepted_ms)
 
 
@@ -119,17 +132,23 @@ def advance_repeating_record(
     if isinstance(record, EveryRecord):
         return advance_every_record(record, accepted_ms)
     _check_accepted(record, accepted_ms)
+    return move_cron_record(record, accepted_ms)
+
+
+def move_cron_record(record: CronRecord, accepted_ms: int) -> CronRecord | None:
+    """``record`` moved by a dispatch accepted at ``accepted_ms`` (``None``: exhausted).
+
+    Its target becomes the first occurrence after ``accepted_ms`` under the
+    installed zone data, and ``moved_by_ms`` becomes ``accepted_ms``; the rule is
+    not checked again (it was checked once). Nothing else is checked here.
+    """
     following = record.schedule.next_after(accepted_ms)
     if following is None:
         return None
-    return _moved(record, following)
-
-
-def _moved(record: CronRecord, target_ms: int) -> CronRecord:
-    """``record`` with a new target, without re-checking its rule (it was checked once)."""
     moved: CronRecord = object.__new__(CronRecord)
     for name in ("id", "prompt", "expression", "time_zone"):
         object.__setattr__(moved, name, getattr(record, name))
-    object.__setattr__(moved, "scheduled_at", format_instant(target_ms))
-    object.__setattr__(moved, "target_ms", target_ms)
+    object.__setattr__(moved, "scheduled_at", format_instant(following))
+    object.__setattr__(moved, "moved_by_ms", accepted_ms)
+    object.__setattr__(moved, "target_ms", following)
     return moved

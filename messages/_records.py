@@ -174,6 +174,12 @@ class CronRecord:
     ``scheduled_at`` is the earliest occurrence not yet dispatched. Construction
     checks both and derives ``target_ms``; a violation raises ``ValueError``.
     ``schedule`` is the rule in its zone, for occurrence arithmetic.
+
+    ``moved_by_ms`` is fold state, not part of the wire object: the
+    ``acceptedAt`` of the dispatch that moved the record to its target (``None``
+    while no dispatch has). The target was derived from it with the installed
+    zone data, so the fold accepts a later dispatch after it even when that
+    dispatch, written under older zone data, precedes the target.
     """
 
     id: str
@@ -181,6 +187,7 @@ class CronRecord:
     expression: str
     time_zone: str
     scheduled_at: str
+    moved_by_ms: int | None = field(default=None, kw_only=True, compare=False, repr=False)
     target_ms: int = field(init=False, compare=False, repr=False)
     kind: ClassVar[Literal["cron"]] = "cron"
 

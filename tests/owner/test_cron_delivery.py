@@ -412,11 +412,6 @@ def test_telemetry_counts_cron_creates_and_dispatches_under_their_own_kind(
 # --- zone data that changed under a log ----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: a dispatch accepted under older zone data can precede the target the "
-    "installed zone data derives, and the fold calls the whole log corrupt",
-)
 def test_a_dispatch_written_under_other_zone_data_leaves_the_log_usable(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
