@@ -329,6 +329,7 @@ def test_checkpoint_round_trip_with_cron_records() -> None:
             "expression": WEEKDAYS,
             "timeZone": SHANGHAI,
             "scheduledAt": "2026-08-10T01:00:00.000Z",  # advanced past Friday's acceptance
+            "acceptedAt": "2026-08-07T05:00:00.000Z",  # what moved it (fold state)
         },
         EveryRecord("e", "p", 300, t("12:00:00")).to_json(),
         {
@@ -343,6 +344,9 @@ def test_checkpoint_round_trip_with_cron_records() -> None:
     decoded = decode_schedule_state(copy.deepcopy(encoded))
     assert decoded == folded
     assert [r.target_ms for r in decoded.active] == [r.target_ms for r in folded.active]
+    moved = decoded.get("c")
+    assert isinstance(moved, CronRecord)
+    assert moved.moved_by_ms == parse_instant("2026-08-07T05:00:00.000Z")
     assert decoded.earliest() == folded.earliest()
     assert encode_schedule_state(decoded) == encoded
 
