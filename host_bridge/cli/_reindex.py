@@ -45,9 +45,11 @@ def reindex_command() -> None:
     a reminder turn a crash cut); `serve` wakes sessions from it. A session's
     schedule checkpoint is its folded schedule and inbox state as of some event,
     so reads fold only the events after it. The store keeps both in the same
-    commit as the events that move them, so this is needed only after they were
-    damaged by hand (`verify` says so). Safe while hosts run: the rebuild is one
-    transaction that no commit can interleave with.
+    commit as the events that move them, and rebuilds them when it is opened
+    for writing under other zone data (tzdata) than they were built with, so
+    this is needed only after they were damaged by hand (`verify` says so).
+    Safe while hosts run: the rebuild is one transaction that no commit can
+    interleave with. It records the installed tzdata version in the store.
     """
     directory = resolve_data_dir()
     spec = store_spec()

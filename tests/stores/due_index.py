@@ -21,6 +21,7 @@ from host_bridge.cli._verify import REINDEX_HINT, verify_session
 from host_bridge.embedded.codec import encode_payload
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
+from host_bridge.embedded.stores import zone_data_version
 from host_bridge.protocols import DueSession, SessionEvent, SessionHeader
 from host_bridge.testing import FakeClock, FakeTimers
 from messages._instant import format_instant
@@ -152,6 +153,8 @@ class DueIndexContract(StoreCase):
         store = self.make()
         assert store.due_entries() == {"a": DueEntry(T0 + 5, None)}
         assert store.due_sessions(None, 5) == [("a", T0 + 5)]
+        stamp = self.sql("SELECT value FROM meta WHERE key = 'zone_data'")
+        assert stamp == [(zone_data_version(),)]  # the zone data the index was built with
 
     def damage(self, *statements: str) -> None:
         """Edit the due index by hand, behind the store's back."""

@@ -39,6 +39,7 @@ from host_bridge.embedded.stores._sqlite import (
 )
 from host_bridge.embedded.stores._sqlite_reader import SqliteStoreReader
 from host_bridge.embedded.stores._store import EventStore
+from host_bridge.embedded.stores._zone_data import ZONE_DATA_KEY, ZoneDataCheck, zone_data_version
 
 if TYPE_CHECKING:
     from host_bridge.embedded.stores._postgres import (
@@ -51,6 +52,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "ZONE_DATA_KEY",
     "DueEntry",
     "EventStore",
     "IndexRow",
@@ -70,6 +72,7 @@ __all__ = [
     "StoreVersionError",
     "StoreWriteError",
     "StoredSession",
+    "ZoneDataCheck",
     "check_write_lock",
     "checkpoint_problem",
     "index_problem",
@@ -78,6 +81,7 @@ __all__ = [
     "open_store",
     "project_session",
     "show_id",
+    "zone_data_version",
 ]
 
 _POSTGRES_NAMES = frozenset({"PG_SCHEMA_VERSION", "PostgresEventStore", "PostgresStoreReader"})

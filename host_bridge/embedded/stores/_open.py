@@ -14,6 +14,7 @@ from host_bridge.embedded.stores._store import EventStore
 
 if TYPE_CHECKING:
     from host_bridge.embedded.stores._rows import StoredSession
+    from host_bridge.embedded.stores._zone_data import ZoneDataCheck
     from host_bridge.protocols import SessionHeader
 
 __all__ = ["StoreReader", "open_store"]
@@ -29,6 +30,10 @@ class StoreReader(Protocol):
 
     def session_ids(self) -> list[str]:
         """The ids of every durably stored session, sorted."""
+
+    def zone_data_check(self) -> ZoneDataCheck:
+        """The zone data version the store recorded for its due index, beside the installed
+        one (a difference explains a ``cron`` session's disagreeing index row)."""
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of ``session_id``, or ``None`` when it is not stored."""

@@ -9,7 +9,7 @@ writing. Leases and claims: see docs/storage.md.
 
 Schema (version :data:`PG_SCHEMA_VERSION`)::
 
-    meta(key TEXT PRIMARY KEY, value TEXT)                 -- schema_version
+    meta(key TEXT PRIMARY KEY, value TEXT)                 -- schema_version, zone_data
     sessions(id TEXT PRIMARY KEY, seed_length BIGINT, parent_session TEXT, created_at BIGINT)
     events(session_id TEXT, seq BIGINT, type TEXT, time BIGINT, data BYTEA,
            PRIMARY KEY(session_id, seq))
@@ -55,6 +55,12 @@ from host_bridge.embedded.stores._schema import (
     write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
+from host_bridge.embedded.stores._zone_data import (
+    ZONE_REFRESH_LOG,
+    refresh_zone_data,
+    write_zone_stamp,
+    zone_data_version,
+)
 
 __all__ = [
     "PG_SCHEMA_VERSION",
@@ -120,6 +126,18 @@ def _build_checkpoints(conn: psycopg.Connection[Any]) -> None:
     with conn.cursor(name="dsh_checkpoint_build") as rows, conn.cursor() as cur:
         rows.itersize = 2000
         build_checkpoints(rows, cur, "%s")
+
+
+def _rebuild_projections(conn: psycopg.Connection[Any]) -> int:
+    """Rebuild the due index and the schedule checkpoints from the logs in the caller's
+    transaction, both tables locked against writers first; the index rows written."""
+    conn.execute("LOCK TABLE due_index, schedule_checkpoints IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute("DELETE FROM due_index")
+    _build_due_index(conn)
+    conn.execute("DELETE FROM schedule_checkpoints")
+    _build_checkpoints(conn)
+    row = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 _PG_TABLES = frozenset({"sessions", "events", "leases", "due_index", "schedule_checkpoints"})
@@ -581,22 +599,17 @@ class PostgresRecorder:
 
     def rebuild_index(self) -> int:
         """Rebuild the due index and the schedule checkpoints in one transaction, both tables
-        locked against writers first; the index rows written."""
+        locked against writers first, stamped with the installed zone data; the index rows
+        written."""
         try:
             with psycopg.connect(self._url, connect_timeout=30) as conn, conn.transaction():
-                conn.execute(
-                    "LOCK TABLE due_index, schedule_checkpoints IN SHARE ROW EXCLUSIVE MODE"
-                )
-                conn.execute("DELETE FROM due_index")
-                _build_due_index(conn)
-                conn.execute("DELETE FROM schedule_checkpoints")
-                _build_checkpoints(conn)
-                row = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+                count = _rebuild_projections(conn)
+                write_zone_stamp(conn, "%s", zone_data_version())
         except psycopg.Error as error:
             raise StoreError(
                 f"cannot rebuild the due index of {self._label} ({_category(error)})"
             ) from None
-        return int(row[0]) if row is not None else 0
+        return count
 
     def close(self, writer_stopped: bool) -> None:
         """Close the lease connection and the read pool; the writer's once it stopped."""
@@ -624,7 +637,8 @@ class PostgresRecorder:
         return _connect(self._url, self._label, autocommit, 30, application_name, setup=prepare)[0]
 
     def _pg_migrate(self, conn: psycopg.Connection[Any]) -> None:
-        """Bring the schema to :data:`PG_SCHEMA_VERSION` under a transaction-scoped lock."""
+        """Bring the schema to :data:`PG_SCHEMA_VERSION`, and the due index to the installed
+        zone data (see ``_zone_data``), under a transaction-scoped lock."""
         fsync = conn.execute("SHOW fsync").fetchone()
         if fsync is not None and fsync[0] != "on":
             _log.warning(
@@ -637,8 +651,17 @@ class PostgresRecorder:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             start = _pg_schema_version(conn, self._label)
             version = migrate(conn, start, PG_SCHEMA_VERSION, _MIGRATIONS, _SET_VERSION)
+            refreshed = refresh_zone_data(
+                conn,
+                "%s",
+                index_existed=start >= DUE_INDEX_SCHEMA_VERSION,
+                rebuild=lambda: _rebuild_projections(conn),
+            )
         if start != PG_SCHEMA_VERSION:
             _log.info("session store %s migrated to schema version %d", self._label, version)
+        if refreshed is not None:
+            check, count = refreshed
+            _log.info(ZONE_REFRESH_LOG, self._label, check.recorded_text, check.installed, count)
 
 
 class PostgresEventStore(EventStore):

@@ -32,6 +32,11 @@ from host_bridge.embedded.stores._rows import (
     is_storable_id,
     show_id,
 )
+from host_bridge.embedded.stores._zone_data import (
+    ZoneDataCheck,
+    read_zone_stamp,
+    zone_data_version,
+)
 from host_bridge.protocols import SessionEvent, SessionHeader
 
 __all__ = [
@@ -314,6 +319,12 @@ class SessionReads(Generic[_C]):
         """The ids of every durably stored session, sorted."""
         ids: list[str] = self._run(lambda conn: self._queries.session_ids(conn, self._reads_label))
         return ids
+
+    def zone_data_check(self) -> ZoneDataCheck:
+        """The zone data version the store recorded for its due index (see ``_zone_data``),
+        beside the installed one."""
+        recorded: str | None = self._run(read_zone_stamp)
+        return ZoneDataCheck(recorded, zone_data_version())
 
     def load_header(self, session_id: str) -> SessionHeader | None:
         """The stored header of ``session_id``, or ``None`` when it is not stored."""

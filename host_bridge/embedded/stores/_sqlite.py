@@ -5,7 +5,7 @@ SQLite's error name); :class:`SqliteEventStore` composes it with the writer.
 
 Schema (version :data:`SCHEMA_VERSION`; version 1 files are migrated on open)::
 
-    meta(key TEXT PRIMARY KEY, value TEXT)              -- schema_version
+    meta(key TEXT PRIMARY KEY, value TEXT)              -- schema_version, zone_data
     sessions(id TEXT PRIMARY KEY, seed_length INTEGER, parent_session TEXT, created_at INTEGER)
     events(session_id TEXT, seq INTEGER, type TEXT, time INTEGER, data BLOB,
            PRIMARY KEY(session_id, seq)) WITHOUT ROWID   -- data: msgpack (see codec)
@@ -63,6 +63,13 @@ from host_bridge.embedded.stores._schema import (
     write_rows,
 )
 from host_bridge.embedded.stores._store import EventStore, new_owner
+from host_bridge.embedded.stores._zone_data import (
+    ZONE_REFRESH_LOG,
+    read_zone_stamp,
+    refresh_zone_data,
+    write_zone_stamp,
+    zone_data_version,
+)
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -93,6 +100,17 @@ BUSY_TIMEOUT_MS = 5000
 def _build_checkpoints(conn: sqlite3.Connection) -> None:
     """Write every session's schedule checkpoint from its log (in the caller's transaction)."""
     build_checkpoints(conn.cursor(), conn.cursor(), "?")
+
+
+def _rebuild_projections(conn: sqlite3.Connection) -> int:
+    """Rebuild the due index and the schedule checkpoints from the logs (in the caller's
+    write transaction); the index rows written."""
+    conn.execute("DELETE FROM due_index")
+    build_due_index(conn.cursor(), conn, "?")
+    conn.execute("DELETE FROM schedule_checkpoints")
+    _build_checkpoints(conn)
+    (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
+    return int(count)
 
 
 _MIGRATIONS: dict[int, tuple[Migration[sqlite3.Connection], ...]] = {
@@ -321,15 +339,12 @@ class SqliteRecorder:
 
     def rebuild_index(self) -> int:
         """Rebuild the due index and the schedule checkpoints from the logs in one
-        transaction; the index rows written."""
+        transaction, stamped with the installed zone data; the index rows written."""
 
         def rebuild(conn: sqlite3.Connection) -> int:
-            conn.execute("DELETE FROM due_index")
-            build_due_index(conn.cursor(), conn, "?")
-            conn.execute("DELETE FROM schedule_checkpoints")
-            _build_checkpoints(conn)
-            (count,) = conn.execute("SELECT COUNT(*) FROM due_index").fetchone()
-            return int(count)
+            count = _rebuild_projections(conn)
+            write_zone_stamp(conn, "?", zone_data_version())
+            return count
 
         return self._index_transaction(rebuild, f"rebuild the due index of {self._path}")
 
@@ -692,20 +707,31 @@ class SqliteRecorder:
             ) from None
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION`, one table-driven step at a time."""
+        """Bring the schema to :data:`SCHEMA_VERSION`, one table-driven step at a time, and
+        the due index to the installed zone data (see ``_zone_data``), under the write lock."""
         version = schema_version(conn, self._path)
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and read_zone_stamp(conn) == zone_data_version():
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = schema_version(conn, self._path)  # again, now under the write lock
-            migrate(conn, version, SCHEMA_VERSION, _MIGRATIONS, _SET_VERSION)
+            start = schema_version(conn, self._path)  # again, now under the write lock
+            migrate(conn, start, SCHEMA_VERSION, _MIGRATIONS, _SET_VERSION)
+            refreshed = refresh_zone_data(
+                conn,
+                "?",
+                index_existed=start >= DUE_INDEX_SCHEMA_VERSION,
+                rebuild=lambda: _rebuild_projections(conn),
+            )
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
+        if start != SCHEMA_VERSION:
+            _log.info("session store %s migrated to schema version %d", self._path, SCHEMA_VERSION)
+        if refreshed is not None:
+            check, count = refreshed
+            _log.info(ZONE_REFRESH_LOG, self._path, check.recorded_text, check.installed, count)
 
 
 class SqliteEventStore(EventStore):
