@@ -4,7 +4,10 @@ It also compares every column of each session's due index row (the store's
 projection of its log, see :mod:`host_bridge.embedded.stores`) with what the
 log says, and the session's schedule checkpoint with the fold of the log before
 it, read in the same snapshot, and reports index rows of sessions that are not
-stored. A damaged row is its session's problem, never the whole store's.
+stored. A damaged row is its session's problem, never the whole store's. When
+the store's index was computed with other zone data than installed, a session
+with a ``cron`` record whose row differs only in its reminder target gets a
+note instead: new zone rules move cron targets, which is no corruption.
 """
 
 from __future__ import annotations
@@ -24,33 +27,52 @@ from host_bridge.cli._common import (
     visible,
 )
 from host_bridge.embedded.stores import (
+    DueEntry,
+    IndexRow,
     StoreCorruptError,
     StoreError,
     StoreReader,
+    ZoneDataCheck,
     checkpoint_problem,
     index_problem,
     project_session,
 )
-from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, validate_schedule_stream
+from messages import (
+    SCHEDULE_CHANGE_TYPE,
+    CronRecord,
+    FoldedSchedules,
+    ScheduleLogError,
+    validate_schedule_stream,
+)
 
-__all__ = ["REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]
+__all__ = ["REFRESH_HINT", "REINDEX_HINT", "SessionVerdict", "verify_command", "verify_session"]
 
 REINDEX_HINT = "dsh-schedule reindex rebuilds the index"
 """What ends the line of a session whose due index row or schedule checkpoint is wrong."""
 
+REFRESH_HINT = "a writing host or dsh-schedule reindex refreshes it"
+"""What ends the note of a session whose due index row other zone data explains."""
+
 
 @dataclass(frozen=True)
 class SessionVerdict:
-    """The outcome of checking one stored session: ``problem`` is ``None`` when it is valid."""
+    """The outcome of checking one stored session: ``problem`` is ``None`` when it is valid.
+
+    ``note`` says what is stale but no problem: a due index row computed with other
+    zone data than installed.
+    """
 
     session_id: str
     events: int = 0
     changes: int = 0
     active: int = 0
     problem: str | None = None
+    note: str | None = None
 
 
-def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
+def verify_session(
+    store: StoreReader, session_id: str, zone_data: ZoneDataCheck | None = None
+) -> SessionVerdict:
     """Load one session, apply the fold policy to its owned suffix, check its due index row
     and its schedule checkpoint.
 
@@ -58,7 +80,10 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
     numbers, an index row of text) are its problem; any other store error (a
     damaged file, an I/O error) is raised: the store itself cannot be read. A
     store written before the due index existed has no row to compare; a session
-    without a checkpoint is fine (reads fold its log).
+    without a checkpoint is fine (reads fold its log). ``zone_data`` is the
+    store's (read from it when not given): when the index was computed with
+    other zone data, a row of a session with an active ``cron`` record that
+    differs from the log only in its reminder target is a note, not a problem.
     """
     try:
         stored, indexed, checkpoint = store.load_checked(session_id)
@@ -77,10 +102,17 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
     expected = project_session(
         stored.header.seed_length, ((e.seq, e.type, e.time, e.data) for e in events)
     ).entry()
-    problems = [
-        index_problem(indexed, expected) if store.has_due_index else None,
-        checkpoint_problem(checkpoint, stored.header.seed_length, events),
-    ]
+    index = index_problem(indexed, expected) if store.has_due_index else None
+    note = None
+    if index is not None and _zone_data_explains(indexed, expected, folded):
+        check = zone_data if zone_data is not None else store.zone_data_check()
+        if check.changed:
+            note = (
+                f"due index computed with zone data {check.recorded_text}, installed "
+                f"{check.installed} ({index}); {REFRESH_HINT}"
+            )
+            index = None
+    problems = [index, checkpoint_problem(checkpoint, stored.header.seed_length, events)]
     found = [problem for problem in problems if problem is not None]
     return SessionVerdict(
         session_id,
@@ -88,6 +120,23 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
         changes,
         len(folded.active),
         problem=f"{'; '.join(found)} ({REINDEX_HINT})" if found else None,
+        note=note,
+    )
+
+
+def _zone_data_explains(
+    row: IndexRow | None, expected: DueEntry | None, folded: FoldedSchedules
+) -> bool:
+    """Whether other zone data can explain how ``row`` disagrees with ``expected``: the row
+    is sound (or absent), only its reminder target differs, and a ``cron`` record is active
+    (zone rules move only cron targets)."""
+    if row is not None and row.defect() is not None:
+        return False
+    stored = None if row is None else row.entry()
+    stored_inbox = None if stored is None else stored.inbox_ms
+    expected_inbox = None if expected is None else expected.inbox_ms
+    return stored_inbox == expected_inbox and any(
+        isinstance(record, CronRecord) for record in folded.active
     )
 
 
@@ -100,7 +149,8 @@ def verify_session(store: StoreReader, session_id: str) -> SessionVerdict:
             1,
             "at least one session is invalid: its stream breaks a rule, its rows are unreadable, "
             "or its due index row is missing, unreadable or disagrees with its log (a row of a "
-            "session that is not stored counts too)",
+            "session that is not stored counts too; a cron session's reminder target computed "
+            "with other zone data is only a note)",
         ),
         (2, READ_STORE_EXIT),
     ),
@@ -116,7 +166,11 @@ def verify_command() -> None:
     must be integers equal to the log's (due_ms the earlier of the other two),
     a session with nothing due must have no row and a due one must have one;
     its schedule checkpoint, when it has one, must decode and equal the fold of
-    the log before it (`dsh-schedule reindex` rebuilds both). The store is
+    the log before it (`dsh-schedule reindex` rebuilds both). When the store's
+    index was computed with other zone data (tzdata) than installed, a
+    session with a cron reminder whose row differs only in its reminder target
+    is valid and gets a `note` line instead: a writing host or `dsh-schedule
+    reindex` refreshes the index. The store is
     opened strictly read-only (nothing is created, migrated, locked or
     written), so it works while another process writes to it. Prints one line per
     session; an invalid one is listed as `SESSION-ID: RULE`. Exits 1 when any
@@ -128,7 +182,8 @@ def verify_command() -> None:
         click.echo(f"store: {visible(store.label)}")
         try:
             session_ids = store.session_ids()
-            verdicts = [verify_session(store, session_id) for session_id in session_ids]
+            zone_data = store.zone_data_check()
+            verdicts = [verify_session(store, session_id, zone_data) for session_id in session_ids]
             stored_ids = set(session_ids)
             orphans = sorted(s for s in store.index_rows() if s not in stored_ids)
         except StoreError as error:
@@ -150,6 +205,8 @@ def verify_command() -> None:
             )
         else:
             click.echo(f"INVALID  {visible(verdict.session_id)}: {visible(verdict.problem)}")
+        if verdict.note is not None:
+            click.echo(f"note     {visible(verdict.session_id)}: {visible(verdict.note)}")
     if not verdicts:
         click.echo("no stored sessions")
     elif not invalid:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from host_bridge.embedded.inbox import INBOX_EVENT
 from host_bridge.embedded.paths import store_path
+from host_bridge.embedded.stores import zone_data_version
 from messages import CreateChange, DispatchChange
 from messages._creation import create_cron_schedule_record
 from messages._instant import format_instant
@@ -280,3 +281,51 @@ def test_cron_sessions_are_checked_like_the_other_kinds(data_dir: Path, home: Pa
         f"a reminder due {target} (dsh-schedule reindex rebuilds the index)",
     }
     assert err == "3 of 4 session(s) invalid\n"
+
+
+def test_a_cron_row_of_other_zone_data_is_a_note_until_the_index_is_rebuilt(
+    data_dir: Path, home: Path
+) -> None:
+    """The store says its index was computed with tzdata 2024a; 2026-something is installed."""
+    daily = {"expression": "0 9 * * *", "time_zone": "Asia/Shanghai"}
+    record = create_cron_schedule_record("schedule-1", "stand-up", daily, NOW)
+    target = record.scheduled_at  # 2027-01-16T01:00:00.000Z (09:00 in Shanghai)
+    write_session(data_dir, "cron", [change(CreateChange(record))])
+    write_session(data_dir, "plain", [create("schedule-1", "a", 60, NOW)])
+    moved = "UPDATE due_index SET due_ms = {0}, schedule_ms = {0} WHERE session_id = '{1}'"
+    damaged(
+        data_dir,
+        moved.format(NOW, "cron"),
+        "UPDATE meta SET value = '2024a' WHERE key = 'zone_data'",
+    )
+    note = (
+        f"note     cron: due index computed with zone data 2024a, installed "
+        f"{zone_data_version()} (the due index says a reminder due 2027-01-15T08:00:00.000Z, "
+        f"the log says a reminder due {target}); a writing host or dsh-schedule reindex "
+        "refreshes it"
+    )
+    code, out, err = verify(data_dir, home)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:] == [
+        "ok       cron (1 events, 1 schedule changes, 1 active)",
+        note,
+        "ok       plain (1 events, 1 schedule changes, 1 active)",
+        "all 2 session(s) valid",
+    ]
+    damaged(data_dir, moved.format(NOW, "plain"))  # no cron record: zone data explain nothing
+    code, out, err = verify(data_dir, home)
+    assert code == 1
+    assert out.splitlines()[1:4] == [
+        "ok       cron (1 events, 1 schedule changes, 1 active)",
+        note,
+        "INVALID  plain: the due index says a reminder due 2027-01-15T08:00:00.000Z, the log "
+        "says a reminder due 2027-01-15T08:01:00.000Z (dsh-schedule reindex rebuilds the index)",
+    ]
+    assert err == "1 of 2 session(s) invalid\n"
+    assert run_cli(["reindex", "--data", str(data_dir)], home).code == 0
+    code, out, _ = verify(data_dir, home)
+    assert code == 0, out
+    assert "note" not in out
+    with sqlite3.connect(store_path(data_dir)) as db:
+        stamp = db.execute("SELECT value FROM meta WHERE key = 'zone_data'").fetchall()
+    assert stamp == [(zone_data_version(),)]
