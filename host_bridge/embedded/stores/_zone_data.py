@@ -5,8 +5,9 @@ package, so a due index built under one release can disagree with a fresh
 fold under another that changed a zone's rules. Every whole build of the
 index (schema creation or migration, ``reindex``) records the installed
 version under :data:`ZONE_DATA_KEY`; a writable open that finds another one
-(or none, on a store that has a due index) rebuilds the index, and ``verify``
-reads such a disagreement in a session with a ``cron`` record as a note.
+rebuilds the index, and ``verify`` reads such a disagreement in a session with
+a ``cron`` record as a note. A store without a stamp was written by a release
+without calendar rules, so it holds no ``cron`` record and is only stamped.
 """
 
 from __future__ import annotations
@@ -92,14 +93,17 @@ def refresh_zone_data(
 ) -> tuple[ZoneDataCheck, int] | None:
     """Stamp the installed zone data on ``conn``, in the caller's write transaction.
 
-    When the stamp differs (or is missing) and the due index existed before
+    When the stamp names other zone data and the due index existed before
     this transaction (``index_existed``; one a migration just built is
     current), the index is rebuilt first (``rebuild`` returns the rows
-    written). Returns the check and that count when it rebuilt.
+    written). A missing stamp is only written: releases that wrote none had no
+    ``cron`` records, whose targets alone depend on zone data, so a store from
+    one needs no rebuild (and an upgrade does not rebuild every store once).
+    Returns the check and that count when it rebuilt.
     """
     check = ZoneDataCheck(read_zone_stamp(conn), zone_data_version())
     if not check.changed:
         return None
-    count = rebuild() if index_existed else None
+    count = rebuild() if index_existed and check.recorded is not None else None
     write_zone_stamp(conn, mark, check.installed)
     return None if count is None else (check, count)
