@@ -131,3 +131,47 @@ def test_accepted_at_belongs_to_moved_cron_records_only() -> None:
     stored["active"] = [every]
     with pytest.raises(ScheduleLogError, match="unknown key 'acceptedAt'"):
         decode_schedule_state(stored)
+
+
+@pytest.mark.parametrize(
+    ("rule", "zone", "target", "accepted", "sound"),
+    [
+        # UTC never changed its offset: no zone data explains an early dispatch.
+        ("@yearly", "UTC", "2028-01-01T00:00:00.000Z", "2027-12-31T23:59:59.000Z", False),
+        ("@daily", "Etc/GMT+3", "2026-08-11T03:00:00.000Z", "2026-08-11T02:59:00.000Z", False),
+        # A day or more before the target: more than any offset ever moved.
+        ("0 9 * * 1", SHANGHAI, "2026-08-17T01:00:00.000Z", "2026-08-15T22:59:59.999Z", False),
+        # Within 26 hours, in a zone whose offset changed: it may be older zone data.
+        ("0 9 * * 1", SHANGHAI, "2026-08-17T01:00:00.000Z", "2026-08-16T01:00:00.001Z", True),
+        (
+            "0 9 * * *",
+            "America/New_York",
+            "2026-08-11T13:00:00.000Z",
+            "2026-08-10T13:00:02.000Z",
+            True,
+        ),
+    ],
+)
+def test_the_allowance_for_older_zone_data_is_bounded(
+    rule: str, zone: str, target: str, accepted: str, sound: bool
+) -> None:
+    moved = parse_instant(target)
+    # The dispatch before moved the record to ``target`` from just after the previous occurrence.
+    first = next(
+        iter(fold_schedule_events(_log(cron_create("schedule-1", "p", rule, zone, target))).active)
+    )
+    assert isinstance(first, CronRecord)
+    previous = first.schedule.latest_between(moved - 400 * DAY, moved - 1)
+    log = _log(
+        cron_create("schedule-1", "p", rule, zone, format_instant(previous)),
+        cron_dispatch("schedule-1", previous + 1_000),
+        cron_dispatch("schedule-1", parse_instant(accepted)),
+    )
+    folded = fold_schedule_events(log[:2])
+    assert folded.active[0].scheduled_at == target
+    if sound:
+        (record,) = fold_schedule_events(log).active
+        assert record.target_ms > parse_instant(accepted)
+    else:
+        with pytest.raises(ScheduleLogError, match="precedes its target"):
+            fold_schedule_events(log)
