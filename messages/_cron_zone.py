@@ -15,8 +15,9 @@ zone uses within a day of the instant can differ
 (:meth:`messages._zones.ZoneOffsets.span_ms`: an hour in most zones, none in
 ``UTC``) and
 stop at the first minute that is *plain* (neither skipped nor repeated): such a
-minute's instant is monotonic in local time, and no later (or earlier) matching
-minute can beat it.
+minute's instant is monotonic in local time, and no later matching minute can
+beat it. (Searching back, minutes a gap skipped just below a plain one resolve
+after it, so that search goes on one margin further down.)
 """
 
 from __future__ import annotations
@@ -116,13 +117,16 @@ class CronSchedule:
         if local is None:
             return earliest_ms
         best: int | None = None
-        wall = rule.previous_match(_shift(local, self._margin(at_ms)))
-        while wall is not None:
+        margin = self._margin(at_ms)
+        wall = rule.previous_match(_shift(local, margin))
+        floor: datetime.datetime | None = None  # where the search may stop
+        while wall is not None and (floor is None or wall >= floor):
             instant, plain = self._resolve(wall)
             if instant <= at_ms and (best is None or instant > best):
                 best = instant
-            if plain and wall <= local:
-                break
+            if plain and wall <= local and floor is None:
+                # Minutes a clock change skipped just below it resolve after it.
+                floor = _shift(wall, -margin)
             wall = rule.previous_match(wall - _MINUTE) if wall > _FIRST else None
         if best is None or best < earliest_ms:
             return earliest_ms

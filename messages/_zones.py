@@ -151,7 +151,7 @@ def _tzif_offsets(data: bytes) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         _, _, isut, isstd, leap, times, types, chars = header.unpack_from(data, start)
         start += header.size
         time_format = "q"
-    indices_at = start + times * struct.calcsize(time_format)
+    indices_at = start + times * struct.calcsize(f">{time_format}")
     records_at = indices_at + times
     if types < 1 or records_at + types * 6 > len(data):
         raise ValueError("truncated TZif data")

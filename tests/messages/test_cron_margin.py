@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import struct
 
 import pytest
 
@@ -92,3 +93,34 @@ def test_every_zone_swings_by_less_than_the_widest_margin() -> None:
         offsets = zone_offsets(zone)
         assert isinstance(offsets, ZoneOffsets)
         assert offsets.span_ms(MIN_INSTANT_MS, MAX_INSTANT_MS) <= MAX_OFFSET_SPAN_MS, zone
+
+
+def test_latest_between_sees_a_skipped_minute_below_the_first_plain_one() -> None:
+    """Chatham skips 02:45–03:45 on 2026-09-27: 03:00 (shifted to 14:15Z) follows 03:50 (14:05Z)."""
+    schedule = CronSchedule(parse_cron_expression("0,50 3 * * *"), "Pacific/Chatham")
+    target = 1_790_431_500_000  # 2026-09-26T14:05:00Z, 03:50 local
+    assert schedule.next_after(target) == target + 600_000  # 14:15Z, the skipped 03:00
+    assert schedule.latest_between(target, target + 900_000) == target + 600_000
+
+
+def test_version_1_zone_files_are_read_with_four_byte_times() -> None:
+    """A TZif file of version 1 (no 64-bit block) gives the transitions a v2 file lists."""
+    from importlib import resources
+
+    from messages._zones import _tzif_offsets
+
+    data = resources.files("tzdata.zoneinfo").joinpath("Asia").joinpath("Kathmandu").read_bytes()
+    header = struct.Struct(">4sc15x6l")
+    _, _, isut, isstd, leap, times, types, chars = header.unpack_from(data, 0)
+    v2 = header.size + times * 5 + types * 6 + chars + leap * 8 + isstd + isut
+    _, _, isut, isstd, leap, times, types, chars = header.unpack_from(data, v2)
+    start = v2 + header.size
+    instants = struct.unpack_from(f">{times}q", data, start)
+    indices = data[start + 8 * times : start + 9 * times]
+    records = data[start + 9 * times : start + 9 * times + 6 * types + chars]
+    kept = [(t, i) for t, i in zip(instants, indices, strict=True) if -(2**31) <= t < 2**31]
+    v1 = header.pack(b"TZif", b"\x00", 0, 0, 0, len(kept), types, chars)
+    v1 += struct.pack(f">{len(kept)}l", *(t for t, _ in kept)) + bytes(i for _, i in kept) + records
+    transitions, offsets, _ = _tzif_offsets(v1)
+    assert transitions == tuple(t for t, _ in kept)
+    assert set(offsets) == {19_800, 20_700}  # +05:30, then +05:45
