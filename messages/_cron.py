@@ -162,13 +162,13 @@ def _canonical_text(expression: object) -> str:
     if len(expression) > MAX_CRON_EXPRESSION_LENGTH:
         raise _invalid(f"the expression must be at most {MAX_CRON_EXPRESSION_LENGTH} characters")
     text = ecma_trim(str(expression))
+    if not text.isascii():  # before case folding: "\u212a".lower() is "k"
+        raise _invalid("the expression must be ASCII")
     if text.startswith("@"):
         lowered = text.lower()
         if lowered not in CRON_MACROS:
             raise _invalid("the macros are @hourly, @daily, @weekly, @monthly, @yearly, @annually")
         return lowered
-    if not text.isascii():
-        raise _invalid("the expression must be ASCII")
     return text.upper()
 
 

@@ -298,6 +298,8 @@ REFUSED: list[tuple[str, object, str]] = [
     ("fullwidth name", "0 9 * * \uff2d\uff2f\uff2e", RULE),
     ("en dash range", "0 9 * * 1\u20135", RULE),
     ("accented name", "0 9 * * m\u00f6n", RULE),
+    ("Kelvin sign in a macro (it lower-cases to k)", "@wee\u212aly", RULE),
+    ("Kelvin sign in a name", "0 9 * * \u212aON", RULE),
     ("over 128 characters", LONGEST + ",1", RULE),
     ("128 characters plus trimmed space", " " + LONGEST, RULE),
     ("never: April and June 31", "0 9 31 4,6 *", RULE),
