@@ -142,8 +142,9 @@ def _local(instant: str, zone: str) -> str:
         )
     except (ValueError, OverflowError):
         return "-"  # past year 9999 in that zone
-    offset = moment.strftime("%z")
-    return moment.strftime("%a %Y-%m-%d %H:%M") + f" {offset[:3]}:{offset[3:]}"
+    offset = moment.strftime("%z")  # ±HHMM, or ±HHMMSS for an offset such as LMT's
+    parts = [offset[:3], offset[3:5], *([offset[5:7]] if len(offset) > 5 else [])]
+    return moment.strftime("%a %Y-%m-%d %H:%M") + f" {':'.join(parts)}"
 
 
 def _cron_lines(active: list[dict[str, Any]]) -> list[str]:
