@@ -16,10 +16,16 @@ import struct
 
 import pytest
 
-from messages._cron import parse_cron_expression
+from messages._cron import CronRule, parse_cron_expression
 from messages._cron_zone import CronSchedule
 from messages._instant import MAX_INSTANT_MS, MIN_INSTANT_MS
-from messages._zones import MAX_OFFSET_SPAN_MS, ZoneOffsets, _zone_keys, zone_offsets
+from messages._zones import (
+    MAX_OFFSET_SPAN_MS,
+    ZoneOffsets,
+    _zone_keys,
+    load_time_zone,
+    zone_offsets,
+)
 
 RULES = (
     "*/5 * * * *",
@@ -124,3 +130,76 @@ def test_version_1_zone_files_are_read_with_four_byte_times() -> None:
     transitions, offsets, _ = _tzif_offsets(v1)
     assert transitions == tuple(t for t, _ in kept)
     assert set(offsets) == {19_800, 20_700}  # +05:30, then +05:45
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+_MS = datetime.timedelta(milliseconds=1)
+_BOUND = datetime.timedelta(hours=16)  # more than any UTC offset a zone ever had
+
+
+def _brute_resolve(zone: str, wall: datetime.datetime) -> int:
+    offset = wall.replace(tzinfo=load_time_zone(zone)).utcoffset()
+    assert offset is not None
+    return (wall - _EPOCH) // _MS - offset // _MS
+
+
+def _brute_local(zone: str, instant: int) -> datetime.datetime:
+    moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + instant * _MS
+    return moment.astimezone(load_time_zone(zone)).replace(tzinfo=None, second=0, microsecond=0)
+
+
+def _brute_next(rule: CronRule, zone: str, after: int) -> int | None:
+    """Every matching minute from 40 h before on, until none can resolve earlier."""
+    wall = rule.next_match(_brute_local(zone, after) - datetime.timedelta(hours=40))
+    best: int | None = None
+    while wall is not None:
+        instant = _brute_resolve(zone, wall)
+        if instant > after and (best is None or instant < best):
+            best = instant
+        if best is not None and (wall - _BOUND - _EPOCH) // _MS > best:
+            break
+        wall = rule.next_match(wall + datetime.timedelta(minutes=1))
+    return best if best is not None and best <= MAX_INSTANT_MS else None
+
+
+def _brute_latest(rule: CronRule, zone: str, earliest: int, at: int) -> int:
+    """Every matching minute from 40 h after down, until none can resolve later."""
+    wall = rule.previous_match(_brute_local(zone, at) + datetime.timedelta(hours=40))
+    best: int | None = None
+    while wall is not None:
+        instant = _brute_resolve(zone, wall)
+        if instant <= at and (best is None or instant > best):
+            best = instant
+        if best is not None and (wall + _BOUND - _EPOCH) // _MS < max(best, earliest):
+            break
+        wall = rule.previous_match(wall - datetime.timedelta(minutes=1))
+    return earliest if best is None or best < earliest else best
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_searches_agree_with_a_brute_force_reference(seed: int) -> None:
+    """In every zone, near its transitions: the stopping rules lose nothing."""
+    rng = random.Random(seed)
+    rules = (*RULES, "15 2,3 * * *", "45 0-3 * * *", "0,50 3 * * *", "5,55 * * * *")
+    for zone in sorted(set(_zone_keys().values())):
+        if zone == "UTC":
+            continue
+        transitions = [t * 1000 for t in zone_offsets(zone).transitions if -2e12 < t * 1000 < 4e12]
+        for _ in range(3):
+            _check_against_brute_force(rng, rules, zone, transitions)
+
+
+def _check_against_brute_force(
+    rng: random.Random, rules: tuple[str, ...], zone: str, transitions: list[int]
+) -> None:
+    rule_text = rng.choice(rules)
+    rule = parse_cron_expression(rule_text)
+    schedule = CronSchedule(rule, zone)
+    instant = rng.choice(transitions or [1_700_000_000_000])
+    instant += rng.randrange(-30 * 3600, 30 * 3600) * 1000 + rng.choice((0, 1, -1, 500))
+    case = (rule_text, zone, instant)
+    assert schedule.next_after(instant) == _brute_next(rule, zone, instant), case
+    earliest = instant - rng.randrange(0, 3 * 86_400) * 1000
+    assert schedule.latest_between(earliest, instant) == _brute_latest(
+        rule, zone, earliest, instant
+    ), case
