@@ -33,6 +33,7 @@ __all__ = [
     "load_time_zone",
     "resolve_local_time",
     "time_zone_error",
+    "zone_offset_ever_changes",
     "zone_offsets",
 ]
 
@@ -129,6 +130,12 @@ class ZoneOffsets:
         if stop == len(self.transitions):
             used.update(self.footer)
         return (max(used) - min(used)) * 1000
+
+
+@functools.lru_cache(maxsize=128)
+def zone_offset_ever_changes(key: str) -> bool:
+    """Whether the zone ``key`` ever had more than one UTC offset (not ``UTC``, not ``Etc/…``)."""
+    return zone_offsets(key).span_ms(MIN_INSTANT_MS, MAX_INSTANT_MS) > 0
 
 
 _UNKNOWN_OFFSETS = ZoneOffsets((), (), 0, frozenset({0, MAX_OFFSET_SPAN_MS // 1000}))
