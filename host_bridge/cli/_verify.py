@@ -127,17 +127,21 @@ def verify_session(
 def _zone_data_explains(
     row: IndexRow | None, expected: DueEntry | None, folded: FoldedSchedules
 ) -> bool:
-    """Whether other zone data can explain how ``row`` disagrees with ``expected``: the row
-    is sound (or absent), only its reminder target differs, and a ``cron`` record is active
-    (zone rules move only cron targets)."""
-    if row is not None and row.defect() is not None:
+    """Whether other zone data can explain how ``row`` disagrees with ``expected``.
+
+    Zone rules move only ``cron`` targets, so: the row exists and is sound, only its
+    reminder target differs, a ``cron`` record is active, and the row's target is no
+    later than the earliest target of the other records (which no zone data moves).
+    """
+    if row is None or row.defect() is not None or expected is None:
         return False
-    stored = None if row is None else row.entry()
-    stored_inbox = None if stored is None else stored.inbox_ms
-    expected_inbox = None if expected is None else expected.inbox_ms
-    return stored_inbox == expected_inbox and any(
-        isinstance(record, CronRecord) for record in folded.active
-    )
+    stored = row.entry()
+    if stored is None or stored.inbox_ms != expected.inbox_ms or stored.schedule_ms is None:
+        return False
+    others = [r.target_ms for r in folded.active if not isinstance(r, CronRecord)]
+    if others and stored.schedule_ms > min(others):
+        return False
+    return len(others) < len(folded.active)
 
 
 @click.command(

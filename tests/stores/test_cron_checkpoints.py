@@ -365,6 +365,11 @@ class CronStoreCases(StoreCase):
                 (SCHEDULE_CHANGE_TYPE, delete("schedule-1")),
             ],
             "every": [(SCHEDULE_CHANGE_TYPE, every("schedule-1", FIRST))],
+            "cron-missing": [(SCHEDULE_CHANGE_TYPE, cron)],
+            "cron-after-an-at": [
+                (SCHEDULE_CHANGE_TYPE, cron),
+                (SCHEDULE_CHANGE_TYPE, at("schedule-2", FIRST + HOUR)),
+            ],
         }
         for session_id, events in sessions.items():
             log = new_log(store, session_id)
@@ -378,6 +383,10 @@ class CronStoreCases(StoreCase):
             f"UPDATE due_index SET due_ms = {moved}, inbox_ms = {moved}"
             " WHERE session_id = 'cron-owed'",
             f"UPDATE due_index SET due_ms = {moved} WHERE session_id = 'cron-unsound'",
+            "DELETE FROM due_index WHERE session_id = 'cron-missing'",
+            # No zone data moves the at record's target: a row later than it is wrong.
+            f"UPDATE due_index SET due_ms = {FIRST + 2 * HOUR}, schedule_ms = {FIRST + 2 * HOUR}"
+            " WHERE session_id = 'cron-after-an-at'",
             "UPDATE meta SET value = '2024a' WHERE key = 'zone_data'",
         ):
             self.sql(statement)
@@ -402,6 +411,11 @@ class CronStoreCases(StoreCase):
             f"due {due} ({REINDEX_HINT})",
             "every": f"the due index says a reminder due {was}, the log says a reminder due "
             f"{due} ({REINDEX_HINT})",
+            "cron-missing": f"the due index says nothing due, the log says a reminder due {due} "
+            f"({REINDEX_HINT})",
+            "cron-after-an-at": "the due index says a reminder due "
+            f"{format_instant(FIRST + 2 * HOUR)}, the log says a reminder due {due} "
+            f"({REINDEX_HINT})",
         }
         self.sql("DELETE FROM meta WHERE key = 'zone_data'")
         unrecorded = self.verdict("cron")
