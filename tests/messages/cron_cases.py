@@ -17,6 +17,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from messages._instant import parse_instant
+
 __all__ = [
     "DAY_KEYS",
     "MONDAY",
@@ -266,3 +268,13 @@ def create_cron(
         "scheduledAt": at,
     }
     return {"version": 1, "operation": "create", "schedule": schedule}
+
+
+def t(clock: str, day: str = "2026-08-05") -> str:
+    """A canonical instant on ``day`` at ``clock`` (``HH:MM:SS``), UTC."""
+    return f"{day}T{clock}.000Z"
+
+
+def ms(clock: str, day: str = "2026-08-05") -> int:
+    """:func:`t` in epoch milliseconds."""
+    return parse_instant(t(clock, day))

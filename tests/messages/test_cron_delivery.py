@@ -24,7 +24,7 @@ from messages._delivery import (
     reminder_delivery,
 )
 from messages._instant import MAX_INSTANT_MS
-from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron
+from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron, ms, t
 from tests.messages.helpers import (
     create_at,
     create_every,
@@ -33,15 +33,6 @@ from tests.messages.helpers import (
     log,
     other,
 )
-
-
-def t(clock: str, day: str = "2026-08-05") -> str:
-    return f"{day}T{clock}.000Z"
-
-
-def ms(clock: str, day: str = "2026-08-05") -> int:
-    return parse_instant(t(clock, day))
-
 
 # ---- delivery ------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from messages._delivery import (
 )
 from messages._fold import check_schedule_candidate
 from messages._instant import MAX_INSTANT_MS
-from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron
+from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron, t
 from tests.messages.helpers import (
     REFUSED_ZONE_NAMES,
     create_at,
@@ -36,15 +36,6 @@ from tests.messages.helpers import (
     log,
     other,
 )
-
-
-def t(clock: str, day: str = "2026-08-05") -> str:
-    return f"{day}T{clock}.000Z"
-
-
-def ms(clock: str, day: str = "2026-08-05") -> int:
-    return parse_instant(t(clock, day))
-
 
 _DROP = object()
 
