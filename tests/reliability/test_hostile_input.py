@@ -41,6 +41,7 @@ from host_bridge.protocols import SessionEvent, ToolResult
 from host_bridge.testing import FakeAgent, FakeClock, FakeHost, FakeTimers, settle
 from messages import (
     SCHEDULE_CHANGE_TYPE,
+    FoldedSchedules,
     ScheduleLogError,
     create_after_schedule_record,
     decode_schedule_change,
@@ -1032,17 +1033,24 @@ def test_damage_behind_a_checkpoint_is_reported_by_verify_and_delivery_goes_on(
 
 
 @pytest.fixture(scope="module")
-def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, FoldedSchedules]:
+    """The store, the seq of the row each example overwrites, and the fold its checkpoint holds."""
     path = _store_with_session(tmp_path_factory.mktemp("store") / "data")
-    return path, _change_seq(path)
+    store = SqliteEventStore(path, create=False)
+    try:
+        stored = store.load("s1")
+    finally:
+        store.close()
+    assert stored is not None
+    return path, _change_seq(path), validate_schedule_stream(stored.events, 0)
 
 
 @given(raw=st.one_of(st.binary(max_size=48), mangled_payloads()))
 @STORE_FUZZ
 def test_any_stored_bytes_load_or_raise_store_corrupt_error(
-    fuzz_store: tuple[Path, int], raw: bytes
+    fuzz_store: tuple[Path, int, FoldedSchedules], raw: bytes
 ) -> None:
-    path, seq = fuzz_store
+    path, seq, checkpointed = fuzz_store
     _overwrite_row(path, seq, raw)
     store = SqliteEventStore(path, create=False)
     try:
@@ -1061,11 +1069,16 @@ def test_any_stored_bytes_load_or_raise_store_corrupt_error(
             assert verdict.problem == error.message
         else:
             rows = ((e.seq, e.type, e.time, e.data) for e in stored.events)
-            if project_session(stored.header.seed_length, rows).entry() == indexed:
-                assert verdict.problem is None
-            else:  # a valid record with another due time: the index no longer matches the log
+            entry = project_session(stored.header.seed_length, rows).entry()
+            folded = validate_schedule_stream(stored.events, stored.header.seed_length)
+            if entry != indexed:  # another due time: the index no longer matches the log
                 assert verdict.problem is not None
                 assert verdict.problem.startswith("the due index says ")
+            elif folded != checkpointed:  # other fields: the checkpoint no longer matches it
+                assert verdict.problem is not None
+                assert verdict.problem.startswith("the schedule checkpoint as of seq ")
+            else:
+                assert verdict.problem is None
     else:
         assert verdict.problem is not None and verdict.problem.startswith("store: ")
 
