@@ -33,6 +33,7 @@ make one time series each); spans do.
 from __future__ import annotations
 
 import importlib.metadata
+from collections import Counter
 from collections.abc import Mapping
 from typing import Final
 
@@ -300,26 +301,22 @@ class ScheduleTelemetry:
     def delivered(
         self, token: object, plan: DeliverNow | DeliverBatch, decided_ms: int, dispatched: int
     ) -> None:
-        """Record each reminder's lateness and count the dispatches appended."""
-        latest = 0
+        """Record each reminder's lateness and count the dispatches appended, by kind.
+
+        The first ``dispatched`` reminders of the plan (in dispatch order) were appended.
+        """
+        delivered: list[tuple[str, int]]
         if isinstance(plan, DeliverNow):
-            record = plan.record
-            kind: str = record.kind
-            latest = max(0, decided_ms - record.target_ms)
-            self._lateness.record(latest, {KIND: kind})
+            delivered = [(plan.record.kind, plan.record.target_ms)]
         else:
-            kinds: dict[str, int] = {}
-            for member in plan.members[:dispatched]:
-                kinds[member.record.kind] = kinds.get(member.record.kind, 0) + 1
-            for member in plan.members:
-                late = max(0, decided_ms - parse_instant(member.occurrence_at))
-                latest = max(latest, late)
-                self._lateness.record(late, {KIND: member.record.kind})
-            for kind, count in kinds.items():
-                self._dispatches.add(count, {KIND: kind})
-            dispatched = 0  # counted per kind above
-        if dispatched:
-            self._dispatches.add(dispatched, {KIND: kind})
+            delivered = [(m.record.kind, parse_instant(m.occurrence_at)) for m in plan.members]
+        latest = 0
+        for kind, occurrence_ms in delivered:
+            late = max(0, decided_ms - occurrence_ms)
+            latest = max(latest, late)
+            self._lateness.record(late, {KIND: kind})
+        for kind, count in Counter(kind for kind, _ in delivered[:dispatched]).items():
+            self._dispatches.add(count, {KIND: kind})
         if isinstance(token, _Transaction):
             token.lateness = latest
 

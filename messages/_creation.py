@@ -4,8 +4,8 @@ The tool layer checks the argument shape before the queue (:func:`create_selecto
 then the prompt, then :func:`check_after_seconds`, :func:`check_every_seconds` or
 :func:`check_cron`); inside the queue, with one clock sample, :func:`after_record`,
 :func:`at_record`, :func:`every_record` or :func:`cron_record` builds the record
-from those checked values without
-judging them again (only the prompt's cheap check stays). The ``at`` value is
+from those checked values without judging them again (only the prompt's cheap
+check stays). The ``at`` value is
 inspected only there. The ``create_*_schedule_record`` functions check every
 argument themselves, for callers that did not. Failures raise
 ``ScheduleInputError`` with a closed code and a fixed message.

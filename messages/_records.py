@@ -319,8 +319,8 @@ class DispatchChange:
     """A ``dispatch`` change: the active record ``id`` was delivered once.
 
     A one-shot dispatch has no ``accepted_at``; a repeating (``every``, ``cron``)
-    dispatch carries the canonical instant of the decision time, from which the fold derives the
-    occurrence delivered and the record's next target. ``accepted_ms`` is derived
+    dispatch carries the canonical instant of the decision time, from which the
+    fold derives the occurrence delivered and the record's next target. ``accepted_ms`` is derived
     from ``accepted_at`` (``None`` without it); a non-canonical ``accepted_at``
     raises ``ValueError``.
     """

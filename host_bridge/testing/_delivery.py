@@ -3,13 +3,14 @@
 What the log alone can show: a ``dispatch`` record is Schedule's statement that
 it queued the reminder (or, for ``every`` and ``cron``, one occurrence of it)
 to the agent as a follow-up, written right after that follow-up inside one
-turn-admission reservation. So "exactly one dispatch for this reminder (occurrence)" is what
-"delivered once" means in the log. Whether the model was then shown the message
-once is the host's business: pass the messages the host presented (a fake
-agent's ``received``, a model's recorded texts, the host's own user-message
-events) as ``presented=`` to check that too. One gap is by design: a crash
-between the follow-up and the durable dispatch can repeat a reminder after
-recovery while the log still holds a single dispatch; only ``presented`` shows that.
+turn-admission reservation. So "exactly one dispatch for this reminder
+(occurrence)" is what "delivered once" means in the log. Whether the model was
+then shown the message once is the host's business: pass the messages the host
+presented (a fake agent's ``received``, a model's recorded texts, the host's
+own user-message events) as ``presented=`` to check that too. One gap is by
+design: a crash between the follow-up and the durable dispatch can repeat a
+reminder after recovery while the log still holds a single dispatch; only
+``presented`` shows that.
 """
 
 from __future__ import annotations
@@ -121,11 +122,11 @@ def assert_delivered_once(
     For a repeating (``every``, ``cron``) reminder give ``occurrence_at`` (the
     canonical instant, as in :attr:`Dispatch.occurrence_at`) to check one
     occurrence; without it, all dispatches of the id count, so a second
-    occurrence fails the check. With
-    ``presented`` (the reminder messages the host showed the model, as
-    ``UserMessage`` values or texts), also assert that exactly one of them
-    presents this reminder occurrence. Raises ``AssertionError`` listing what
-    was found otherwise. See the module docstring for what the log can prove.
+    occurrence fails the check. With ``presented`` (the reminder messages the
+    host showed the model, as ``UserMessage`` values or texts), also assert
+    that exactly one of them presents this reminder occurrence. Raises
+    ``AssertionError`` listing what was found otherwise. See the module
+    docstring for what the log can prove.
     """
     every = dispatches(log)
     mine = [d for d in every if d.schedule_id == schedule_id]
