@@ -98,6 +98,21 @@ def create_every(
     return {"version": 1, "operation": "create", "schedule": schedule}
 
 
+DROP = object()
+"""A value for :func:`changed_schedule` that removes the key."""
+
+
+def changed_schedule(payload: dict[str, object], **changes: object) -> dict[str, object]:
+    """A create ``payload`` whose ``schedule`` has ``changes`` (:data:`DROP` removes a key)."""
+    schedule = dict(payload["schedule"])  # type: ignore[call-overload]
+    for key, value in changes.items():
+        if value is DROP:
+            del schedule[key]
+        else:
+            schedule[key] = value
+    return {**payload, "schedule": schedule}
+
+
 def delete(id: object) -> dict[str, object]:
     """A ``delete`` payload."""
     return {"version": 1, "operation": "delete", "id": id}

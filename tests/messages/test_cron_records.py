@@ -27,7 +27,9 @@ from messages._fold import check_schedule_candidate
 from messages._instant import MAX_INSTANT_MS
 from tests.messages.cron_cases import MONDAY, SHANGHAI, WEEKDAYS, create_cron, t
 from tests.messages.helpers import (
+    DROP,
     REFUSED_ZONE_NAMES,
+    changed_schedule,
     create_at,
     create_every,
     delete,
@@ -36,19 +38,6 @@ from tests.messages.helpers import (
     log,
     other,
 )
-
-_DROP = object()
-
-
-def changed(payload: dict[str, object], **changes: object) -> dict[str, object]:
-    schedule = dict(payload["schedule"])  # type: ignore[call-overload]
-    for key, value in changes.items():
-        if value is _DROP:
-            del schedule[key]
-        else:
-            schedule[key] = value
-    return {**payload, "schedule": schedule}
-
 
 # ---- decoding ------------------------------------------------------------------------------
 
@@ -85,32 +74,56 @@ NOT_CANONICAL_RULE = "expression must be in canonical form"
 INVALID = "expression must be a valid cron rule: "
 
 REJECTIONS: list[tuple[str, object, str]] = [
-    ("missing expression", changed(create_cron("s"), expression=_DROP), "missing key 'expression'"),
-    ("missing timeZone", changed(create_cron("s"), timeZone=_DROP), "missing key 'timeZone'"),
+    (
+        "missing expression",
+        changed_schedule(create_cron("s"), expression=DROP),
+        "missing key 'expression'",
+    ),
+    (
+        "missing timeZone",
+        changed_schedule(create_cron("s"), timeZone=DROP),
+        "missing key 'timeZone'",
+    ),
     (
         "missing scheduledAt",
-        changed(create_cron("s"), scheduledAt=_DROP),
+        changed_schedule(create_cron("s"), scheduledAt=DROP),
         "missing key 'scheduledAt'",
     ),
-    ("missing prompt", changed(create_cron("s"), prompt=_DROP), "missing key 'prompt'"),
-    ("missing id", changed(create_cron("s"), id=_DROP), "missing key 'id'"),
+    ("missing prompt", changed_schedule(create_cron("s"), prompt=DROP), "missing key 'prompt'"),
+    ("missing id", changed_schedule(create_cron("s"), id=DROP), "missing key 'id'"),
     (
         "extra everySeconds",
-        changed(create_cron("s"), everySeconds=300),
+        changed_schedule(create_cron("s"), everySeconds=300),
         "unknown key 'everySeconds'",
     ),
-    ("extra afterSeconds", changed(create_cron("s"), afterSeconds=5), "unknown key 'afterSeconds'"),
-    ("snake time_zone", changed(create_cron("s"), time_zone="UTC"), "unknown key 'time_zone'"),
     (
-        "time_zone for timeZone",
-        changed(create_cron("s"), timeZone=_DROP, time_zone="UTC"),
+        "extra afterSeconds",
+        changed_schedule(create_cron("s"), afterSeconds=5),
+        "unknown key 'afterSeconds'",
+    ),
+    (
+        "snake time_zone",
+        changed_schedule(create_cron("s"), time_zone="UTC"),
         "unknown key 'time_zone'",
     ),
-    ("extra acceptedAt", changed(create_cron("s"), acceptedAt=MONDAY), "unknown key 'acceptedAt'"),
-    ("every as cron", changed(create_every("s"), kind="cron"), "unknown key 'everySeconds'"),
-    ("cron as every", changed(create_cron("s"), kind="every"), "unknown key 'expression'"),
-    ("cron as at", changed(create_cron("s"), kind="at"), "unknown key 'expression'"),
-    ("kind CRON", changed(create_cron("s"), kind="CRON"), "kind must be one of"),
+    (
+        "time_zone for timeZone",
+        changed_schedule(create_cron("s"), timeZone=DROP, time_zone="UTC"),
+        "unknown key 'time_zone'",
+    ),
+    (
+        "extra acceptedAt",
+        changed_schedule(create_cron("s"), acceptedAt=MONDAY),
+        "unknown key 'acceptedAt'",
+    ),
+    (
+        "every as cron",
+        changed_schedule(create_every("s"), kind="cron"),
+        "unknown key 'everySeconds'",
+    ),
+    ("cron as every", changed_schedule(create_cron("s"), kind="every"), "unknown key 'expression'"),
+    ("cron as at", changed_schedule(create_cron("s"), kind="at"), "unknown key 'expression'"),
+    ("kind CRON", changed_schedule(create_cron("s"), kind="CRON"), "kind must be one of"),
     ("expression int", create_cron("s", expression=5), "expression must be a string"),
     ("expression null", create_cron("s", expression=None), "expression must be a string"),
     ("expression list", create_cron("s", expression=["0", "9"]), "expression must be a string"),

@@ -34,7 +34,9 @@ from messages._records import MAX_EVERY_SECONDS
 from tests.messages.helpers import (
     AT,
     AT_MS,
+    DROP,
     Event,
+    changed_schedule,
     create,
     create_at,
     create_every,
@@ -46,19 +48,6 @@ from tests.messages.helpers import (
 )
 
 LATER = "2026-01-01T00:05:00.000Z"
-
-
-def _schedule(payload: dict[str, object], **changes: object) -> dict[str, object]:
-    schedule = dict(payload["schedule"])  # type: ignore[call-overload]
-    for key, value in changes.items():
-        if value is _DROP:
-            del schedule[key]
-        else:
-            schedule[key] = value
-    return {**payload, "schedule": schedule}
-
-
-_DROP = object()
 
 
 # ---- decoding ------------------------------------------------------------------------------
@@ -96,35 +85,51 @@ def test_decode_accepts_the_new_shapes(
 KIND_RULE = 'kind must be one of "after", "at", "every", "cron"'
 
 REJECTIONS: list[tuple[str, object, str]] = [
-    ("kind crontab", _schedule(create_every("s"), kind="crontab"), KIND_RULE),
-    ("kind Cron", _schedule(create_every("s"), kind="Cron"), KIND_RULE),
-    ("every as cron", _schedule(create_every("s"), kind="cron"), "unknown key 'everySeconds'"),
-    ("kind later", _schedule(create_at("s"), kind="later"), KIND_RULE),
-    ("kind Every", _schedule(create_every("s"), kind="Every"), KIND_RULE),
-    ("kind 1", _schedule(create_every("s"), kind=1), KIND_RULE),
-    ("kind missing", _schedule(create_at("s"), kind=_DROP), "missing key 'kind' in schedule"),
-    ("after as at", _schedule(create("s"), kind="at"), "unknown key 'afterSeconds' in schedule"),
-    ("after as every", _schedule(create("s"), kind="every"), "unknown key 'afterSeconds'"),
-    ("at as after", _schedule(create_at("s"), kind="after"), "missing key 'afterSeconds'"),
-    ("at as every", _schedule(create_at("s"), kind="every"), "missing key 'everySeconds'"),
-    ("every as at", _schedule(create_every("s"), kind="at"), "unknown key 'everySeconds'"),
-    ("every as after", _schedule(create_every("s"), kind="after"), "unknown key 'everySeconds'"),
+    ("kind crontab", changed_schedule(create_every("s"), kind="crontab"), KIND_RULE),
+    ("kind Cron", changed_schedule(create_every("s"), kind="Cron"), KIND_RULE),
+    (
+        "every as cron",
+        changed_schedule(create_every("s"), kind="cron"),
+        "unknown key 'everySeconds'",
+    ),
+    ("kind later", changed_schedule(create_at("s"), kind="later"), KIND_RULE),
+    ("kind Every", changed_schedule(create_every("s"), kind="Every"), KIND_RULE),
+    ("kind 1", changed_schedule(create_every("s"), kind=1), KIND_RULE),
+    ("kind missing", changed_schedule(create_at("s"), kind=DROP), "missing key 'kind' in schedule"),
+    (
+        "after as at",
+        changed_schedule(create("s"), kind="at"),
+        "unknown key 'afterSeconds' in schedule",
+    ),
+    ("after as every", changed_schedule(create("s"), kind="every"), "unknown key 'afterSeconds'"),
+    ("at as after", changed_schedule(create_at("s"), kind="after"), "missing key 'afterSeconds'"),
+    ("at as every", changed_schedule(create_at("s"), kind="every"), "missing key 'everySeconds'"),
+    ("every as at", changed_schedule(create_every("s"), kind="at"), "unknown key 'everySeconds'"),
+    (
+        "every as after",
+        changed_schedule(create_every("s"), kind="after"),
+        "unknown key 'everySeconds'",
+    ),
     (
         "every without everySeconds",
-        _schedule(create_every("s"), everySeconds=_DROP),
+        changed_schedule(create_every("s"), everySeconds=DROP),
         "missing key 'everySeconds' in schedule",
     ),
     (
         "every with afterSeconds",
-        _schedule(create_every("s"), everySeconds=_DROP, afterSeconds=300),
+        changed_schedule(create_every("s"), everySeconds=DROP, afterSeconds=300),
         "unknown key 'afterSeconds'",
     ),
-    ("at with everySeconds", _schedule(create_at("s"), everySeconds=300), "unknown key"),
-    ("at with at", _schedule(create_at("s"), at=AT), "unknown key 'at' in schedule"),
-    ("at with timeZone", _schedule(create_at("s"), timeZone="UTC"), "unknown key 'timeZone'"),
+    ("at with everySeconds", changed_schedule(create_at("s"), everySeconds=300), "unknown key"),
+    ("at with at", changed_schedule(create_at("s"), at=AT), "unknown key 'at' in schedule"),
+    (
+        "at with timeZone",
+        changed_schedule(create_at("s"), timeZone="UTC"),
+        "unknown key 'timeZone'",
+    ),
     (
         "every snake case",
-        _schedule(create_every("s"), everySeconds=_DROP, every_seconds=300),
+        changed_schedule(create_every("s"), everySeconds=DROP, every_seconds=300),
         "unknown key 'every_seconds'",
     ),
     ("everySeconds 299", create_every("s", every=299), "everySeconds must be an integer"),
@@ -340,7 +345,10 @@ def test_candidates_follow_the_same_rules() -> None:
         (dispatch("a"), "candidate: dispatch of every record 'a' lacks acceptedAt"),
         (dispatch_every("b", LATER), "candidate: dispatch of one-shot record 'b' carries"),
         (dispatch_every("a", AT_MS - 1), "candidate: every dispatch of 'a' accepted at"),
-        (_schedule(create_every("c"), everySeconds=60), "candidate: schedule/change: everySeconds"),
+        (
+            changed_schedule(create_every("c"), everySeconds=60),
+            "candidate: schedule/change: everySeconds",
+        ),
     ]:
         with pytest.raises(ScheduleLogError) as caught:
             check_schedule_candidate(folded, candidate)
