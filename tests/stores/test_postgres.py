@@ -10,17 +10,21 @@ from tests.stores.backends import POSTGRES_SCHEMA_VERSION, PostgresEventStore, S
 from tests.stores.checkpoints import CheckpointContract
 from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
+from tests.stores.cron import CronContract
 from tests.stores.due_index import DueIndexContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
-class TestPostgresStore(StoreContract, DueIndexContract, CheckpointContract, ClaimContract):
-    """Every case of the store contract, its due index, checkpoints and batch claims, on a
-    PostgreSQL database."""
+class TestPostgresStore(
+    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract
+):
+    """Every case of the store contract, its due index, checkpoints, batch claims and
+    cron records, on a PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
     schema_version = POSTGRES_SCHEMA_VERSION
+    due_index_version = 2
     conflict_category = "UniqueViolation 23505"
     flush_confirms_lease = True  # a preflight asks the database, even with nothing queued
     # The lease may go with its connection at close, before the writer asks for it.

@@ -25,15 +25,19 @@ from tests.stores.case import TIMEOUT, Seam, new_session, ok, record
 from tests.stores.checkpoints import CheckpointContract
 from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
+from tests.stores.cron import CronContract
 from tests.stores.due_index import DueIndexContract
 
 
-class TestSqliteStore(StoreContract, DueIndexContract, CheckpointContract, ClaimContract):
-    """Every case of the store contract, its due index, checkpoints and batch claims, on an
-    SQLite file."""
+class TestSqliteStore(
+    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract
+):
+    """Every case of the store contract, its due index, checkpoints, batch claims and
+    cron records, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
     schema_version = SQLITE_SCHEMA_VERSION
+    due_index_version = 3
     conflict_category = "SQLITE_CONSTRAINT"
     flush_confirms_lease = False
     # The file lock outlives a close that stopped waiting: the writer writes both rows.

@@ -15,9 +15,7 @@ cron session's row computed with other zone data as a note, not a problem.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sqlite3
 from typing import Any, ClassVar
 
 import pytest
@@ -34,15 +32,7 @@ from messages._fold import fold_schedule_events
 from messages._instant import format_instant
 from messages._records import SCHEDULE_CHANGE_TYPE, CronRecord
 from tests.cron_records import cron_create, cron_dispatch, next_after, zone_data_moved
-from tests.stores.backends import (
-    POSTGRES_SCHEMA_VERSION,
-    SQLITE_SCHEMA_VERSION,
-    DueEntry,
-    PostgresEventStore,
-    SqliteEventStore,
-    Store,
-    open_store,
-)
+from tests.stores.backends import DueEntry, open_store
 from tests.stores.case import TIMEOUT, StoreCase
 from tests.stores.checkpoints import PERSON, REMINDER, projection, same
 from tests.stores.due_index import T0, Log, at, delete, every, new_log
@@ -81,7 +71,7 @@ def advanced_log(log: Log) -> int:
     return next_after(WEEKDAYS, SHANGHAI, second)
 
 
-class CronStoreCases(StoreCase):
+class CronContract(StoreCase):
     """The cron cases, on whichever backend the concrete class gives."""
 
     def checkpoint_row(self, session_id: str) -> tuple[Any, bytes] | None:
@@ -90,8 +80,7 @@ class CronStoreCases(StoreCase):
         )
         return (rows[0][0], bytes(rows[0][1])) if rows else None
 
-    #: The schema version this backend's stores write, and the first with a due index.
-    schema_version: ClassVar[int]
+    #: The first schema version of this backend with a due index.
     due_index_version: ClassVar[int]
 
     def verified(self, session_id: str) -> tuple[int, str | None]:
@@ -431,44 +420,3 @@ class CronStoreCases(StoreCase):
             f"({REINDEX_HINT})",
             None,
         )
-
-
-class TestSqliteCron(CronStoreCases):
-    """The cron cases on an SQLite file."""
-
-    store_class: ClassVar[type[Store]] = SqliteEventStore
-    schema_version = SQLITE_SCHEMA_VERSION
-    due_index_version = 3
-
-    def new_location(self, request: pytest.FixtureRequest) -> str:
-        return str(request.getfixturevalue("tmp_path") / "sessions.sqlite3")
-
-    def construct(self, **options: Any) -> Store:
-        return SqliteEventStore(self.location, **options)
-
-    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        with contextlib.closing(sqlite3.connect(self.location, isolation_level=None)) as conn:
-            return list(conn.execute(statement, params))
-
-
-class TestPostgresCron(CronStoreCases):
-    """The cron cases on a PostgreSQL database (skipped without a server, as the contract)."""
-
-    store_class: ClassVar[type[Store]] = PostgresEventStore
-    schema_version = POSTGRES_SCHEMA_VERSION
-    due_index_version = 2
-
-    def new_location(self, request: pytest.FixtureRequest) -> str:
-        pytest.importorskip("psycopg")
-        url: str = request.getfixturevalue("pg_url")
-        return url
-
-    def construct(self, **options: Any) -> Store:
-        return PostgresEventStore(self.location, **options)
-
-    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        with psycopg.connect(self.location, autocommit=True) as conn:
-            cursor = conn.execute(statement.replace("?", "%s"), params)
-            return list(cursor.fetchall()) if cursor.description else []
