@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from concurrent.futures import Future
+from typing import Any, Literal, Protocol
 
 from messages._delivery import DeliverBatch, DeliverNow
 from messages._mailbox import FlushPhase
@@ -69,11 +70,16 @@ ToolOutcome = Literal["cancelled"]
 class OwnerObserver(Protocol):
     """Receives a ScheduleOwner's reports (see the module docstring for the rules)."""
 
-    def transaction_started(self, kind: TxnKind, agent_id: str, session_id: str) -> object:
+    def transaction_started(
+        self, kind: TxnKind, agent_id: str, session_id: str, reply: Future[Any] | None
+    ) -> object:
         """A transaction starts: a tool call was admitted, or a delivery's preflight begins.
 
-        Returns a token the owner hands back with every later report about this
-        transaction (``None`` is a fine token).
+        ``reply`` is the tool call's reply future as its request carries it
+        (``None`` for a delivery): what the host side attached to the call
+        when it made it (the caller's context, the call id) is found there.
+        Returns a token the owner hands back with every later report about
+        this transaction (``None`` is a fine token).
         """
         ...
 
@@ -127,7 +133,9 @@ class NullObserver:
 
     __slots__ = ()
 
-    def transaction_started(self, kind: TxnKind, agent_id: str, session_id: str) -> object:
+    def transaction_started(
+        self, kind: TxnKind, agent_id: str, session_id: str, reply: Future[Any] | None
+    ) -> object:
         """Nothing to start; the token is ``None``."""
         return None
 
@@ -179,10 +187,12 @@ class _Guarded:
             exc_info=True,
         )
 
-    def transaction_started(self, kind: TxnKind, agent_id: str, session_id: str) -> object:
+    def transaction_started(
+        self, kind: TxnKind, agent_id: str, session_id: str, reply: Future[Any] | None
+    ) -> object:
         """Forward; ``None`` when the observer raised."""
         try:
-            return self._inner.transaction_started(kind, agent_id, session_id)
+            return self._inner.transaction_started(kind, agent_id, session_id, reply)
         except Exception:
             self._failed("transaction_started")
             return None

@@ -995,7 +995,9 @@ class ScheduleOwner(SupervisedActor):
     # --- queue and transactions ------------------------------------------------------------
 
     def _admit(self, request: ToolRequest, kind: TxnKind, schedule_id: str | None = None) -> None:
-        token = self._observer.transaction_started(kind, self._agent.id, self._session.id)
+        token = self._observer.transaction_started(
+            kind, self._agent.id, self._session.id, request.reply
+        )
         txn = _Txn(next(self._txn_ids), kind, request, schedule_id=schedule_id, token=token)
         if self._gate.closed or not self._is_live():
             self._answer(txn, self._refusal())
@@ -1037,7 +1039,7 @@ class ScheduleOwner(SupervisedActor):
                 if self._faulted is not None or not self._is_live():
                     continue
                 token = self._observer.transaction_started(
-                    "deliver", self._agent.id, self._session.id
+                    "deliver", self._agent.id, self._session.id, None
                 )
                 txn = _Txn(next(self._txn_ids), "deliver", None, token=token)
             elif work.request is not None and work.request.reply.cancelled():

@@ -453,13 +453,15 @@ class SchedulePlugin:
         )
         supervisor: OwnerSupervisor = supervision
         gate = TeardownGate(host.flush_timeout_ms)
-        owner = self._owner_class.start(
-            agent, host, status, supervisor, self._owner_observer(), gate=gate
-        )
+        observer = self._owner_observer()
+        origin = observer.call_origin if isinstance(observer, ScheduleTelemetry) else None
+        owner = self._owner_class.start(agent, host, status, supervisor, observer, gate=gate)
         supervision.bind(owner)
         entry = _Installed(agent, owner, status, supervision, gate)
         try:
-            for tool in schedule_tools(agent, owner, gate, calendar_rules=self._calendar_rules):
+            for tool in schedule_tools(
+                agent, owner, gate, calendar_rules=self._calendar_rules, origin=origin
+            ):
                 entry.unregister.append(tools.register(tool, agent=agent))
         except Exception:
             for unregister in reversed(entry.unregister):

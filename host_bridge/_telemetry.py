@@ -9,22 +9,25 @@ On the global providers, each owner looks once, when it starts, whether an SDK
 is configured; an owner started without one gets the do-nothing observer, so it
 pays one empty method call per report.
 
-Metrics (counters are monotonic sums):
+Every metric name and project attribute starts with ``dsh.schedule.``; durations
+are in seconds. Metrics (counters are monotonic sums), by name, unit and attributes:
 
-=================================  =============  ============================================
-name                               unit           attributes
-=================================  =============  ============================================
-``schedule.creates``               ``{reminder}`` ``dsh.schedule.kind``
-``schedule.deletes``               ``{reminder}``
-``schedule.dispatches``            ``{dispatch}`` ``dsh.schedule.kind``
-``schedule.persistence_uncertain`` ``{flush}``    ``dsh.schedule.operation``, ``dsh.schedule.phase``
-``schedule.contained_failures``    ``{failure}``  ``dsh.owner.message``, ``error.type``
-``schedule.delivery.lateness``     ``ms``         ``dsh.schedule.kind`` (a histogram)
-=================================  =============  ============================================
+- ``dsh.schedule.creates`` (``{reminder}``): ``dsh.schedule.kind``
+- ``dsh.schedule.deletes`` (``{reminder}``): none
+- ``dsh.schedule.dispatches`` (``{dispatch}``): ``dsh.schedule.kind``
+- ``dsh.schedule.persistence_uncertain`` (``{flush}``): ``dsh.schedule.operation``,
+  ``dsh.schedule.phase``
+- ``dsh.schedule.contained_failures`` (``{failure}``): ``dsh.schedule.owner.message``,
+  ``error.type``
+- ``dsh.schedule.delivery.lateness`` (``s``, a histogram): ``dsh.schedule.kind``
 
-Spans: ``schedule.tool.schedule_create`` / ``schedule_list`` / ``schedule_delete``
-from the call's admission to the owner's queue to its answer, and
-``schedule.delivery`` from a delivery's preflight to its barrier; the
+Spans follow the GenAI conventions for tools: ``execute_tool schedule_create``
+(``_list``, ``_delete``) from the call's admission to the owner's queue to its
+answer, with ``gen_ai.operation.name``, ``gen_ai.tool.name``,
+``gen_ai.tool.call.id`` and ``session.id``, a child of the span that was
+current where the host called the tool. ``dsh.schedule.delivery`` (a root span)
+runs from a delivery's preflight to its barrier, only for a pass that handed
+reminders over or failed: a pass with nothing due leaves no span. The
 attributes are listed in ``docs/host-integration.md`` ("Observability").
 Metric attributes never name an agent, a session or a reminder (they would
 make one time series each); spans do.
@@ -33,14 +36,18 @@ make one time series each); spans do.
 from __future__ import annotations
 
 import importlib.metadata
+import time
 from collections import Counter
 from collections.abc import Mapping
-from typing import Final
+from concurrent.futures import Future
+from typing import Any, Final
 
-from opentelemetry import metrics, trace
+from opentelemetry import context, metrics, trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.util.types import AttributeValue
 
+from actors._contract import ToolCall
 from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -56,18 +63,24 @@ from messages._tool_values import Operation, ToolError
 __all__ = [
     "AGENT_ID",
     "COUNT",
+    "DELIVERY_SPAN",
     "ERROR_TYPE",
+    "EXECUTE_TOOL",
     "INSTRUMENTATION_NAME",
     "KIND",
     "LATENESS",
-    "LATENESS_BUCKETS_MS",
+    "LATENESS_BUCKETS",
     "MESSAGE",
     "OPERATION",
+    "OPERATION_NAME",
     "OUTCOME",
     "PHASE",
     "SCHEDULE_ID",
     "SCHEDULE_IDS",
     "SESSION_ID",
+    "TOOL_CALL_ID",
+    "TOOL_NAME",
+    "TOOL_TYPE",
     "ScheduleTelemetry",
     "sdk_configured",
 ]
@@ -75,11 +88,33 @@ __all__ = [
 INSTRUMENTATION_NAME: Final = "dsh_schedule"
 """The name of the ``Meter`` and the ``Tracer`` (the instrumentation scope)."""
 
-AGENT_ID: Final = "dsh.agent_id"
-"""Span attribute: the id of the agent whose owner ran the transaction."""
+# --- semantic-convention attributes ----------------------------------------------------
 
-SESSION_ID: Final = "dsh.session_id"
-"""Span attribute: the id of that agent's session."""
+OPERATION_NAME: Final = "gen_ai.operation.name"
+"""Tool span attribute: always :data:`EXECUTE_TOOL`."""
+
+EXECUTE_TOOL: Final = "execute_tool"
+"""The GenAI operation of a tool span; its name is ``execute_tool {gen_ai.tool.name}``."""
+
+TOOL_NAME: Final = "gen_ai.tool.name"
+"""Tool span attribute: ``schedule_create``, ``schedule_list`` or ``schedule_delete``."""
+
+TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+"""Tool span attribute: the host's ``ToolCall.call_id``."""
+
+TOOL_TYPE: Final = "gen_ai.tool.type"
+"""Tool span attribute: always ``function``."""
+
+SESSION_ID: Final = "session.id"
+"""Span attribute: the id of the agent's session."""
+
+ERROR_TYPE: Final = "error.type"
+"""The semantic-convention attribute: an error code, or an exception's class."""
+
+# --- project attributes ----------------------------------------------------------------
+
+AGENT_ID: Final = "dsh.schedule.agent.id"
+"""Span attribute: the id of the agent whose owner ran the transaction."""
 
 SCHEDULE_ID: Final = "dsh.schedule.id"
 """Span attribute: the reminder a create allocated or a delete named."""
@@ -91,13 +126,13 @@ KIND: Final = "dsh.schedule.kind"
 """Metric attribute: a reminder's kind (``after``, ``at``, ``every``, ``cron``)."""
 
 OUTCOME: Final = "dsh.schedule.outcome"
-"""Span attribute: how the transaction ended (``created``, ``delivered``, ``agent_busy``...)."""
+"""Span attribute: how the transaction ended (``created``, ``delivered``, ``error``...)."""
 
 COUNT: Final = "dsh.schedule.count"
 """Span attribute: the reminders a list returned, or the dispatches a delivery appended."""
 
-LATENESS: Final = "dsh.schedule.lateness_ms"
-"""Span attribute: the largest lateness of the reminders a delivery handed over."""
+LATENESS: Final = "dsh.schedule.lateness"
+"""Span attribute: the largest lateness of the reminders a delivery handed over (s)."""
 
 OPERATION: Final = "dsh.schedule.operation"
 """Metric attribute: a failed flush's operation (``create``, ``list``, ``delete``, ``dispatch``)."""
@@ -105,43 +140,50 @@ OPERATION: Final = "dsh.schedule.operation"
 PHASE: Final = "dsh.schedule.phase"
 """Metric attribute: the failed flush's phase (``preflight`` or ``barrier``)."""
 
-MESSAGE: Final = "dsh.owner.message"
+MESSAGE: Final = "dsh.schedule.owner.message"
 """Metric attribute: the type of the mailbox message whose handler failed."""
 
-ERROR_TYPE: Final = "error.type"
-"""The semantic-convention attribute: an error code, or an exception's class."""
+DELIVERY_SPAN: Final = "dsh.schedule.delivery"
+"""The name of a delivery's span."""
 
-LATENESS_BUCKETS_MS: Final[tuple[float, ...]] = (
+LATENESS_BUCKETS: Final[tuple[float, ...]] = (
     0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
     5,
     10,
-    25,
-    50,
-    100,
-    250,
-    500,
-    1_000,
-    2_500,
-    5_000,
-    10_000,
-    30_000,
-    60_000,
-    300_000,
-    900_000,
-    3_600_000,
-    21_600_000,
-    86_400_000,
+    30,
+    60,
+    300,
+    900,
+    3_600,
+    21_600,
+    86_400,
 )
-"""Bucket boundaries suggested for ``schedule.delivery.lateness`` (ms, up to a day)."""
+"""Bucket boundaries suggested for ``dsh.schedule.delivery.lateness`` (s, up to a day)."""
 
-_SPAN_NAMES: Final[Mapping[TxnKind, str]] = {
-    "create": "schedule.tool.schedule_create",
-    "list": "schedule.tool.schedule_list",
-    "delete": "schedule.tool.schedule_delete",
-    "deliver": "schedule.delivery",
+_TOOL_NAMES: Final[Mapping[TxnKind, str]] = {
+    "create": "schedule_create",
+    "list": "schedule_list",
+    "delete": "schedule_delete",
 }
 
+_SPANNED_DELIVERIES: Final = frozenset(
+    {"delivered", "preflight_failed", "followup_failed", "dispatch_failed", "failed"}
+)
+"""The delivery outcomes that decided something or failed: only they have a span."""
+
 _FAILED_DELIVERIES: Final = frozenset({"followup_failed", "dispatch_failed"})
+
+_ROOT: Final = context.Context()
+"""The empty context: a delivery span starts a trace of its own."""
 
 
 def _version() -> str:
@@ -163,16 +205,28 @@ def sdk_configured() -> bool:
     )
 
 
+class _CallOrigin:
+    """What a tool call's reply carries for its span: the call id and the caller's context."""
+
+    __slots__ = ("call_id", "context")
+
+    def __init__(self, call_id: str, parent: context.Context) -> None:
+        self.call_id = call_id
+        self.context = parent
+
+
 class _Transaction:
-    """The token of one observed transaction: its span and what its end needs."""
+    """The token of one observed transaction: its span (a delivery's once it has one)."""
 
-    __slots__ = ("error", "kind", "lateness", "span")
+    __slots__ = ("agent_id", "error", "kind", "session_id", "span", "started_ns")
 
-    def __init__(self, span: Span, kind: TxnKind) -> None:
-        self.span = span
+    def __init__(self, kind: TxnKind, span: Span | None, agent_id: str, session_id: str) -> None:
         self.kind = kind
+        self.span = span
+        self.agent_id = agent_id
+        self.session_id = session_id
+        self.started_ns = time.time_ns()
         self.error: str | None = None
-        self.lateness: int | None = None
 
 
 class ScheduleTelemetry:
@@ -194,31 +248,31 @@ class ScheduleTelemetry:
         meter = metrics.get_meter(INSTRUMENTATION_NAME, version, meter_provider)
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
         self._creates = meter.create_counter(
-            "schedule.creates", "{reminder}", "Reminders created and confirmed durable."
+            "dsh.schedule.creates", "{reminder}", "Reminders created and confirmed durable."
         )
         self._deletes = meter.create_counter(
-            "schedule.deletes", "{reminder}", "Reminders deleted and confirmed durable."
+            "dsh.schedule.deletes", "{reminder}", "Reminders deleted and confirmed durable."
         )
         self._dispatches = meter.create_counter(
-            "schedule.dispatches",
+            "dsh.schedule.dispatches",
             "{dispatch}",
             "Dispatch records appended after a reminder's follow-up (one per batch member).",
         )
         self._uncertain = meter.create_counter(
-            "schedule.persistence_uncertain",
+            "dsh.schedule.persistence_uncertain",
             "{flush}",
             "Durability barriers (flushes) that failed, timed out or raised.",
         )
         self._contained = meter.create_counter(
-            "schedule.contained_failures",
+            "dsh.schedule.contained_failures",
             "{failure}",
             "Unexpected errors an owner contained (its delivery paused or stopped).",
         )
         self._lateness = meter.create_histogram(
-            "schedule.delivery.lateness",
-            "ms",
+            "dsh.schedule.delivery.lateness",
+            "s",
             "How long after its due time a reminder was handed to the agent.",
-            explicit_bucket_boundaries_advisory=LATENESS_BUCKETS_MS,
+            explicit_bucket_boundaries_advisory=LATENESS_BUCKETS,
         )
 
     def for_owner(self) -> OwnerObserver:
@@ -232,14 +286,52 @@ class ScheduleTelemetry:
             return self
         return NO_OBSERVER
 
+    def call_origin(self, call: ToolCall) -> object:
+        """What a tool call's span needs of its caller; called in the caller's thread.
+
+        The plugin's tools call it as a call enters them and keep the value
+        on the call's reply (it lives as long as the call does): the context
+        current there becomes the parent of the call's span.
+        """
+        return _CallOrigin(call.call_id, context.get_current())
+
     # --- OwnerObserver ------------------------------------------------------------------
 
-    def transaction_started(self, kind: TxnKind, agent_id: str, session_id: str) -> object:
-        """Start the transaction's span; the token carries it."""
+    def transaction_started(
+        self, kind: TxnKind, agent_id: str, session_id: str, reply: Future[Any] | None
+    ) -> object:
+        """Start a tool call's span; a delivery's waits until it decides something."""
+        if kind == "deliver":
+            return _Transaction(kind, None, agent_id, session_id)
+        tool = _TOOL_NAMES[kind]
+        attributes: dict[str, AttributeValue] = {
+            OPERATION_NAME: EXECUTE_TOOL,
+            TOOL_NAME: tool,
+            TOOL_TYPE: "function",
+            AGENT_ID: agent_id,
+            SESSION_ID: session_id,
+        }
+        origin = getattr(reply, "origin", None)
+        parent = None
+        if isinstance(origin, _CallOrigin):
+            attributes[TOOL_CALL_ID] = origin.call_id
+            parent = origin.context
         span = self._tracer.start_span(
-            _SPAN_NAMES[kind], attributes={AGENT_ID: agent_id, SESSION_ID: session_id}
+            f"{EXECUTE_TOOL} {tool}", parent, SpanKind.INTERNAL, attributes
         )
-        return _Transaction(span, kind)
+        return _Transaction(kind, span, agent_id, session_id)
+
+    def _span(self, token: _Transaction) -> Span:
+        """The transaction's span; a delivery's starts now, dated back to its preflight."""
+        if token.span is None:
+            token.span = self._tracer.start_span(
+                DELIVERY_SPAN,
+                _ROOT,
+                SpanKind.INTERNAL,
+                {AGENT_ID: token.agent_id, SESSION_ID: token.session_id},
+                start_time=token.started_ns,
+            )
+        return token.span
 
     def transaction_finished(
         self,
@@ -249,21 +341,26 @@ class ScheduleTelemetry:
         schedule_id: str | None,
         dispatched: tuple[str, ...],
     ) -> None:
-        """Count a confirmed create or delete, set the span's outcome and status, end it."""
+        """Count a confirmed create or delete, set the span's outcome and status, end it.
+
+        A delivery that decided nothing (nothing due, the agent busy, skipped)
+        and did not fail ends without a span.
+        """
         if not isinstance(token, _Transaction):
             return
-        span = token.span
         if token.kind == "deliver":
+            if token.span is None and outcome not in _SPANNED_DELIVERIES:
+                return
+            span = self._span(token)
             name: str = outcome or "skipped"
             if token.error is None and name in _FAILED_DELIVERIES:
                 token.error = name
             if dispatched:
                 span.set_attribute(SCHEDULE_IDS, list(dispatched))
             span.set_attribute(COUNT, len(dispatched))
-            if token.lateness is not None:
-                span.set_attribute(LATENESS, token.lateness)
         else:
-            name = self._tool_outcome(token, outcome, answer)
+            span = self._span(token)
+            name = self._tool_outcome(token, span, outcome, answer)
             if schedule_id is not None:
                 span.set_attribute(SCHEDULE_ID, schedule_id)
         span.set_attribute(OUTCOME, name)
@@ -275,6 +372,7 @@ class ScheduleTelemetry:
     def _tool_outcome(
         self,
         token: _Transaction,
+        span: Span,
         outcome: ToolOutcome | DeliveryOutcome | None,
         answer: ToolError | Mapping[str, object] | None,
     ) -> str:
@@ -295,13 +393,13 @@ class ScheduleTelemetry:
             return "not_found"
         schedules = answer.get("schedules")
         if isinstance(schedules, list):
-            token.span.set_attribute(COUNT, len(schedules))
+            span.set_attribute(COUNT, len(schedules))
         return "listed"
 
     def delivered(
         self, token: object, plan: DeliverNow | DeliverBatch, decided_ms: int, dispatched: int
     ) -> None:
-        """Record each reminder's lateness and count the dispatches appended, by kind.
+        """Record each reminder's lateness (s) and count the dispatches appended, by kind.
 
         The first ``dispatched`` reminders of the plan (in dispatch order) were appended.
         """
@@ -310,22 +408,22 @@ class ScheduleTelemetry:
             delivered = [(plan.record.kind, plan.record.target_ms)]
         else:
             delivered = [(m.record.kind, parse_instant(m.occurrence_at)) for m in plan.members]
-        latest = 0
+        latest = 0.0
         for kind, occurrence_ms in delivered:
-            late = max(0, decided_ms - occurrence_ms)
+            late = max(0, decided_ms - occurrence_ms) / 1000
             latest = max(latest, late)
             self._lateness.record(late, {KIND: kind})
         for kind, count in Counter(kind for kind, _ in delivered[:dispatched]).items():
             self._dispatches.add(count, {KIND: kind})
         if isinstance(token, _Transaction):
-            token.lateness = latest
+            self._span(token).set_attribute(LATENESS, latest)
 
     def persistence_uncertain(self, token: object, operation: Operation, phase: FlushPhase) -> None:
         """Count the failed flush; a delivery's span is marked failed by it."""
         attributes = {OPERATION: operation, PHASE: phase}
         self._uncertain.add(1, attributes)
         if isinstance(token, _Transaction):
-            token.span.add_event("persistence_uncertain", attributes)
+            self._span(token).add_event("persistence_uncertain", attributes)
             if token.kind == "deliver" and token.error is None:
                 token.error = "persistence_uncertain"
 
@@ -334,7 +432,7 @@ class ScheduleTelemetry:
         error_type = _qualified_name(type(error))
         self._contained.add(1, {MESSAGE: message_type, ERROR_TYPE: error_type})
         if isinstance(token, _Transaction):
-            token.span.add_event(
+            self._span(token).add_event(
                 "contained_failure", {MESSAGE: message_type, "exception.type": error_type}
             )
             if token.kind == "deliver":

@@ -45,6 +45,9 @@ _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 RequestFactory = Callable[[Any, "Future[Any]"], "ToolRequest | ToolError"]
 
+CallOrigin = Callable[[ToolCall], object]
+"""Called in the caller's thread as a call is admitted; what it returns rides on the reply."""
+
 
 def render_value(value: Any) -> str:
     """The model-visible content of a tool value: deterministic compact JSON."""
@@ -129,8 +132,14 @@ class _ToolReply(Future[Any]):
     then holds that value's :class:`ToolResult`, so the host's future needs no
     second future chained to it. A failure (``set_exception``) becomes
     ``internal_error``. A host that cancels it cancels the owner's reply, which
-    the owner checks before its flush and before its append.
+    the owner checks before its flush and before its append. ``origin`` is
+    what the plugin's :data:`CallOrigin` took in the caller's thread (the
+    telemetry's parent context and call id); it lives as long as the call.
     """
+
+    def __init__(self, origin: object = None) -> None:
+        super().__init__()
+        self.origin = origin
 
     def set_result(self, result: Any) -> None:
         """Settle with the :class:`ToolResult` of the tool value ``result``."""
@@ -153,14 +162,29 @@ def _refusal(gate: TeardownGate | None) -> ToolError:
     return internal_error(cause if cause is not None else "not_live")
 
 
+def _origin_of(origin: CallOrigin | None, call: ToolCall) -> object:
+    """What ``origin`` takes of ``call``, or ``None`` (logged) if it raises."""
+    if origin is None:
+        return None
+    try:
+        return origin(call)
+    except Exception:  # any failure of the observer's hook must leave the call as it was
+        _log.warning("the telemetry could not note a schedule tool call", exc_info=True)
+        return None
+
+
 def _executor(
-    agent: Agent, owner: pykka.ActorRef[Any], factory: RequestFactory, gate: TeardownGate | None
+    agent: Agent,
+    owner: pykka.ActorRef[Any],
+    factory: RequestFactory,
+    gate: TeardownGate | None,
+    origin: CallOrigin | None,
 ) -> Callable[[Any, ToolCall], Future[ToolResult]]:
     def execute(arguments: Any, call: ToolCall) -> Future[ToolResult]:
         try:
             if call.agent is not agent:
                 return resolved(_result(cross_agent_error()))
-            reply = _ToolReply()
+            reply = _ToolReply(_origin_of(origin, call))
             request = factory(arguments, reply)
             if isinstance(request, ToolError):
                 return resolved(_result(request))
@@ -184,11 +208,14 @@ def schedule_tools(
     gate: TeardownGate | None = None,
     *,
     calendar_rules: bool = True,
+    origin: CallOrigin | None = None,
 ) -> tuple[ToolDefinition, ...]:
     """The three tool definitions for ``agent``, routed to its owner actor.
 
     ``gate`` is the owner's :class:`~actors._teardown.TeardownGate`: a call that
     finds the owner gone answers with the cause its teardown began with.
+    ``origin`` is called in the caller's thread for each call of ``agent``;
+    the owner's observer finds its value on the call's reply.
     ``calendar_rules=False`` offers no ``cron`` selector: the definitions are
     :func:`~host_bridge._schemas.tool_specs` ``(calendar_rules=False)`` and a
     ``cron`` key is an unknown key (``invalid_selector``).
@@ -200,7 +227,7 @@ def schedule_tools(
             description=spec.description,
             parameters=spec.parameters,
             output_schema=spec.output_schema,
-            execute=_executor(agent, owner, factories[spec.name], gate),
+            execute=_executor(agent, owner, factories[spec.name], gate, origin),
             render=render_value,
             present=present_value,
         )

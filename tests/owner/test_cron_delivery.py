@@ -390,20 +390,23 @@ def test_telemetry_counts_cron_creates_and_dispatches_under_their_own_kind(
         observed = Harness(host, runtime=runtime, observer=otel.telemetry)
         observed.created_every("stretch", 3600)  # 13:00
         create_cron(observed, "sync", "0 13 * * *", "UTC")  # 13:00 too
-        assert otel.counter("schedule.creates") == {attrs(kind="every"): 1, attrs(kind="cron"): 1}
+        assert otel.counter("dsh.schedule.creates") == {
+            attrs(kind="every"): 1,
+            attrs(kind="cron"): 1,
+        }
         observed.agent.begin_turn()
         observed.advance(HOUR + 3 * SECOND)
         observed.agent.end_turn()
         observed.settle()
         assert len(observed.agent.received) == 1  # one batch
-        assert otel.counter("schedule.dispatches") == {
+        assert otel.counter("dsh.schedule.dispatches") == {
             attrs(kind="every"): 1,
             attrs(kind="cron"): 1,
         }
-        lateness = otel.histogram("schedule.delivery.lateness")
+        lateness = otel.histogram("dsh.schedule.delivery.lateness")
         assert {key: (p.count, p.sum) for key, p in lateness.items()} == {
-            attrs(kind="every"): (1, 3 * SECOND),
-            attrs(kind="cron"): (1, 3 * SECOND),
+            attrs(kind="every"): (1, 3.0),  # seconds
+            attrs(kind="cron"): (1, 3.0),
         }
     finally:
         otel.shutdown()

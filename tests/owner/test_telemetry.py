@@ -10,6 +10,7 @@ through their mailboxes.
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import NoOpTracerProvider, StatusCode
+from opentelemetry.trace import NoOpTracerProvider, SpanContext, SpanKind, StatusCode
 from pytest_mock import MockerFixture
 
 import actors
@@ -32,8 +33,10 @@ from actors._observer import OwnerObserver
 from actors._runtime import Runtime
 from host_bridge import _telemetry as telemetry_module
 from host_bridge._plugin import install_schedule
-from host_bridge._telemetry import ScheduleTelemetry, sdk_configured
-from host_bridge.testing import PENDING, FakeClock, FakeHost
+from host_bridge._telemetry import LATENESS_BUCKETS, ScheduleTelemetry, sdk_configured
+from host_bridge.aio import AgentTurn, AsyncHost, wait
+from host_bridge.protocols import ToolCall
+from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers
 from messages._mailbox import CreateSchedule
 from messages._tool_values import AfterSelector, AtSelector
 from tests.owner.harness import Harness
@@ -85,15 +88,27 @@ class Otel:
         """The histogram's data point per attribute set."""
         return {frozenset(point.attributes.items()): point for point in self._points(name)}
 
-    def spans(self, prefix: str = "schedule.") -> list[ReadableSpan]:
-        """Ended spans whose name starts with ``prefix``, in the order they ended."""
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
+    def units(self) -> dict[str, str | None]:
+        """Each metric recorded so far, by name: its unit."""
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return {}
+        return {
+            metric.name: metric.unit
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+        }
+
+    def spans(self) -> list[ReadableSpan]:
+        """Every ended span, in the order they ended."""
+        return list(self.exporter.get_finished_spans())
 
     def tool_spans(self) -> list[ReadableSpan]:
-        return self.spans("schedule.tool.")
+        return [s for s in self.spans() if s.name.startswith("execute_tool ")]
 
     def deliveries(self) -> list[ReadableSpan]:
-        return self.spans("schedule.delivery")
+        return [s for s in self.spans() if s.name == "dsh.schedule.delivery"]
 
 
 def attrs(**values: Any) -> Attributes:
@@ -102,7 +117,7 @@ def attrs(**values: Any) -> Attributes:
         "kind": "dsh.schedule.kind",
         "operation": "dsh.schedule.operation",
         "phase": "dsh.schedule.phase",
-        "message": "dsh.owner.message",
+        "message": "dsh.schedule.owner.message",
         "error_type": "error.type",
     }
     return frozenset((names[key], value) for key, value in values.items())
@@ -147,29 +162,127 @@ def test_tool_calls_count_confirmed_creates_and_deletes_with_one_span_each(
     tools.call("schedule_delete", {"id": "schedule-9"})
     tools.settle()
 
-    assert otel.counter("schedule.creates") == {attrs(kind="after"): 1, attrs(kind="every"): 1}
-    assert otel.counter("schedule.deletes") == {frozenset(): 1}
+    assert otel.counter("dsh.schedule.creates") == {attrs(kind="after"): 1, attrs(kind="every"): 1}
+    assert otel.counter("dsh.schedule.deletes") == {frozenset(): 1}
     spans = otel.tool_spans()
     assert [(s.name, outcome(s), span_attrs(s).get("dsh.schedule.id")) for s in spans] == [
-        ("schedule.tool.schedule_create", "created", "schedule-1"),
-        ("schedule.tool.schedule_create", "created", "schedule-2"),
-        ("schedule.tool.schedule_list", "listed", None),
-        ("schedule.tool.schedule_delete", "deleted", "schedule-1"),
-        ("schedule.tool.schedule_delete", "not_found", "schedule-9"),
+        ("execute_tool schedule_create", "created", "schedule-1"),
+        ("execute_tool schedule_create", "created", "schedule-2"),
+        ("execute_tool schedule_list", "listed", None),
+        ("execute_tool schedule_delete", "deleted", "schedule-1"),
+        ("execute_tool schedule_delete", "not_found", "schedule-9"),
     ]
+    call_ids = set()
     for span in spans:
-        assert span_attrs(span)["dsh.agent_id"] == "agent-1"
-        assert span_attrs(span)["dsh.session_id"] == agent.session.id
+        attributes = dict(span_attrs(span))
+        call_ids.add(attributes.pop("gen_ai.tool.call.id"))
+        assert attributes == {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": span.name.removeprefix("execute_tool "),
+            "gen_ai.tool.type": "function",
+            "dsh.schedule.agent.id": "agent-1",
+            "session.id": agent.session.id,
+            "dsh.schedule.outcome": outcome(span),
+            **({"dsh.schedule.id": attributes["dsh.schedule.id"]} if span is not spans[2] else {}),
+            **({"dsh.schedule.count": 2} if span is spans[2] else {}),
+        }
+        assert span.kind is SpanKind.INTERNAL
+        assert span.parent is None  # called outside any span: a trace of its own
         assert span.status.status_code is StatusCode.UNSET
         assert span.end_time is not None and span.start_time is not None
         assert span.start_time <= span.end_time
-    assert span_attrs(spans[2])["dsh.schedule.count"] == 2
-    assert otel.counter("schedule.persistence_uncertain") == {}
-    assert otel.counter("schedule.contained_failures") == {}
-    # the drives after the management calls are delivery transactions too: nothing was due
-    assert {outcome(span) for span in otel.deliveries()} <= {"not_due", "nothing_active"}
-    assert otel.deliveries()
+    assert len(call_ids) == 5 and all(str(c).startswith("kit-call-") for c in call_ids)
+    assert otel.counter("dsh.schedule.persistence_uncertain") == {}
+    assert otel.counter("dsh.schedule.contained_failures") == {}
+    assert otel.units() == {
+        "dsh.schedule.creates": "{reminder}",
+        "dsh.schedule.deletes": "{reminder}",
+    }
+    # the drives after the management calls are delivery passes with nothing due: no span
+    assert otel.spans() == spans
     assert plugin.status().owners[0].state == "running"  # status() is unchanged
+
+
+def test_a_tool_span_is_a_child_of_the_span_current_where_the_host_called_the_tool(
+    host: FakeHost, runtime: Runtime, otel: Otel
+) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime, telemetry=otel.telemetry)
+    agent = host.spawn_root("agent-1")
+    Tools(host, plugin, agent).settle()
+    tool = host.tools.get("schedule_list", agent=agent)
+    assert tool is not None
+    with otel.tracers.get_tracer("host").start_as_current_span("host tool call") as parent:
+        future = tool.execute({}, ToolCall("call-7", agent))
+    assert future.result(timeout=5).value == {"schedules": []}
+    Tools(host, plugin, agent).settle()
+
+    (span,) = otel.tool_spans()
+    caller = parent.get_span_context()
+    assert span.parent is not None
+    assert (span.parent.trace_id, span.parent.span_id) == (caller.trace_id, caller.span_id)
+    assert span.context is not None and span.context.trace_id == caller.trace_id
+    assert span_attrs(span)["gen_ai.tool.call.id"] == "call-7"
+    assert span_attrs(span)["gen_ai.tool.name"] == "schedule_list"
+
+
+def test_a_failing_call_origin_changes_nothing_the_call_does(
+    host: FakeHost,
+    runtime: Runtime,
+    otel: Otel,
+    mocker: MockerFixture,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    mocker.patch.object(otel.telemetry, "call_origin", side_effect=RuntimeError("broken"))
+    plugin = install_schedule(host.context(), runtime=runtime, telemetry=otel.telemetry)
+    tools = Tools(host, plugin, host.spawn_root("agent-1"))
+    tools.settle()
+    with caplog.at_level(logging.WARNING):
+        assert tools.call("schedule_list", {}) == {"schedules": []}
+        tools.settle()
+
+    (span,) = otel.tool_spans()
+    assert "gen_ai.tool.call.id" not in span_attrs(span)
+    assert outcome(span) == "listed"
+    assert any("could not note a schedule tool call" in r.getMessage() for r in caplog.records)
+
+
+async def test_on_the_asyncio_host_a_tool_span_is_a_child_of_the_turns_span(
+    tmp_path: Path, otel: Otel
+) -> None:
+    tracer = otel.tracers.get_tracer("host")
+    callers: list[SpanContext] = []
+
+    async def run_turn(turn: AgentTurn) -> str | None:
+        with tracer.start_as_current_span("host tool call") as parent:
+            callers.append(parent.get_span_context())
+            result = await turn.call_tool("schedule_list", "{}")
+        return result.content
+
+    clock = FakeClock()
+    async with AsyncHost(
+        run_turn,
+        data_dir=tmp_path,
+        wake=False,
+        schedule=False,
+        clock=clock,
+        timers=FakeTimers(clock),
+        clock_watch_ms=None,
+    ) as host:
+        context = dataclasses.replace(host.embedded.context(), clock_watch_ms=None)
+        plugin = await asyncio.to_thread(
+            install_schedule, context, runtime=host.embedded.runtime, telemetry=otel.telemetry
+        )
+        try:
+            chat = await host.open("u-1")
+            assert await chat.send("list them") == '{"schedules":[]}'
+        finally:
+            await wait(await asyncio.to_thread(plugin.dispose))
+
+    (span,) = otel.tool_spans()
+    (caller,) = callers
+    assert span.parent is not None
+    assert (span.parent.trace_id, span.parent.span_id) == (caller.trace_id, caller.span_id)
+    assert str(span_attrs(span)["gen_ai.tool.call.id"]).startswith("call-")
 
 
 def test_an_error_code_sets_the_tool_span_status_and_error_type(
@@ -186,7 +299,7 @@ def test_an_error_code_sets_the_tool_span_status_and_error_type(
     assert span_attrs(span)["error.type"] == "not_future"
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "not_future"
-    assert otel.counter("schedule.creates") == {}
+    assert otel.counter("dsh.schedule.creates") == {}
 
 
 def test_failed_flushes_count_persistence_uncertain_by_operation_and_phase(
@@ -203,14 +316,14 @@ def test_failed_flushes_count_persistence_uncertain_by_operation_and_phase(
     error("persistence_uncertain", observed.value(observed.delete("schedule-1"), "delete"))
     observed.settle()
 
-    assert otel.counter("schedule.persistence_uncertain") == {
+    assert otel.counter("dsh.schedule.persistence_uncertain") == {
         attrs(operation="create", phase="preflight"): 1,
         attrs(operation="create", phase="barrier"): 1,
         attrs(operation="list", phase="preflight"): 1,
         attrs(operation="delete", phase="barrier"): 1,
     }
-    assert otel.counter("schedule.creates") == {}  # an unconfirmed create is not counted
-    assert otel.counter("schedule.deletes") == {}
+    assert otel.counter("dsh.schedule.creates") == {}  # an unconfirmed create is not counted
+    assert otel.counter("dsh.schedule.deletes") == {}
     tools = otel.tool_spans()
     assert len(tools) == 4
     for span in tools:
@@ -258,19 +371,27 @@ def test_a_delivery_span_counts_its_dispatch_and_a_busy_agent_makes_it_late(
     observed.settle()
 
     assert observed.changes()[-1] == ("dispatch", "schedule-2")
-    assert otel.counter("schedule.dispatches") == {attrs(kind="after"): 2}
-    (point,) = otel.histogram("schedule.delivery.lateness").values()
-    assert (point.count, point.sum, point.min, point.max) == (2, 5 * SECOND, 0, 5 * SECOND)
+    assert otel.counter("dsh.schedule.dispatches") == {attrs(kind="after"): 2}
+    (point,) = otel.histogram("dsh.schedule.delivery.lateness").values()
+    assert (point.count, point.sum, point.min, point.max) == (2, 5.0, 0.0, 5.0)  # seconds
+    assert tuple(point.explicit_bounds) == LATENESS_BUCKETS
     assert point.attributes == {"dsh.schedule.kind": "after"}
-    delivered = [s for s in otel.deliveries() if outcome(s) == "delivered"]
-    assert [span_attrs(s)["dsh.schedule.ids"] for s in delivered] == [
-        ("schedule-1",),
-        ("schedule-2",),
+    assert otel.units()["dsh.schedule.delivery.lateness"] == "s"
+    assert otel.units()["dsh.schedule.dispatches"] == "{dispatch}"
+    # the pass that found the agent busy decided nothing: only the two deliveries have spans
+    assert [dict(span_attrs(s)) for s in otel.deliveries()] == [
+        {
+            "dsh.schedule.agent.id": "agent-1",
+            "session.id": observed.agent.session.id,
+            "dsh.schedule.ids": (schedule_id,),
+            "dsh.schedule.count": 1,
+            "dsh.schedule.lateness": late,
+            "dsh.schedule.outcome": "delivered",
+        }
+        for schedule_id, late in (("schedule-1", 0.0), ("schedule-2", 5.0))
     ]
-    assert [span_attrs(s)["dsh.schedule.lateness_ms"] for s in delivered] == [0, 5 * SECOND]
-    assert "agent_busy" in [outcome(s) for s in otel.deliveries()]
     for span in otel.deliveries():
-        assert span_attrs(span)["dsh.agent_id"] == "agent-1"
+        assert span.parent is None and span.kind is SpanKind.INTERNAL
         assert span.status.status_code is StatusCode.UNSET
 
 
@@ -289,18 +410,33 @@ def test_an_every_batch_counts_one_dispatch_and_one_lateness_per_member(
 
     assert observed.changes()[-2:] == [("dispatch", "schedule-1"), ("dispatch", "schedule-2")]
     assert len(observed.agent.received) == 1  # one follow-up for the batch
-    assert otel.counter("schedule.dispatches") == {attrs(kind="every"): 2}
-    (point,) = otel.histogram("schedule.delivery.lateness").values()
-    assert (point.count, point.sum, point.min, point.max) == (
-        2,
-        150 * SECOND + 50 * SECOND,
-        50 * SECOND,
-        150 * SECOND,
-    )
+    assert otel.counter("dsh.schedule.dispatches") == {attrs(kind="every"): 2}
+    (point,) = otel.histogram("dsh.schedule.delivery.lateness").values()
+    assert (point.count, point.sum, point.min, point.max) == (2, 150.0 + 50.0, 50.0, 150.0)
     (span,) = [s for s in otel.deliveries() if outcome(s) == "delivered"]
     assert span_attrs(span)["dsh.schedule.ids"] == ("schedule-1", "schedule-2")
     assert span_attrs(span)["dsh.schedule.count"] == 2
-    assert span_attrs(span)["dsh.schedule.lateness_ms"] == 150 * SECOND
+    assert span_attrs(span)["dsh.schedule.lateness"] == 150.0
+
+
+def test_a_delivery_pass_that_decides_nothing_leaves_no_span_and_no_metric(
+    observed: Harness, otel: Otel
+) -> None:
+    observed.drive()  # nothing active
+    observed.created("later", 60)
+    observed.drive()  # not due
+    observed.agent.begin_turn()
+    observed.advance(MINUTE)  # due, but the agent is busy
+    assert observed.agent.received == []
+
+    assert [s.name for s in otel.spans()] == ["execute_tool schedule_create"]
+    assert set(otel.units()) == {"dsh.schedule.creates"}
+    observed.agent.end_turn()
+    observed.settle()
+    (span,) = otel.deliveries()
+    assert outcome(span) == "delivered"
+    assert span.start_time is not None and span.end_time is not None
+    assert span.start_time <= span.end_time
 
 
 def test_failed_delivery_flushes_count_as_dispatch_uncertain(observed: Harness, otel: Otel) -> None:
@@ -310,12 +446,12 @@ def test_failed_delivery_flushes_count_as_dispatch_uncertain(observed: Harness, 
     observed.host.sessions.script(True, False)  # preflight ok, dispatch barrier rejected
     observed.drive()
 
-    assert otel.counter("schedule.persistence_uncertain") == {
+    assert otel.counter("dsh.schedule.persistence_uncertain") == {
         attrs(operation="dispatch", phase="preflight"): 1,
         attrs(operation="dispatch", phase="barrier"): 1,
     }
-    assert otel.counter("schedule.dispatches") == {attrs(kind="after"): 1}
-    failed, delivered = otel.deliveries()[-2:]
+    assert otel.counter("dsh.schedule.dispatches") == {attrs(kind="after"): 1}
+    failed, delivered = otel.deliveries()  # the passes in between had nothing due
     assert outcome(failed) == "preflight_failed"
     assert outcome(delivered) == "delivered"  # dispatched, but not confirmed durable
     for span in (failed, delivered):
@@ -330,9 +466,9 @@ def test_a_failed_followup_marks_the_delivery_span_and_dispatches_nothing(
     observed.agent.fail_followups(RuntimeError("queue full"), times=1)
     observed.advance(SECOND)
 
-    assert otel.counter("schedule.dispatches") == {}
-    assert otel.histogram("schedule.delivery.lateness") == {}
-    span = otel.deliveries()[-1]
+    assert otel.counter("dsh.schedule.dispatches") == {}
+    assert otel.histogram("dsh.schedule.delivery.lateness") == {}
+    (span,) = otel.deliveries()
     assert outcome(span) == "followup_failed"
     assert span_attrs(span)["error.type"] == "followup_failed"
     assert span.status.status_code is StatusCode.ERROR
@@ -369,10 +505,10 @@ def test_contained_failures_are_counted_and_end_their_spans(
     harness.settle()
 
     assert harness.status.contained_failures == 2
-    assert sum(otel.counter("schedule.contained_failures").values()) == 2
+    assert sum(otel.counter("dsh.schedule.contained_failures").values()) == 2
     assert all(
-        ("error.type", "OSError") in key and any(k == "dsh.owner.message" for k, _ in key)
-        for key in otel.counter("schedule.contained_failures")
+        ("error.type", "OSError") in key and any(k == "dsh.schedule.owner.message" for k, _ in key)
+        for key in otel.counter("dsh.schedule.contained_failures")
     )
     delivery = otel.deliveries()[-1]
     assert outcome(delivery) == "failed"
