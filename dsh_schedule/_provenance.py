@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 __all__ = ["DISTRIBUTION", "ShadowedPackageError", "require_own_packages"]
 
@@ -28,14 +29,15 @@ DISTRIBUTION = "dsh-tool-schedule"
 """The distribution's name, the value of ``__distribution__`` in each of its packages."""
 
 _ROOT = Path(__file__).resolve().parent.parent  # where our packages sit side by side
-_MARKER = re.compile(rf'^__distribution__ = "{DISTRIBUTION}"$', re.MULTILINE)
+_MARKER = re.compile(rf'^__distribution__ = "{re.escape(DISTRIBUTION)}"$', re.MULTILINE)
 
 
 class ShadowedPackageError(ImportError):
     """``messages``, ``actors`` or ``host_bridge`` is not the package dsh-tool-schedule installs.
 
     Either a module or package of the same name comes first on ``sys.path`` (or is
-    already in ``sys.modules``), or another distribution overwrote ours in place.
+    already in ``sys.modules``), or another distribution overwrote ours in place,
+    or ours is gone (uninstalling that distribution removes our ``__init__.py``).
     ``name`` is the import name, ``path`` the file it resolves to (``None`` when it
     has none), ``distribution`` the other distribution that installed that file,
     when one is known. The message is one line that says what to do.
@@ -71,42 +73,54 @@ def _require_own_package(name: str) -> None:
     else:
         spec = importlib.util.find_spec(name)
         if spec is None:
-            raise ShadowedPackageError(
-                f"the package {name!r} of {DISTRIBUTION} is missing (uninstalling another "
-                f"distribution that owns that name removes it): run "
-                f"`pip install --force-reinstall {DISTRIBUTION}`.",
-                name=name,
-                path=None,
-                distribution=None,
-            )
+            _missing(name, expected)
         origin = spec.origin if spec.has_location else None
         marked = origin is not None and _declares_marker(spec.loader, name)
         fileless = f"a namespace package in {', '.join(spec.submodule_search_locations or ())}"
     location = None if origin is None else Path(origin).resolve()
     if location is None or location.parent != expected or location.stem != "__init__":
-        where = fileless if location is None else str(location)
-        kind = "package" if location is None or location.stem == "__init__" else "module"
-        raise ShadowedPackageError(
-            f"{name!r} resolves to {where}, not to the package {DISTRIBUTION} installs: "
-            f"it comes first on sys.path. Rename that {kind}, or take its directory off "
-            f"sys.path.",
-            name=name,
-            path=None if location is None else str(location),
-            distribution=None,
-        )
+        if not (expected / "__init__.py").is_file():
+            _missing(name, expected)
+        _shadowed(name, location, fileless)
     if not marked:
-        other = _owner(name, location)
-        uninstall = f"`pip uninstall {other}`" if other else "uninstall the distribution"
-        raise ShadowedPackageError(
-            f"{location} is not the package {name!r} of {DISTRIBUTION}: "
-            f"{f'the distribution {other!r}' if other else 'another distribution'} "
-            f"installed the same name over it. Run {uninstall}, then "
-            f"`pip install --force-reinstall {DISTRIBUTION}`, or keep the two in "
-            f"separate virtualenvs.",
-            name=name,
-            path=str(location),
-            distribution=other,
-        )
+        _overwritten(name, location)
+
+
+def _missing(name: str, expected: Path) -> NoReturn:
+    raise ShadowedPackageError(
+        f"the package {name!r} of {DISTRIBUTION} is missing from {expected} (uninstalling "
+        f"another distribution that owns the name removes it): run "
+        f"`pip install --force-reinstall {DISTRIBUTION}`.",
+        name=name,
+        path=None,
+        distribution=None,
+    )
+
+
+def _shadowed(name: str, location: Path | None, fileless: str) -> NoReturn:
+    where = fileless if location is None else str(location)
+    kind = "package" if location is None or location.stem == "__init__" else "module"
+    raise ShadowedPackageError(
+        f"{name!r} resolves to {where}, not to the package {DISTRIBUTION} installs: "
+        f"it comes first on sys.path. Rename that {kind}, or take its directory off sys.path.",
+        name=name,
+        path=None if location is None else str(location),
+        distribution=None,
+    )
+
+
+def _overwritten(name: str, location: Path) -> NoReturn:
+    other = _owner(name, location)
+    by = f"the distribution {other!r}" if other else "another distribution"
+    uninstall = f"Run `pip uninstall {other}`" if other else "Uninstall that distribution"
+    raise ShadowedPackageError(
+        f"{location} is not the package {name!r} of {DISTRIBUTION}: {by} installed the "
+        f"same name over it. {uninstall}, then `pip install --force-reinstall "
+        f"{DISTRIBUTION}`, or keep the two in separate virtualenvs.",
+        name=name,
+        path=str(location),
+        distribution=other,
+    )
 
 
 def _module_origin(module: ModuleType) -> str | None:
