@@ -8,9 +8,17 @@ All three are :class:`MailboxActor` s whose every step is a message of
 :mod:`messages`; the owner and the wake-up actor share :class:`SupervisedActor`.
 A :class:`Runtime` (threading by default, gevent from :mod:`actors.gevent`)
 runs them; :func:`get_runtime` resolves a :data:`RuntimeSpec`.
+``__distribution__`` marks it as the package of dsh-tool-schedule; importing it
+first checks that ``messages`` is too (:class:`dsh_schedule.ShadowedPackageError`).
 """
 
 from __future__ import annotations
+
+__distribution__ = "dsh-tool-schedule"
+
+from dsh_schedule._provenance import require_own_packages
+
+require_own_packages("messages")  # before anything of ours imports it
 
 from actors._base import MailboxActor
 from actors._runtime import (

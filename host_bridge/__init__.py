@@ -12,9 +12,18 @@ adapt futures; :func:`openai_tools` (chat completions), :func:`openai_responses_
 :class:`ScheduleTelemetry` reports through OpenTelemetry. The invariant
 companion that checks a host's own store is :mod:`host_bridge.invariant`. The embedded reference
 host is :mod:`host_bridge.embedded`, the test kit for hosts :mod:`host_bridge.testing`.
+The documented import name for these is :mod:`dsh_schedule`. ``__distribution__``
+marks the package as dsh-tool-schedule's; importing it first checks that
+``messages`` and ``actors`` are too, or raises :class:`ShadowedPackageError`.
 """
 
 from __future__ import annotations
+
+__distribution__ = "dsh-tool-schedule"
+
+from dsh_schedule._provenance import ShadowedPackageError, require_own_packages
+
+require_own_packages("messages", "actors")  # before anything of ours imports them
 
 from actors._clock import ThreadTimers
 from actors._wake_policy import WakePolicy
@@ -35,6 +44,7 @@ __all__ = [
     "RestartPolicy",
     "SchedulePlugin",
     "ScheduleTelemetry",
+    "ShadowedPackageError",
     "SteadyClock",
     "ThreadTimers",
     "TurnAdmission",

@@ -8,7 +8,11 @@ state, id allocation, record creation for ``after``, ``at``, ``every`` and
 presentation receipt, and the closed error codes. The rest (the tools' input
 and value shapes, the delivery decision, the actors' mailbox messages) lives in
 private modules that the ``actors`` and ``host_bridge`` packages import directly.
+``__distribution__`` marks it as the package of dsh-tool-schedule (the name is
+generic; see :mod:`dsh_schedule`).
 """
+
+__distribution__ = "dsh-tool-schedule"
 
 from messages._checkpoint import decode_schedule_state, encode_schedule_state
 from messages._creation import (

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from host_bridge import (
+from dsh_schedule import (
     install_schedule,
     normalize_strict_arguments,
     openai_responses_tools,

@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 import pykka
 
-from host_bridge import ThreadTimers, TurnAdmission, failed, from_pykka, install_schedule
+from dsh_schedule import ThreadTimers, TurnAdmission, failed, from_pykka, install_schedule
 from host_bridge.protocols import (
     Agent,
     AgentStatus,

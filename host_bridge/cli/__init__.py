@@ -1,7 +1,8 @@
 """The ``dsh-schedule`` command line: demo, chat, serve, inspect, verify, reindex and catalog.
 
-``main`` is the console-script entry point (``dsh-schedule = host_bridge.cli:main``);
-``python -m host_bridge.cli`` runs the same command group.
+``main`` runs the command group; the console script (``dsh-schedule =
+dsh_schedule.cli:main``) calls it once the package names are checked, so that a
+shadowed package is one error line. ``python -m host_bridge.cli`` runs the same group.
 """
 
 from __future__ import annotations
