@@ -75,7 +75,7 @@ def _require_own_package(name: str) -> None:
         if spec is None:
             _missing(name, expected)
         origin = spec.origin if spec.has_location else None
-        marked = origin is not None and _declares_marker(spec.loader, name)
+        marked = origin is not None and _declares_marker(origin, spec.loader, name)
         fileless = f"a namespace package in {', '.join(spec.submodule_search_locations or ())}"
     location = None if origin is None else Path(origin).resolve()
     if location is None or location.parent != expected or location.stem != "__init__":
@@ -131,14 +131,21 @@ def _module_origin(module: ModuleType) -> str | None:
     return file if isinstance(file, str) else None
 
 
-def _declares_marker(loader: object, name: str) -> bool:
-    """Whether the module's source assigns the marker (read, not executed)."""
-    get_source = getattr(loader, "get_source", None)
-    if get_source is None:
-        return False
+def _declares_marker(origin: str, loader: object, name: str) -> bool:
+    """Whether the module's source assigns the marker (read, not executed).
+
+    The file at ``origin`` is read when it is source; the loader is asked
+    otherwise. (A meta-path hook's loader, such as pytest's assertion
+    rewriter, need not offer ``get_source``.)
+    """
+    source: object = None
     try:
-        source = get_source(name)
-    except (ImportError, OSError):
+        if origin.endswith(".py"):
+            source = Path(origin).read_text(encoding="utf-8")
+        else:
+            get_source = getattr(loader, "get_source", None)
+            source = None if get_source is None else get_source(name)
+    except (ImportError, OSError, UnicodeDecodeError):
         return False
     return isinstance(source, str) and _MARKER.search(source) is not None
 

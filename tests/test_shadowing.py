@@ -268,3 +268,41 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 def test_every_package_carries_the_marker(package: str) -> None:
     module = __import__(package)
     assert module.__distribution__ == DISTRIBUTION
+
+
+HOOKED = textwrap.dedent(
+    """
+    import importlib.machinery, sys
+
+    class Hook:
+        '''A meta-path hook whose loader has no get_source (as pytest's assertion rewriter).'''
+
+        def find_spec(self, name, path=None, target=None):
+            if name not in ("messages", "actors"):
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None:
+                spec.loader = Loader(spec.loader)
+            return spec
+
+    class Loader:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+
+    sys.meta_path.insert(0, Hook())
+    import host_bridge
+    print("imported")
+    """
+)
+
+
+def test_our_packages_behind_an_import_hook_without_get_source_import(tmp_path: Path) -> None:
+    done = _python("-c", HOOKED, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["imported"]
