@@ -30,6 +30,7 @@ from bench import (
     public_surface,
     serve_soak,
     session_race,
+    telemetry_cost,
     wake_crash,
     wake_scale,
 )
@@ -309,3 +310,10 @@ def test_cron_rules(tmp_path: Path) -> None:
     assert all(row["next_us"] > 0 and row["latest_us"] > 0 for row in out["searches"])
     assert out["folds"][0]["record"] == "every 300 s"
     assert len(out["batches"]) == 2
+
+
+def test_telemetry_cost(tmp_path: Path) -> None:
+    out = run(telemetry_cost.main, "telemetry_cost", tmp_path)
+    assert [row["config"] for row in out["rows"]] == ["off", "api", "sdk"]
+    assert all(row["create_us"] > 0 and row["deliver_us"] > 0 for row in out["rows"])
+    assert out["rows"][0]["create_ratio"] == 1.0
