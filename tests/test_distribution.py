@@ -159,7 +159,7 @@ def test_gevent_is_only_an_extra(built: Built) -> None:
 
 def test_the_wheel_registers_the_cli_and_no_pytest_plugin(built: Built) -> None:
     assert built.entry_points.sections() == ["console_scripts"]
-    assert built.entry_points["console_scripts"]["dsh-schedule"] == "host_bridge.cli:main"
+    assert list(built.entry_points["console_scripts"]) == ["dsh-schedule"]
 
 
 def _tree(root: Path, folder: str) -> set[str]:
