@@ -140,7 +140,9 @@ def get_runtime(spec: RuntimeSpec = "threading") -> Runtime:
     """The runtime named by ``spec`` (``"threading"`` or ``"gevent"``), or ``spec`` itself.
 
     ``"gevent"`` is the process-wide default :class:`actors.gevent.GeventRuntime`
-    (imported on first use, so the threading path never loads gevent).
+    (imported on first use, so the threading path never loads gevent). gevent is
+    the ``gevent`` extra: without it, asking for that runtime raises
+    :class:`ModuleNotFoundError` naming ``dsh-tool-schedule[gevent]``.
     """
     if spec == "threading":
         return _THREADING

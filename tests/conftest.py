@@ -10,8 +10,9 @@ import pytest
 from actors._runtime import Runtime, get_runtime
 from tests.cli.helpers import Proc
 
-# PostgreSQL for every test that asks for it: one throwaway server, a database per test.
-pytest_plugins = ("tests.pg_server",)
+# PostgreSQL for every test that asks for it: one throwaway server, a database per test;
+# and the host test kit's fixtures, which a suite enables itself (as users do).
+pytest_plugins = ("tests.pg_server", "host_bridge.testing.pytest_plugin")
 
 
 @pytest.fixture(autouse=True)

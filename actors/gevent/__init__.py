@@ -4,8 +4,10 @@ Pykka 4 ships only a threading runtime. This package provides the hooks pykka
 needs for another one — an inbox (:class:`GeventInbox`), a future type
 (:class:`GeventFuture`) and an actor loop (a greenlet) — as :class:`GeventActor`,
 plus gevent timers (:class:`GeventTimers`) and helpers to wait or run blocking
-calls without stalling a hub. Importing it imports gevent; it never imports
-``gevent.monkey`` and never patches anything.
+calls without stalling a hub. Importing it imports gevent (the ``gevent`` extra:
+``pip install 'dsh-tool-schedule[gevent]'``; without it the import raises
+:class:`ModuleNotFoundError` saying so); it never imports ``gevent.monkey`` and
+never patches anything.
 
 The model
 ---------
@@ -80,6 +82,17 @@ Split the way pykka is, each importing only the ones above it:
 """
 
 from __future__ import annotations
+
+try:
+    import gevent  # noqa: F401  (the runtime's own dependency: the `gevent` extra)
+except ModuleNotFoundError as _missing:
+    if _missing.name != "gevent":
+        raise
+    raise ModuleNotFoundError(
+        "the gevent actor runtime needs gevent, which is not installed: "
+        "pip install 'dsh-tool-schedule[gevent]' (or keep the default runtime, 'threading')",
+        name="gevent",
+    ) from None
 
 from actors.gevent._actor import GeventActor
 from actors.gevent._future import GeventFuture

@@ -11,8 +11,10 @@ for one actor and :func:`settle_host` for a whole host without sleeping;
 :func:`call_tool` runs a tool for an agent as a host does; :func:`dispatches`
 and :func:`assert_delivered_once` read deliveries back from a session log.
 Pytest fixtures (``fake_host``, ``fake_clock``, ``embedded_host``,
-``embedded_plugin``) come with the package as the ``dsh_schedule`` pytest
-plugin; this package itself does not import pytest.
+``embedded_plugin``) are the opt-in pytest plugin
+:mod:`host_bridge.testing.pytest_plugin` (enable it with
+``pytest_plugins = ["host_bridge.testing.pytest_plugin"]`` in a root
+``conftest.py``); this package itself does not import pytest.
 
 :mod:`host_bridge.testing.conformance` (imported on its own; it needs pytest)
 is a conformance kit for a host's *own* adapters: subclass its

@@ -1,10 +1,10 @@
-"""The fixtures reach any test session through the ``dsh_schedule`` pytest11 entry point."""
+"""The fixtures are an opt-in pytest plugin: a suite enables it, nothing else sees it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -13,10 +13,51 @@ from host_bridge.testing import FakeClock, FakeHost, call_tool_json
 
 pytest_plugins = ["pytester"]
 
+PLUGIN = "host_bridge.testing.pytest_plugin"
+OPT_IN = f'pytest_plugins = ["{PLUGIN}"]\n'
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "host-integration.md"
 
-def test_the_plugin_is_registered_as_an_entry_point() -> None:
-    (entry,) = [e for e in entry_points(group="pytest11") if e.name == "dsh_schedule"]
-    assert entry.value == "host_bridge.testing._pytest_plugin"
+_SEES_THE_FIXTURES = """
+def test_sees_the_fixtures(request):
+    request.getfixturevalue("fake_host")
+"""
+
+
+def test_the_distribution_registers_no_pytest_plugin() -> None:
+    entries = distribution("dsh-tool-schedule").entry_points
+    assert [entry for entry in entries if entry.group == "pytest11"] == []
+
+
+def _run_pytest(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh pytest process in ``where`` (not in-process: plugins would carry over)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=where,
+        check=False,
+    )
+
+
+def test_a_session_without_the_opt_in_does_not_see_the_fixtures(tmp_path: Path) -> None:
+    (tmp_path / "test_probe.py").write_text(_SEES_THE_FIXTURES, encoding="utf-8")
+    done = _run_pytest(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fixture 'fake_host' not found" in done.stdout
+    assert PLUGIN not in done.stdout
+
+
+@pytest.mark.parametrize("how", ["conftest", "-p"])
+def test_a_session_with_the_opt_in_sees_the_fixtures(tmp_path: Path, how: str) -> None:
+    (tmp_path / "test_probe.py").write_text(_SEES_THE_FIXTURES, encoding="utf-8")
+    if how == "conftest":
+        (tmp_path / "conftest.py").write_text(OPT_IN, encoding="utf-8")
+        done = _run_pytest(tmp_path)
+    else:
+        done = _run_pytest(tmp_path, "-p", PLUGIN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
 
 
 def test_the_kit_itself_does_not_import_pytest() -> None:
@@ -64,14 +105,17 @@ def test_a_host_authors_test_file_uses_the_fixtures(pytester: pytest.Pytester) -
             assert embedded_host.data_dir.parent == tmp_path
         """
     )
+    pytester.makeconftest(OPT_IN)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
 
 
 def test_the_documented_example_passes(pytester: pytest.Pytester) -> None:
-    docs = Path(__file__).resolve().parents[2] / "docs" / "host-integration.md"
-    section = docs.read_text(encoding="utf-8").split("## 12. Testing with the kit", 1)[1]
-    example = section.split("```python\n", 1)[1].split("```", 1)[0]
-    pytester.makepyfile(test_example=example)
+    section = DOCS.read_text(encoding="utf-8").split("## 12. Testing with the kit", 1)[1]
+    conftest = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert conftest == OPT_IN  # the opt-in the section shows first
+    example = section.split("An example test", 1)[1].split("```python\n", 1)[1]
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_example=example.split("```", 1)[0])
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)

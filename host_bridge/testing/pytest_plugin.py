@@ -1,7 +1,11 @@
-"""Pytest fixtures of the host test kit, registered as the ``dsh_schedule`` pytest plugin.
+"""Pytest fixtures of the host test kit: an opt-in pytest plugin.
 
-Installing the package registers this module through the ``pytest11`` entry
-point, so any test session sees the fixtures without a ``conftest.py``:
+Installing the package registers nothing with pytest. A test suite enables the
+fixtures in its root ``conftest.py``::
+
+    pytest_plugins = ["host_bridge.testing.pytest_plugin"]
+
+or for one run with ``pytest -p host_bridge.testing.pytest_plugin``. The fixtures:
 
 * ``fake_clock``: a :class:`~host_bridge.testing.FakeClock` (at
   :data:`~host_bridge.testing.DEFAULT_START_MS`);
