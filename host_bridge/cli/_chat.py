@@ -163,11 +163,17 @@ def presented_elsewhere(events: Sequence[SessionEvent], seed: int) -> list[Prese
     Read from the log: a reminder turn that completed with an assistant reply
     (the notifier of ``serve`` records ``Reminder presented: …``; ``chat``'s
     own turns record none, the person reads them live). Only the latest
-    :data:`SCAN_LIMIT` events are read. ``presented_at`` is the completion's time.
+    :data:`SCAN_LIMIT` events are read, and none before one that cannot be read
+    (damaged history a resume does not need). ``presented_at`` is the
+    completion's time.
     """
     start = max(0, len(events) - SCAN_LIMIT)
     for seq in range(len(events) - 1, start - 1, -1):
-        if events[seq].type == SEEN_EVENT:
+        try:
+            kind = events[seq].type
+        except (SessionError, StoreError):
+            kind = SEEN_EVENT  # nothing before it can be read: start after it
+        if kind == SEEN_EVENT:
             start = seq + 1
             break
     found: list[PresentedElsewhere] = []
@@ -178,7 +184,10 @@ def presented_elsewhere(events: Sequence[SessionEvent], seed: int) -> list[Prese
         event = events[seq]
         data = event.data if isinstance(event.data, dict) else {}
         if event.type == INBOX_EVENT:
-            receipts = receipts_at(events, seq, seed)
+            try:
+                receipts = receipts_at(events, seq, seed)
+            except (SessionError, StoreError):  # its create record is in damaged history
+                receipts = []
             if receipts:
                 inbox[seq] = receipts
         elif event.type == MESSAGE_EVENT:
