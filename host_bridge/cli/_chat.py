@@ -9,6 +9,13 @@ while the shell waits for input.
 Input is read by a background thread that feeds a queue, so the main thread
 can show reminders while no line is typed; with piped input the lines are
 processed in order and the shell shuts down cleanly at ``/quit`` or end of input.
+Ctrl-C during ``/wait`` ends the wait only; at the prompt it leaves the shell.
+
+A session another process holds (``serve`` keeps a session it woke for its
+quiet period) is waited for, up to ``--wait-for-holder`` seconds, naming the
+holder. On opening, the reminders another process presented (``serve``'s
+turns) since the session was last open in ``chat`` are listed, one line each;
+a :data:`SEEN_EVENT` record then marks them as shown.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,6 +46,7 @@ from host_bridge.cli._common import (
     describe_store,
     exit_codes_help,
     format_ms,
+    holder_phrase,
     location_args,
     location_options,
     open_host,
@@ -49,21 +57,46 @@ from host_bridge.cli._common import (
     show_text,
     visible,
 )
-from host_bridge.embedded.agents import EmbeddedAgent, Turn
+from host_bridge.cli._serve import receipts_at
+from host_bridge.embedded.agents import MESSAGE_EVENT, EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
-from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.stores import StoreError
+from host_bridge.embedded.inbox import INBOX_EVENT, TURN_COMPLETED_EVENT
+from host_bridge.embedded.sessions import EmbeddedSession, SessionError, SessionLeaseRefusedError
+from host_bridge.embedded.stores import StoreError, parse_holder
+from host_bridge.protocols import SessionEvent
 from messages import PresentedReminder, parse_reminder_framing
 from messages._instant import parse_instant
 from messages._presentation import REMINDER_BATCH_HEADER
 
-__all__ = ["COMMANDS_HELP", "ChatShell", "chat_command"]
+__all__ = [
+    "COMMANDS_HELP",
+    "HOLDER_WAIT_SECONDS",
+    "SEEN_EVENT",
+    "ChatShell",
+    "PresentedElsewhere",
+    "chat_command",
+    "presented_elsewhere",
+]
 
 DEFAULT_SESSION = "chat"
 """The session ``chat`` uses when no ``--session`` is given."""
 
 MAX_WAIT_SECONDS = 86_400
 TOOL_TIMEOUT_SECONDS = 30.0
+
+HOLDER_WAIT_SECONDS = 15.0
+"""How long ``chat`` waits for another process to let the session go (``--wait-for-holder``):
+three times ``serve``'s default quiet period."""
+
+SEEN_EVENT = "chat/seen"
+"""The record ``chat`` appends once it showed what other processes presented
+(``{"through": SEQ}``): those reminders are not listed again."""
+
+MAX_SHOWN_ELSEWHERE = 20
+"""How many reminders presented elsewhere ``chat`` lists on opening (the latest ones)."""
+
+SCAN_LIMIT = 10_000
+"""How many of the latest events ``chat`` reads for reminders presented elsewhere."""
 
 COMMANDS_HELP = """\
   /create SECONDS TEXT  call schedule_create with after_seconds (TEXT in SECONDS seconds)
@@ -114,6 +147,66 @@ class _Reminder:
 _Item = _Line | _Eof | _Reminder
 
 
+@dataclass(frozen=True)
+class PresentedElsewhere:
+    """A reminder whose turn another process ran and answered (``serve``'s notifier…)."""
+
+    schedule_id: str
+    prompt: str
+    occurrence_at: str
+    presented_at: str
+
+
+def presented_elsewhere(events: Sequence[SessionEvent], seed: int) -> list[PresentedElsewhere]:
+    """The reminders presented by another process since the last :data:`SEEN_EVENT`.
+
+    Read from the log: a reminder turn that completed with an assistant reply
+    (the notifier of ``serve`` records ``Reminder presented: …``; ``chat``'s
+    own turns record none, the person reads them live). Only the latest
+    :data:`SCAN_LIMIT` events are read, and none before one that cannot be read
+    (damaged history a resume does not need). ``presented_at`` is the
+    completion's time.
+    """
+    start = max(0, len(events) - SCAN_LIMIT)
+    for seq in range(len(events) - 1, start - 1, -1):
+        try:
+            kind = events[seq].type
+        except (SessionError, StoreError):
+            kind = SEEN_EVENT  # nothing before it can be read: start after it
+        if kind == SEEN_EVENT:
+            start = seq + 1
+            break
+    found: list[PresentedElsewhere] = []
+    inbox: dict[int, list[dict[str, str]]] = {}
+    replied: set[int] = set()
+    turn: int | None = None
+    for seq in range(start, len(events)):
+        event = events[seq]
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.type == INBOX_EVENT:
+            try:
+                receipts = receipts_at(events, seq, seed)
+            except (SessionError, StoreError):  # its create record is in damaged history
+                receipts = []
+            if receipts:
+                inbox[seq] = receipts
+        elif event.type == MESSAGE_EVENT:
+            if isinstance(data.get("inbox"), int):
+                turn = data["inbox"]
+            elif data.get("role") == "assistant" and turn is not None:
+                replied.add(turn)
+        elif event.type == TURN_COMPLETED_EVENT:
+            done = data.get("inbox")
+            if isinstance(done, int) and done in replied and not data.get("failed"):
+                at = format_ms(event.time)
+                found += [
+                    PresentedElsewhere(r["scheduleId"], r["prompt"], r["occurrenceAt"], at)
+                    for r in inbox.get(done, [])
+                ]
+            turn = None
+    return found
+
+
 class ChatShell:
     """The shell's state: the host, the agent played by the person, and the input queue."""
 
@@ -124,8 +217,10 @@ class ChatShell:
         *,
         interactive: bool,
         location: list[str] | None = None,
+        holder_wait: float = HOLDER_WAIT_SECONDS,
     ) -> None:
         self._data_dir = data_dir
+        self._holder_wait = holder_wait
         self._location = list(location or [])
         self._session_id = session_id
         self._interactive = interactive
@@ -156,13 +251,10 @@ class ChatShell:
         opened (unreadable rows, a gap in its seq numbers, live in another
         process) or when the store could not write every event by the end.
         """
-        host = self._host = open_host(self._data_dir)
+        host = self._host = open_host(self._data_dir, program="chat")
         try:
             self._plugin = install_schedule(host.context())
-            try:
-                session = host.sessions.open(self._session_id)
-            except (SessionError, StoreError) as error:
-                raise StoreUnavailable(str(error)) from None
+            session = self._open_session(host)
             count = len(session.events)
             shown_id = visible(self._session_id)
             if count:
@@ -170,6 +262,7 @@ class ChatShell:
             else:
                 click.echo(f"session {shown_id}: new")
             click.echo(f"store: {visible(describe_store(self._data_dir))}")
+            self._show_presented_elsewhere(session)
             self._agent = host.spawn_root(session=session, model=self._model, agent_id="person")
             self._settle_and_show()  # reminders that came due while nobody was here
             if self._interactive:
@@ -188,6 +281,78 @@ class ChatShell:
             close_host(host, self._plugin, failing=error)
             raise
         close_host(host, self._plugin)
+
+    def _open_session(self, host: EmbeddedHost) -> EmbeddedSession:
+        """Open the session; while another process holds it, wait (bounded) for it to let go.
+
+        Retries with a growing pause (up to 1 s) until ``holder_wait`` seconds
+        passed (Ctrl-C gives up at once); then :class:`StoreUnavailable` names
+        the holder and what to do.
+        """
+        deadline = time.monotonic() + self._holder_wait
+        pause = 0.05
+        told = False
+        while True:
+            try:
+                return host.sessions.open(self._session_id)
+            except SessionLeaseRefusedError as error:
+                holder = holder_phrase(error.holder)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreUnavailable(self._held(holder, error.holder)) from None
+                if not told:
+                    click.echo(
+                        visible(
+                            f"session {self._session_id} is held by {holder}; waiting up to "
+                            f"{self._holder_wait:g} s for it to let go"
+                            f"{_why_held(error.holder)} (Ctrl-C stops waiting)"
+                        )
+                    )
+                    told = True
+                try:
+                    time.sleep(min(pause, left))
+                except KeyboardInterrupt:
+                    raise StoreUnavailable(self._held(holder, error.holder)) from None
+                pause = min(pause * 2, 1.0)
+            except (SessionError, StoreError) as error:
+                raise StoreUnavailable(str(error)) from None
+
+    def _held(self, holder: str, owner: str | None) -> str:
+        """Why the session could not be opened, and what to do, in one line."""
+        program = _program(owner)
+        waited = f"did not let it go within {self._holder_wait:g} s"
+        if program == "serve":
+            todo = (
+                "serve keeps a session it woke until nothing was due in it for its "
+                "--quiet-period (5 s by default): retry in a moment, or stop that serve"
+            )
+        elif program == "chat":
+            todo = "leave that chat (/quit), then retry"
+        else:
+            todo = "retry once it has closed the session"
+        return (
+            f"session {self._session_id} is held by {holder}, which {waited}; {todo} "
+            "(--wait-for-holder SECONDS waits longer)"
+        )
+
+    def _show_presented_elsewhere(self, session: EmbeddedSession) -> None:
+        """List what other processes presented since the last look; mark it as shown."""
+        events = session.events
+        found = presented_elsewhere(events, session.header.seed_length or 0)
+        if not found:
+            return
+        click.echo(
+            f"presented by another process (e.g. dsh-schedule serve) while this chat was "
+            f"closed: {len(found)} reminder(s)"
+        )
+        if len(found) > MAX_SHOWN_ELSEWHERE:
+            click.echo(f"  ... {len(found) - MAX_SHOWN_ELSEWHERE} earlier one(s) not listed")
+        for item in found[-MAX_SHOWN_ELSEWHERE:]:
+            click.echo(
+                f"  {visible(item.presented_at)}  reminder {visible(item.schedule_id)} "
+                f"(due {visible(item.occurrence_at)}): {show_text(item.prompt)}"
+            )
+        session.append(SEEN_EVENT, {"through": len(events) - 1})
 
     def _read(self, stream: Iterable[str]) -> None:
         try:
@@ -343,22 +508,29 @@ class ChatShell:
         if not 0 <= seconds <= MAX_WAIT_SECONDS:
             click.echo(f"usage: /wait SECONDS (a number from 0 to {MAX_WAIT_SECONDS})")
             return
-        click.echo(f"waiting up to {seconds:g} s for reminders ...")
         started = time.monotonic()
-        deadline = started + seconds
         arrived = False
-        while not arrived and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                item = self._inbox.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if isinstance(item, _Reminder):
-                self._show_reminder(item)
-                arrived = True
-            else:
-                self._deferred.append(item)  # input typed meanwhile runs after the wait
-        if arrived:
-            self._settle_and_show()  # others due at the same time follow at once
+        try:  # Ctrl-C ends the wait, not the shell
+            click.echo(f"waiting up to {seconds:g} s for reminders (Ctrl-C ends the wait) ...")
+            deadline = started + seconds
+            while not arrived and (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    item = self._inbox.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if isinstance(item, _Reminder):
+                    self._show_reminder(item)
+                    arrived = True
+                else:
+                    self._deferred.append(item)  # input typed meanwhile runs after the wait
+            if arrived:
+                self._settle_and_show()  # others due at the same time follow at once
+        except KeyboardInterrupt:
+            click.echo("")  # after the ^C the terminal shows
+            click.echo(
+                f"wait cancelled after {time.monotonic() - started:.1f} s; back to the prompt"
+            )
+            return
         click.echo(
             f"waited {time.monotonic() - started:.1f} s"
             + ("" if arrived else "; no reminder arrived")
@@ -421,6 +593,22 @@ class ChatShell:
         return shell_words(["dsh-schedule", "chat", "--session", self._session_id, *self._location])
 
 
+def _program(owner: str | None) -> str | None:
+    """The program a holder record names, if any."""
+    holder = None if owner is None else parse_holder(owner)
+    return None if holder is None else holder.program
+
+
+def _why_held(owner: str | None) -> str:
+    """When the holder ``owner`` lets a session go, as a parenthesis for the waiting line."""
+    program = _program(owner)
+    if program == "serve":
+        return " (serve lets a woken session go once nothing was due in it for its --quiet-period)"
+    if program == "chat":
+        return " (when that chat ends)"
+    return ""
+
+
 def _parse_cron(rest: str) -> tuple[str, str, str] | None:
     """``"EXPR" ZONE TEXT`` as ``(EXPR, ZONE, TEXT)``; ``None`` when a part or a quote is missing.
 
@@ -467,9 +655,19 @@ def _kind(view: dict[str, Any]) -> str:
     show_default=True,
     help="The session to create or resume.",
 )
+@click.option(
+    "--wait-for-holder",
+    "holder_wait",
+    type=click.FloatRange(min=0),
+    default=HOLDER_WAIT_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for another process that holds the session (a serve keeps a "
+    "session it woke for its --quiet-period) to let it go; then exit 2 naming it.",
+)
 @location_options
 @allow_shared_store_option
-def chat_command(session_id: str) -> None:
+def chat_command(session_id: str, holder_wait: float) -> None:
     """Play the model on one persistent session: create, list and delete reminders.
 
     Reminders are one-shot after a delay (/create), one-shot at a wall-clock
@@ -481,7 +679,10 @@ def chat_command(session_id: str) -> None:
     Due reminders are printed while the shell waits for input. Leaving and
     coming back resumes the session and delivers what came due meanwhile.
     Reads commands from a terminal or from piped input (one per line).
-    Run one chat per session at a time.
+    Run one chat per session at a time; a session another process holds is
+    waited for (--wait-for-holder). On opening, the reminders another process
+    (serve) presented since the session was last open here are listed.
+    Ctrl-C during /wait ends the wait; at the prompt it leaves.
     """
     if not session_id.strip() or session_id != session_id.strip():
         raise click.BadParameter(
@@ -493,5 +694,6 @@ def chat_command(session_id: str) -> None:
         session_id,
         interactive=stream.isatty(),
         location=location_args(),
+        holder_wait=holder_wait,
     )
     shell.run(stream)

@@ -35,6 +35,7 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.paths import default_data_dir, is_postgres_url, redact_url, store_path
 from host_bridge.embedded.private_files import store_exposure
 from host_bridge.embedded.stores import (
+    DEFAULT_PROGRAM,
     SharedStoreError,
     SqliteStoreReader,
     StoreError,
@@ -42,6 +43,7 @@ from host_bridge.embedded.stores import (
     StoreReader,
     check_write_lock,
     open_store,
+    parse_holder,
 )
 from messages._instant import format_instant
 
@@ -63,6 +65,7 @@ __all__ = [
     "exit_codes_help",
     "explicit_data_dir",
     "format_ms",
+    "holder_phrase",
     "location_args",
     "location_options",
     "open_host",
@@ -444,17 +447,25 @@ def _refuse_read_only(path: Path) -> None:
 
 
 def open_host(
-    data_dir: Path, *, clock: Callable[[], int] | None = None, timers: Timers | None = None
+    data_dir: Path,
+    *,
+    program: str,
+    clock: Callable[[], int] | None = None,
+    timers: Timers | None = None,
+    store: Path | None = None,
 ) -> EmbeddedHost:
     """A durable :class:`EmbeddedHost` on ``data_dir`` (or ``--store``) for a command that writes.
 
-    ``clock`` and ``timers`` replace the host's wall clock and timer service
-    (the caller closes timers it passes). An SQLite store that is read-only,
+    ``program`` (``serve``, ``chat``, ``demo``) is named in the store's holder
+    records (see :func:`holder_phrase`). ``clock`` and ``timers`` replace the
+    host's wall clock and timer service (the caller closes timers it passes).
+    ``store``: an SQLite file used instead of ``--store`` and the data
+    directory's (the demo's temporary store). An SQLite store that is read-only,
     one other local users can reach (unless ``--allow-shared-store``), one
     another process keeps write-locked (past the busy timeout), or one that
     cannot be opened, exits 2.
     """
-    spec = store_spec()
+    spec = store_spec() if store is None else str(store)
     shared = allow_shared_store()
     try:
         if spec is None or not is_postgres_url(spec):
@@ -465,14 +476,46 @@ def open_host(
                 raise shared_store_refused(exposure)
             check_write_lock(path)
         if clock is None:
-            return EmbeddedHost(data_dir, store=spec, timers=timers, allow_shared_store=shared)
+            return EmbeddedHost(
+                data_dir, store=spec, timers=timers, allow_shared_store=shared, program=program
+            )
         return EmbeddedHost(
-            data_dir, store=spec, clock=clock, timers=timers, allow_shared_store=shared
+            data_dir,
+            store=spec,
+            clock=clock,
+            timers=timers,
+            allow_shared_store=shared,
+            program=program,
         )
     except SharedStoreError as error:
         raise shared_store_refused(error) from None
     except StoreError as error:
         raise StoreUnavailable(str(error)) from None
+
+
+_COMMANDS = frozenset({"serve", "chat", "demo"})
+
+
+def holder_phrase(owner: str | None) -> str:
+    """Who holds a session, for a person: ```dsh-schedule serve` (pid 7 on host h)``, ….
+
+    From the holder record ``owner`` (``host:pid:PROGRAM-random``, see
+    :func:`host_bridge.embedded.stores.new_owner`): a ``dsh-schedule`` command,
+    ``a library host`` (a program that names none), ``another process`` (a
+    record of an earlier release, or none), each with its pid and host. Not
+    escaped: print it through :func:`visible` (as :class:`StoreUnavailable` does).
+    """
+    holder = None if owner is None else parse_holder(owner)
+    if holder is None:
+        return "another process" if owner is None else f"another process ({owner})"
+    where = f"(pid {holder.pid} on host {holder.host})"
+    if holder.program in _COMMANDS:
+        return f"`dsh-schedule {holder.program}` {where}"
+    if holder.program == DEFAULT_PROGRAM:
+        return f"a library host {where}"
+    if holder.program is not None:
+        return f"the program {holder.program!r} {where}"
+    return f"another process {where}"
 
 
 def close_host(

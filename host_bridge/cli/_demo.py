@@ -7,7 +7,9 @@ The run, on the real wall clock and the real timer thread:
    time), a list and a deletion (real tool calls);
 3. the first reminder comes due and arrives as a ``[SCHEDULE REMINDER]`` follow-up turn;
 4. the host is shut down with the ``at`` reminder still pending;
-5. meanwhile a second host, on its own session and on a clock running many times
+5. meanwhile a second host, on its own session in a temporary store of its own
+   (removed when that part ends, so the user's store never holds times of the
+   fast clock) and on a clock running many times
    faster than real time (``every_seconds`` has a 300-second floor), shows a
    repeating reminder delivered twice as ``[SCHEDULE REMINDER BATCH]`` turns,
    then a ``cron`` reminder (daily, at a Shanghai time a few minutes ahead on
@@ -18,7 +20,8 @@ The run, on the real wall clock and the real timer thread:
    reminder and closes the chat;
 7. a ``serve`` host (:class:`host_bridge.cli._serve.Server`), which never had the
    session open, wakes it when that reminder is due and presents it;
-8. both sessions' durable ``schedule/change`` records are printed and checked.
+8. both sessions' durable ``schedule/change`` records are printed and checked (the
+   second one's as read from its temporary store before it was removed).
 
 Every wait is on a future, a condition or the owner's status; the only timed
 waits are the progress ticker's (an event wait with a timeout) and the
@@ -31,6 +34,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import tempfile
 import threading
 import time
 import uuid
@@ -74,8 +78,9 @@ from host_bridge.cli._common import (
 from host_bridge.cli._serve import Presented, Server
 from host_bridge.embedded.agents import EmbeddedAgent, Turn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.embedded.paths import store_path
 from host_bridge.embedded.sessions import SessionError
-from host_bridge.embedded.stores import StoreError
+from host_bridge.embedded.stores import StoredSession, StoreError, open_store
 from messages import (
     SCHEDULE_CHANGE_TYPE,
     PresentedReminder,
@@ -533,13 +538,15 @@ def _start(
     *,
     clock: CompressedClock | None = None,
     timers: CompressedTimers | None = None,
+    store: Path | None = None,
 ) -> _Live:
     """Open a host, install Schedule, open (create or resume) the session, spawn the agent.
 
     With a compressed ``clock`` (and its ``timers``), Schedule's flush timeout and
-    clock watchdog keep their real-time length.
+    clock watchdog keep their real-time length. ``store``: a temporary SQLite
+    store to use instead of the user's.
     """
-    host = open_host(data_dir, clock=clock, timers=timers)
+    host = open_host(data_dir, program="demo", clock=clock, timers=timers, store=store)
     plugin: SchedulePlugin | None = None
     try:
         context = host.context()
@@ -550,7 +557,8 @@ def _start(
                 clock_watch_ms=DEFAULT_CLOCK_WATCH_MS * clock.speed,
             )
         plugin = install_schedule(context)
-        out.line("host", f"EmbeddedHost on {visible(str(data_dir))}; Schedule installed")
+        where = "a temporary store" if store is not None else visible(str(data_dir))
+        out.line("host", f"EmbeddedHost on {where}; Schedule installed")
         try:
             session = host.sessions.open(session_id)
         except (SessionError, StoreError) as error:
@@ -606,7 +614,10 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     out.plain(f"dsh-schedule demo ({mode}): takes about {timing.estimate} seconds.")
     out.plain(f"data dir: {visible(str(data_dir))}")
     out.plain(f"store:    {visible(describe_store(data_dir))}")
-    out.plain(f"session:  {session_id} (and {every_session} for the repeating reminders)")
+    out.plain(
+        f"session:  {session_id} (and {every_session} for the repeating reminders, on a fast "
+        "clock in a temporary store that is removed afterwards: only the first is kept)"
+    )
     out.plain(f"started:  {format_ms(started_ms)} (times below are seconds since start)")
     steps = _steps(timing, started_ms)
 
@@ -649,7 +660,7 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     out.line("host", "closed: no agent, no timer, the store is closed")
 
     out.heading("5. Meanwhile: repeating reminders (every, cron), on a compressed clock")
-    every, cron = _run_every(data_dir, every_session, timing, out)
+    every, cron, every_log = _run_every(data_dir, every_session, timing, out)
     out.line("host", f"back to {session_id}: its host stays down until {pending['id']} is overdue")
     _wait_downtime(_target(pending), pending["id"], timing, out)
     out.line("host", f"{pending['id']} is now overdue and nobody was running to deliver it")
@@ -677,7 +688,7 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
     _serve_one(data_dir, session_id, later, timing, out)
 
     out.heading("8. The durable log: every schedule/change record of both sessions")
-    dispatched = _show_log(data_dir, session_id, out)
+    dispatched = _show_log(_stored(data_dir, session_id), out)
     if dispatched != [on_time["id"], pending["id"], later["id"]]:
         raise CommandFailed(
             f"expected one dispatch each of {on_time['id']}, {pending['id']} and {later['id']}:"
@@ -688,7 +699,8 @@ def run_demo(data_dir: Path, timing: DemoTiming, *, fast: bool) -> None:
         f"{later['id']} (after, delivered by serve) were each dispatched exactly once."
     )
     out.plain("")
-    dispatched = _show_log(data_dir, every_session, out)
+    out.plain(f"({every_session}, as read from its temporary store before it was removed)")
+    dispatched = _show_log(every_log, out)
     if dispatched != [every, every, cron]:
         raise CommandFailed(f"expected two dispatches of {every}, then one of {cron}: {dispatched}")
     out.plain(
@@ -723,6 +735,7 @@ def _serve_one(
         on_presented=on_presented,
         echo=lambda text: out.line("serve", text),
         accept=lambda candidate: candidate == session_id,
+        program="demo",
     )
     server.start()
     out.line(
@@ -753,25 +766,51 @@ def _serve_one(
 
 def _run_every(
     data_dir: Path, session_id: str, timing: DemoTiming, out: Transcript
-) -> tuple[str, str]:
+) -> tuple[str, str, StoredSession]:
     """A host on a compressed clock: an every reminder delivered twice, then deleted; then a
     daily cron reminder delivered once, listed with its next day's time, then deleted.
 
-    Returns the two reminders' ids.
+    It runs on a temporary store, removed at the end, so the times of its fast
+    clock (dispatches minutes ahead of the real time) never reach the user's
+    store. Returns the two reminders' ids and the session as it was stored.
     """
+    with tempfile.TemporaryDirectory(prefix="dsh-schedule-demo-") as folder:
+        every, cron = _run_every_in(Path(folder), session_id, timing, out)
+        with contextlib.closing(open_store(store_path(Path(folder)), read_only=True)) as reader:
+            stored = reader.load(session_id)
+    out.line("host", "its temporary store is removed: your store holds none of its times")
+    if stored is None:
+        raise CommandFailed(f"session {session_id} is not in its temporary store")
+    return every, cron, stored
+
+
+def _run_every_in(
+    folder: Path, session_id: str, timing: DemoTiming, out: Transcript
+) -> tuple[str, str]:
+    """:func:`_run_every` on the temporary data directory ``folder``."""
     clock = CompressedClock(timing.speed)
     timers = CompressedTimers(timing.speed)
     interval = EVERY_SECONDS / timing.speed
     out.line(
         "host",
-        f"a second host on the same store, for session {session_id}; every_seconds is at "
-        f"least {EVERY_SECONDS}, so this host's clock runs {timing.speed}x faster than real "
-        f"time ({EVERY_SECONDS} s of it pass in {interval:g} s; its times and waits below "
-        "are on that clock, as is the cron reminder's Shanghai time)",
+        f"a second host, for session {session_id}, on a temporary store of its own (removed "
+        f"when this part ends); every_seconds is at least {EVERY_SECONDS}, so this host's "
+        f"clock runs {timing.speed}x faster than real time ({EVERY_SECONDS} s of it pass in "
+        f"{interval:g} s; its times and waits below are on that clock, as is the cron "
+        "reminder's Shanghai time)",
     )
     steps = _every_steps()
     try:
-        live = _start(data_dir, session_id, "agent-3", steps, out, clock=clock, timers=timers)
+        live = _start(
+            folder,
+            session_id,
+            "agent-3",
+            steps,
+            out,
+            clock=clock,
+            timers=timers,
+            store=store_path(folder),
+        )
         try:
             settle(live.plugin, live.agent)
             created = _say(live, steps[0], out)
@@ -834,12 +873,18 @@ def _target(view: dict[str, Any]) -> int:
     return parse_instant(view["scheduledAt"])
 
 
-def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
-    """Print a session's stored ``schedule/change`` records and check them; its dispatched ids."""
+def _stored(data_dir: Path, session_id: str) -> StoredSession:
+    """A session as the user's store holds it."""
     with open_store_readonly(data_dir, verb="show") as store:
         stored = store.load(session_id)
     if stored is None:
         raise CommandFailed(f"session {session_id} is not in the store")
+    return stored
+
+
+def _show_log(stored: StoredSession, out: Transcript) -> list[str]:
+    """Print a session's stored ``schedule/change`` records and check them; its dispatched ids."""
+    session_id = stored.header.id
     changes = [e for e in stored.events if e.type == SCHEDULE_CHANGE_TYPE]
     out.plain(
         f"{session_id}: {len(stored.events)} events stored, {len(changes)} of them "
@@ -859,7 +904,9 @@ def _show_log(data_dir: Path, session_id: str, out: Transcript) -> list[str]:
     short_help="Start here: a scripted agent uses the tools and restarts.",
     epilog=(
         "\b\nThe run creates a fresh session demo-<UTC time>-<hex> in the data directory,\n"
-        "so it can be repeated; inspect it afterwards with `dsh-schedule inspect`.\n\n"
+        "so it can be repeated; inspect it afterwards with `dsh-schedule inspect`. The\n"
+        "repeating reminders' session (<that>-every, on the fast clock) runs in a\n"
+        "temporary store removed afterwards: no time of that clock reaches your store.\n\n"
         + exit_codes_help(
             (0, "every step happened: each reminder arrived once, on time or after the restart"),
             (

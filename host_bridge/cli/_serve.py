@@ -65,6 +65,7 @@ from host_bridge.cli._common import (
 from host_bridge.embedded.agents import Turn, TurnInterrupted
 from host_bridge.embedded.cold import ColdTurn
 from host_bridge.embedded.host import EmbeddedHost
+from host_bridge.protocols import SessionEvent
 from messages import SCHEDULE_CHANGE_TYPE, ScheduleLogError, schedule_reminder_presentation
 
 __all__ = [
@@ -75,6 +76,8 @@ __all__ = [
     "RunnerModel",
     "Server",
     "WarningsOnStderr",
+    "receipts_at",
+    "reminders_of",
     "serve_command",
 ]
 
@@ -128,17 +131,26 @@ class Presented:
 def reminders_of(turn: Turn) -> list[dict[str, str]]:
     """The receipts of the reminders a turn's message delivered, read from the session log.
 
-    A reminder's inbox entry is followed in the log by its ``dispatch`` records
-    (one per member of a batch), written in the same commit; each receipt comes
-    from :func:`messages.schedule_reminder_presentation`. Empty for other messages.
+    Empty for messages that are not reminders (see :func:`receipts_at`).
     """
     if turn.message.source.get("plugin") != "tool-schedule" or turn.inbox_seq is None:
         return []
     session = turn.agent.session
-    events = session.events
-    seed = session.header.seed_length or 0
+    return receipts_at(session.events, turn.inbox_seq, session.header.seed_length or 0)
+
+
+def receipts_at(
+    events: Sequence[SessionEvent], inbox_seq: int, seed: int
+) -> list[dict[str, str]]:
+    """The receipts of the reminders whose inbox entry is at ``inbox_seq`` of ``events``.
+
+    A reminder's inbox entry is followed in the log by its ``dispatch`` records
+    (one per member of a batch), written in the same commit; each receipt comes
+    from :func:`messages.schedule_reminder_presentation` (``seed``: the session's
+    seed length). Empty when no dispatch follows (not a reminder's entry).
+    """
     receipts: list[dict[str, str]] = []
-    for event in events[turn.inbox_seq + 1 :]:
+    for event in events[inbox_seq + 1 :]:
         if event.type != SCHEDULE_CHANGE_TYPE or not isinstance(event.data, dict):
             break
         if event.data.get("operation") != "dispatch":
@@ -299,7 +311,8 @@ class Server:
     :mod:`host_bridge.aio`) the reminder turns run with it, on a loop of the
     server's own, instead of the notifier; the deliveries are still written in
     cold passes, and their turns run on live agents (a runner's turn may call
-    the tools, which need the session's owner).
+    the tools, which need the session's owner). ``program`` is what the store's
+    holder records name (the demo's server says ``demo``).
     """
 
     def __init__(
@@ -313,9 +326,11 @@ class Server:
         echo: Callable[[str], None] = click.echo,
         accept: Callable[[str], bool] | None = None,
         turn_runner: TurnRunner | None = None,
+        program: str = "serve",
     ) -> None:
         if turn_runner is not None and notify_command is not None:
             raise ValueError("a turn runner and a notify command cannot be combined")
+        self._program = program
         self._turn_runner = turn_runner
         self._loop: LoopThread | None = None
         self._data_dir = data_dir
@@ -336,7 +351,7 @@ class Server:
 
     def start(self) -> None:
         """Open the host on the store, enable activation, install Schedule."""
-        host = open_host(self._data_dir)
+        host = open_host(self._data_dir, program=self._program)
         try:
             if self._turn_runner is not None:
                 self._loop = LoopThread()

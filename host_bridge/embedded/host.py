@@ -63,6 +63,10 @@ class EmbeddedHost:
     local users can reach is refused with
     :class:`~host_bridge.embedded.stores.SharedStoreError` unless
     ``allow_shared_store`` (see :func:`~host_bridge.embedded.stores.open_store`).
+
+    ``program`` names this program in the store's holder records, so a process
+    refused a session this host holds can say who holds it (``serve``, ``chat``;
+    default ``library``; see :func:`~host_bridge.embedded.stores.new_owner`).
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class EmbeddedHost:
         lease_wait: float = 0.0,
         close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT,
         allow_shared_store: bool = False,
+        program: str | None = None,
     ) -> None:
         if close_timeout is not None and (
             isinstance(close_timeout, bool)
@@ -107,6 +112,7 @@ class EmbeddedHost:
                     store if store is not None else store_path(self.data_dir),
                     lease_wait=lease_wait,
                     allow_shared_store=allow_shared_store,
+                    program=program,
                 )
             )
             if durable

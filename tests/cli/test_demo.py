@@ -8,13 +8,20 @@ import re
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from host_bridge.protocols import wall_clock_ms
+from messages import format_instant
 from tests.cli.helpers import run_cli
 
 
 def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
-    data_dir: Path, home: Path
+    data_dir: Path, home: Path, tmp_path: Path
 ) -> None:
-    run = run_cli(["demo", "--fast", "--data", str(data_dir)], home, script=True, timeout=90)
+    temporary = tmp_path / "tmp"  # the fast-clock part's store goes here, and is removed
+    temporary.mkdir()
+    # On the default store (the data dir is $DSH_SCHEDULE_HOME), as a newcomer runs it.
+    run = run_cli(
+        ["demo", "--fast"], data_dir, script=True, timeout=90, env={"TMPDIR": str(temporary)}
+    )
     assert run.code == 0, run.out + run.err
     out = run.out
     assert run.err == ""
@@ -105,18 +112,22 @@ def test_fast_demo_shows_the_whole_story_and_leaves_a_valid_store(
         ("schedule-3", "call Alice back"),
         ("schedule-4", "take a break"),
     ]
-    inspected = run_cli(
-        ["inspect", "--json", "--session", f"{session_id}-every", "--data", str(data_dir)], home
-    )
-    assert inspected.code == 0, inspected.err
-    (every,) = json.loads(inspected.out)["sessions"]
-    assert every["active"] == []
-    once, twice, daily = every["dispatches"]
-    assert once["scheduleId"] == twice["scheduleId"] == "schedule-1"
-    assert once["occurrenceAt"] < twice["occurrenceAt"] <= twice["acceptedAt"]
-    assert (daily["scheduleId"], daily["occurrenceAt"]) == ("schedule-2", first)
-    assert first <= daily["acceptedAt"]
-    assert run_cli(["verify", "--data", str(data_dir)], home).code == 0
+    # The fast-clock session ran in a temporary store, removed; the default store holds
+    # the first session only, and no time in it lies ahead of the real clock.
+    assert f"({session_id}-every, as read from its temporary store before it was removed)" in out
+    assert list(temporary.iterdir()) == []
+    inspected = run_cli(["inspect", "--json"], data_dir)
+    listing = run_cli(["inspect"], data_dir)
+    now = format_instant(wall_clock_ms())  # after both looked
+    assert inspected.code == listing.code == 0, inspected.err + listing.err
+    (only,) = json.loads(inspected.out)["sessions"]
+    assert only["id"] == session_id
+    times = [d[key] for d in only["dispatches"] for key in ("time", "acceptedAt") if key in d]
+    assert len(times) >= 3 and max(times) <= now
+    shown = re.findall(r"\d{4}-\d\d-\d\dT[\d:.]+Z", listing.out)  # DISPATCHED and the rest
+    assert len(shown) >= 3 and max(shown) <= now
+    verified = run_cli(["verify"], data_dir)
+    assert verified.code == 0, verified.out + verified.err
 
 
 def test_a_data_dir_that_cannot_be_created_exits_2(tmp_path: Path, home: Path) -> None:

@@ -38,7 +38,13 @@ from host_bridge.embedded.stores._sqlite import (
     check_write_lock,
 )
 from host_bridge.embedded.stores._sqlite_reader import SqliteStoreReader
-from host_bridge.embedded.stores._store import EventStore
+from host_bridge.embedded.stores._store import (
+    DEFAULT_PROGRAM,
+    EventStore,
+    Holder,
+    new_owner,
+    parse_holder,
+)
 from host_bridge.embedded.stores._zone_data import ZONE_DATA_KEY, ZoneDataCheck, zone_data_version
 
 if TYPE_CHECKING:
@@ -50,11 +56,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "DEFAULT_PROGRAM",
     "PG_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "ZONE_DATA_KEY",
     "DueEntry",
     "EventStore",
+    "Holder",
     "IndexRow",
     "PostgresEventStore",
     "PostgresStoreReader",
@@ -77,8 +85,10 @@ __all__ = [
     "checkpoint_problem",
     "index_problem",
     "lock_offset",
+    "new_owner",
     "ofd_locks_available",
     "open_store",
+    "parse_holder",
     "project_session",
     "show_id",
     "zone_data_version",

@@ -81,6 +81,7 @@ def open_store(
     lease_wait: float = ...,
     read_only: Literal[False] = ...,
     allow_shared_store: bool = ...,
+    program: str | None = ...,
 ) -> EventStore: ...
 
 
@@ -96,6 +97,7 @@ def open_store(
     lease_wait: float = ...,
     read_only: bool,
     allow_shared_store: bool = ...,
+    program: str | None = ...,
 ) -> EventStore | StoreReader: ...
 
 
@@ -106,6 +108,7 @@ def open_store(
     lease_wait: float = 0.0,
     read_only: bool = False,
     allow_shared_store: bool = False,
+    program: str | None = None,
 ) -> EventStore | StoreReader:
     """Open the session store named by ``spec``: an :class:`EventStore`, or a reader.
 
@@ -116,6 +119,8 @@ def open_store(
     ``read_only=True`` opens a :class:`StoreReader` that writes, migrates and locks
     nothing (``StoreMissingError`` for a missing or empty store; a shared one is only
     warned about). Any other connection string is refused with :class:`StoreError`.
+    ``program`` names the program in the store's holder records (see
+    :func:`~host_bridge.embedded.stores.new_owner`; a reader holds nothing).
     """
     if not is_postgres_url(spec) and names_a_connection(spec):
         assert isinstance(spec, str)
@@ -138,9 +143,11 @@ def open_store(
             ) from None
         if read_only:
             return PostgresStoreReader(spec)
-        return PostgresEventStore(spec, lease_wait=lease_wait)
+        return PostgresEventStore(spec, lease_wait=lease_wait, program=program)
     if read_only:
         from host_bridge.embedded.stores._sqlite_reader import SqliteStoreReader
 
         return SqliteStoreReader(spec)
-    return SqliteEventStore(spec, create=create, allow_shared_store=allow_shared_store)
+    return SqliteEventStore(
+        spec, create=create, allow_shared_store=allow_shared_store, program=program
+    )

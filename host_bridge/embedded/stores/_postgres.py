@@ -669,7 +669,8 @@ class PostgresEventStore(EventStore):
 
     ``url``: ``postgresql://user@host:port/db``; ``pool_size`` bounds the read pool;
     ``lease_wait``: seconds :meth:`acquire_session` waits for a lease held elsewhere;
-    ``fault_hook``: the same test seam as SQLite's.
+    ``fault_hook``: the same test seam as SQLite's; ``program``: which program the
+    holder record names (see :func:`~host_bridge.embedded.stores.new_owner`).
     """
 
     def __init__(
@@ -680,10 +681,11 @@ class PostgresEventStore(EventStore):
         lease_wait: float = 0.0,
         fault_hook: Callable[[], None] | None = None,
         due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+        program: str | None = None,
     ) -> None:
         if not is_postgres_url(url):
             raise StoreError("a PostgreSQL store needs a postgresql:// URL")
-        owner = new_owner()
+        owner = new_owner(program)
         self._pg = PostgresRecorder(url, owner=owner, pool_size=pool_size, lease_wait=lease_wait)
         super().__init__(self._pg, owner, due_cache_sessions, fault_hook, "dsh-pg-writer")
 

@@ -742,7 +742,9 @@ class SqliteEventStore(EventStore):
     (:class:`StoreCorruptError`, :class:`StoreVersionError`). A store other users can
     reach is refused (:class:`SharedStoreError`) unless ``allow_shared_store``.
     ``fault_hook`` is called just before each ``COMMIT`` of session rows (a test seam);
-    ``due_cache_sessions`` bounds the due index state kept between commits.
+    ``due_cache_sessions`` bounds the due index state kept between commits;
+    ``program``: which program the holder record names (see
+    :func:`~host_bridge.embedded.stores.new_owner`).
     """
 
     def __init__(
@@ -753,9 +755,10 @@ class SqliteEventStore(EventStore):
         fault_hook: Callable[[], None] | None = None,
         allow_shared_store: bool = False,
         due_cache_sessions: int = DEFAULT_CACHE_SESSIONS,
+        program: str | None = None,
     ) -> None:
         self._path = Path(os.fspath(path))
-        owner = new_owner()
+        owner = new_owner(program)
         self._sqlite = SqliteRecorder(
             self._path, create=create, allow_shared=allow_shared_store, owner=owner
         )

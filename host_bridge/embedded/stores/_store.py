@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from actors._futures import failed
@@ -36,14 +37,58 @@ from host_bridge.embedded.stores._rows import (
 from host_bridge.embedded.stores._writer import CLOSE_TIMEOUT, WriteBehind
 from host_bridge.protocols import SessionEvent, SessionHeader
 
-__all__ = ["EventStore", "new_owner", "refuses_claim_clock"]
+__all__ = [
+    "DEFAULT_PROGRAM",
+    "EventStore",
+    "Holder",
+    "new_owner",
+    "parse_holder",
+    "refuses_claim_clock",
+]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 
-def new_owner() -> str:
-    """How a new store names itself as a session's holder (``host:pid:random``)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+DEFAULT_PROGRAM = "library"
+"""The program a store's holder record names when its opener names none (a library host)."""
+
+_PROGRAM = re.compile(r"[a-z][a-z0-9_]{0,15}")
+
+
+def new_owner(program: str | None = None) -> str:
+    """How a new store names itself as a session's holder: ``host:pid:PROGRAM-random``.
+
+    ``program`` (lowercase letters, digits and ``_``, at most 16) says which
+    program opened the store (``serve``, ``chat``…); default :data:`DEFAULT_PROGRAM`.
+    Releases before it wrote ``host:pid:random``; both read as ``host:pid:tag``.
+    """
+    name = DEFAULT_PROGRAM if program is None else program
+    if not _PROGRAM.fullmatch(name):
+        raise ValueError(f"a program name is 1-16 of a-z, 0-9 and _, not {name!r}")
+    return f"{socket.gethostname()}:{os.getpid()}:{name}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A session's holder as its record names it: host name, process id and program.
+
+    ``program`` is ``None`` for a record that names none (written by an earlier
+    release, or cut short: PostgreSQL keeps 63 bytes of a connection's name).
+    """
+
+    host: str
+    pid: int
+    program: str | None
+
+
+def parse_holder(owner: str) -> Holder | None:
+    """The :class:`Holder` an owner string (``host:pid:tag``) names; ``None`` if it names none."""
+    host, _, rest = owner.rpartition(":")
+    host, _, pid = host.rpartition(":")
+    if not host or not pid.isdigit() or len(pid) > 10:
+        return None
+    program, dash, _ = rest.rpartition("-")
+    return Holder(host, int(pid), program if dash and _PROGRAM.fullmatch(program) else None)
 
 
 class EventStore(SessionReads[Any]):
