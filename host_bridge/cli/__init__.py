@@ -87,7 +87,7 @@ class _Group(click.Group):
 @location_options
 @click.version_option(package_name="dsh-tool-schedule", prog_name="dsh-schedule")
 def cli(verbose: int) -> None:
-    """Durable reminders for agents (after, at, every, cron): try them, inspect the store."""
+    """Durable after, at, every and cron reminders: try them, inspect and check the store."""
     configure_logging(verbose)
 
 
