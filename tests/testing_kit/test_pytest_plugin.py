@@ -75,6 +75,13 @@ def test_fixtures_are_there_in_our_own_run(fake_host: FakeHost, fake_clock: Fake
     assert call_tool_json(fake_host, agent, "schedule_list", {}) == {"schedules": []}
 
 
+HOST_INI = """
+[pytest]
+asyncio_default_fixture_loop_scope = function
+"""
+"""The host author's pytest settings: pytest-asyncio (installed here) warns without a loop scope."""
+
+
 def test_a_host_authors_test_file_uses_the_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
@@ -106,6 +113,7 @@ def test_a_host_authors_test_file_uses_the_fixtures(pytester: pytest.Pytester) -
         """
     )
     pytester.makeconftest(OPT_IN)
+    pytester.makeini(HOST_INI)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
 
@@ -117,5 +125,6 @@ def test_the_documented_example_passes(pytester: pytest.Pytester) -> None:
     example = section.split("An example test", 1)[1].split("```python\n", 1)[1]
     pytester.makeconftest(conftest)
     pytester.makepyfile(test_example=example.split("```", 1)[0])
+    pytester.makeini(HOST_INI)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
