@@ -15,12 +15,11 @@ Stdlib only: it runs before anything else of ours is imported, from
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import re
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import NoReturn
 
 __all__ = ["DISTRIBUTION", "ShadowedPackageError", "require_own_packages"]
@@ -69,7 +68,10 @@ def _require_own_package(name: str) -> None:
     if module is not None:
         origin = _module_origin(module)
         marked = getattr(module, "__distribution__", None) == DISTRIBUTION
-        fileless = f"a module without a file in sys.modules ({module!r})"
+        fileless = (
+            f"a module without a file ({module!r}) that was put in sys.modules before "
+            f"{DISTRIBUTION} was imported"
+        )
     else:
         spec = importlib.util.find_spec(name)
         if spec is None:
@@ -132,26 +134,35 @@ def _module_origin(module: ModuleType) -> str | None:
 
 
 def _declares_marker(origin: str, loader: object, name: str) -> bool:
-    """Whether the module's source assigns the marker (read, not executed).
+    """Whether the module assigns the marker: read from its source or code, never run.
 
-    The file at ``origin`` is read when it is source; the loader is asked
-    otherwise. (A meta-path hook's loader, such as pytest's assertion
-    rewriter, need not offer ``get_source``.)
+    Source beside it is read as text (a meta-path hook's loader, such as
+    pytest's assertion rewriter, need not offer ``get_source``); otherwise the
+    loader's code object is asked for the assignment (a ``.pyc``-only or frozen
+    install, a zip on ``sys.path``).
     """
-    source: object = None
     try:
-        if origin.endswith(".py"):
-            source = Path(origin).read_text(encoding="utf-8")
-        else:
-            get_source = getattr(loader, "get_source", None)
-            source = None if get_source is None else get_source(name)
-    except (ImportError, OSError, UnicodeDecodeError):
+        source = Path(origin).read_text(encoding="utf-8") if origin.endswith(".py") else None
+    except (OSError, UnicodeDecodeError):
+        source = None  # inside a zip, say: the loader knows
+    if source is not None:
+        return _MARKER.search(source) is not None
+    get_code = getattr(loader, "get_code", None)
+    try:
+        code = None if get_code is None else get_code(name)
+    except (ImportError, OSError, SyntaxError, ValueError, EOFError):
         return False
-    return isinstance(source, str) and _MARKER.search(source) is not None
+    return (
+        isinstance(code, CodeType)
+        and "__distribution__" in code.co_names
+        and DISTRIBUTION in code.co_consts
+    )
 
 
 def _owner(name: str, location: Path) -> str | None:
     """The other installed distribution whose files include ``location``, if any."""
+    import importlib.metadata  # only when an error is raised: it costs ~20 ms to import
+
     ours = _normalise(DISTRIBUTION)
     for candidate in importlib.metadata.packages_distributions().get(name, []):
         if _normalise(candidate) == ours:

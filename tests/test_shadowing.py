@@ -124,7 +124,8 @@ def test_a_foreign_module_already_in_sys_modules_is_reported(tmp_path: Path) -> 
     )
     name, path, _, message = _report(statement, cwd=tmp_path)
     assert (name, path) == ("messages", "None")
-    assert "a module without a file in sys.modules" in message
+    assert "a module without a file" in message
+    assert "put in sys.modules before dsh-tool-schedule was imported" in message
 
 
 def test_a_foreign_actors_package_is_named(tmp_path: Path) -> None:
@@ -306,3 +307,47 @@ def test_our_packages_behind_an_import_hook_without_get_source_import(tmp_path: 
     done = _python("-c", HOOKED, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["imported"]
+
+
+def test_a_bytecode_only_install_imports_and_runs_the_command(tmp_path: Path) -> None:
+    """Regression: a .pyc-only (frozen-style) install was called overwritten."""
+    site = tmp_path / "site-packages"
+    _site_copy(site)
+    compiled = subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-b", str(site)], check=False, timeout=120
+    )
+    assert compiled.returncode == 0
+    for source in site.rglob("*.py"):
+        source.unlink()
+    assert _report("import host_bridge, actors", cwd=tmp_path, path=site) == ["imported"]
+    done = _python("-m", "dsh_schedule", "--version", cwd=tmp_path, path=site)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_zip_on_sys_path_imports(tmp_path: Path) -> None:
+    """Regression: our packages inside a zip were called overwritten."""
+    site = tmp_path / "site-packages"
+    _site_copy(site)
+    archive = tmp_path / "app.zip"
+    shutil.make_archive(str(archive.with_suffix("")), "zip", site)
+    assert _report("import host_bridge, actors", cwd=tmp_path, path=archive) == ["imported"]
+
+
+def test_a_zip_with_a_foreign_messages_is_still_detected(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    _site_copy(site)
+    _overwrite_messages(site, with_metadata=False)
+    archive = tmp_path / "app.zip"
+    shutil.make_archive(str(archive.with_suffix("")), "zip", site)
+    name, _, _, message = _report("import host_bridge", cwd=tmp_path, path=archive)
+    assert name == "messages"
+    assert "is not the package 'messages' of dsh-tool-schedule" in message
+
+
+def test_the_command_escapes_the_path_it_names(tmp_path: Path) -> None:
+    user_dir = tmp_path / "odd\x1b[31mname\nline"
+    user_dir.mkdir()
+    (user_dir / "messages.py").write_text(FOREIGN, encoding="utf-8")
+    done = _python("-m", "dsh_schedule", "--version", cwd=user_dir)
+    _assert_one_error_line(done, "odd\\x1b[31mname\\nline")
+    assert "\x1b" not in done.stderr
