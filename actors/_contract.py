@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_CLOCK_STEP_CONFIRM_MS",
     "DEFAULT_CLOCK_WATCH_MS",
     "DEFAULT_FLUSH_TIMEOUT_MS",
+    "MAX_CALL_ID_LENGTH",
     "Agent",
     "AgentRegistry",
     "AgentStatus",
@@ -53,9 +54,13 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "UserMessage",
+    "model_call_id",
     "monotonic_ms",
+    "tool_call",
     "wall_clock_ms",
 ]
+
+_log = logging.getLogger(f"dsh_schedule.{__name__}")
 
 DEFAULT_FLUSH_TIMEOUT_MS = 30_000
 """How long Schedule waits for a flush barrier before treating it as failed (30 s)."""
@@ -294,12 +299,52 @@ class AgentRegistry(Protocol):
         ...
 
 
+MAX_CALL_ID_LENGTH = 256
+"""The longest tool-call id taken as the model's; a longer one gives way to a synthetic id."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """The context of one tool execution: the call id and the calling agent."""
+    """The context of one tool execution: the call id and the calling agent.
+
+    ``call_id`` is the model's tool-call id when the host has one (the
+    ``gen_ai.tool.call.id`` of the call's span). A host that has none makes
+    one up and says so with ``synthetic=True``: the id then only tells calls
+    apart, and no span reports it as the model's.
+    """
 
     call_id: str
     agent: Agent
+    synthetic: bool = field(default=False, kw_only=True)
+
+
+def model_call_id(value: object) -> str | None:
+    """``value`` as a model's tool-call id, or ``None`` if it cannot be one.
+
+    One is a non-empty string of at most :data:`MAX_CALL_ID_LENGTH` characters.
+    """
+    if not isinstance(value, str):
+        return None
+    text = str.__str__(value)  # a plain copy of a str subclass, whatever it overrides
+    return text if 0 < len(text) <= MAX_CALL_ID_LENGTH else None
+
+
+def tool_call(agent: Agent, call_id: object, invent: Callable[[], str]) -> ToolCall:
+    """The :class:`ToolCall` of ``agent`` with the model's ``call_id``, else a synthetic one.
+
+    ``call_id`` is what the host was given (``None``: nothing); one that
+    :func:`model_call_id` refuses is logged and replaced, like a missing one,
+    by ``invent()`` with ``synthetic=True``.
+    """
+    given = model_call_id(call_id)
+    if given is not None:
+        return ToolCall(given, agent)
+    if call_id is not None:
+        _log.warning(
+            "a tool-call id that is not a string of 1 to %d characters was replaced",
+            MAX_CALL_ID_LENGTH,
+        )
+    return ToolCall(invent(), agent, synthetic=True)
 
 
 @dataclass(frozen=True, slots=True)

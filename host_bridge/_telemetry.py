@@ -23,14 +23,15 @@ are in seconds. Metrics (counters are monotonic sums), by name, unit and attribu
 
 Spans follow the GenAI conventions for tools: ``execute_tool schedule_create``
 (``_list``, ``_delete``) from the call's admission to the owner's queue to its
-answer, with ``gen_ai.operation.name``, ``gen_ai.tool.name``,
-``gen_ai.tool.call.id`` and ``session.id``, a child of the span that was
-current where the host called the tool. ``dsh.schedule.delivery`` (a root span)
-runs from a delivery's preflight to its barrier, only for a pass that handed
-reminders over or failed: a pass with nothing due leaves no span. The
-attributes are listed in ``docs/host-integration.md`` ("Observability").
-Metric attributes never name an agent, a session or a reminder (they would
-make one time series each); spans do.
+answer, with ``gen_ai.operation.name``, ``gen_ai.tool.name``, ``session.id``
+and, when the host passed on the model's tool-call id, ``gen_ai.tool.call.id``;
+a child of the span that was current where the host called the tool.
+``dsh.schedule.delivery`` (a root span) runs from a delivery's preflight to
+its barrier, only for a pass that handed reminders over or failed: a pass
+with nothing due leaves no span. The attributes are listed in
+``docs/host-integration.md`` ("Observability"). Metric attributes never name
+an agent, a session or a reminder (they would make one time series each);
+spans do.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from actors._contract import ToolCall
+from actors._contract import ToolCall, model_call_id
 from actors._observer import (
     NO_OBSERVER,
     DeliveryOutcome,
@@ -100,7 +101,9 @@ TOOL_NAME: Final = "gen_ai.tool.name"
 """Tool span attribute: ``schedule_create``, ``schedule_list`` or ``schedule_delete``."""
 
 TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
-"""Tool span attribute: the host's ``ToolCall.call_id``."""
+"""Tool span attribute: the model's tool-call id (``ToolCall.call_id``), when the host has it.
+
+A synthetic id (``ToolCall.synthetic``) is left out."""
 
 TOOL_TYPE: Final = "gen_ai.tool.type"
 """Tool span attribute: always ``function``."""
@@ -206,11 +209,11 @@ def sdk_configured() -> bool:
 
 
 class _CallOrigin:
-    """What a tool call's reply carries for its span: the call id and the caller's context."""
+    """What a tool call's reply carries for its span: the model's call id, the caller's context."""
 
     __slots__ = ("call_id", "context")
 
-    def __init__(self, call_id: str, parent: context.Context) -> None:
+    def __init__(self, call_id: str | None, parent: context.Context) -> None:
         self.call_id = call_id
         self.context = parent
 
@@ -291,9 +294,11 @@ class ScheduleTelemetry:
 
         The plugin's tools call it as a call enters them and keep the value
         on the call's reply (it lives as long as the call does): the context
-        current there becomes the parent of the call's span.
+        current there becomes the parent of the call's span, and the call id,
+        unless it is synthetic, its ``gen_ai.tool.call.id``.
         """
-        return _CallOrigin(call.call_id, context.get_current())
+        call_id = None if call.synthetic else model_call_id(call.call_id)
+        return _CallOrigin(call_id, context.get_current())
 
     # --- OwnerObserver ------------------------------------------------------------------
 
@@ -314,7 +319,8 @@ class ScheduleTelemetry:
         origin = getattr(reply, "origin", None)
         parent = None
         if isinstance(origin, _CallOrigin):
-            attributes[TOOL_CALL_ID] = origin.call_id
+            if origin.call_id is not None:
+                attributes[TOOL_CALL_ID] = origin.call_id
             parent = origin.context
         span = self._tracer.start_span(
             f"{EXECUTE_TOOL} {tool}", parent, SpanKind.INTERNAL, attributes

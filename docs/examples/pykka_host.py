@@ -379,7 +379,7 @@ class PykkaToolRegistry:
         tool = self.get(name, agent=agent)
         if tool is None:
             return ToolResult(True, None, f"no tool {name}")
-        call = ToolCall(f"call-{next(self._calls)}", agent)
+        call = ToolCall(f"call-{next(self._calls)}", agent, synthetic=True)  # no model id here
         return tool.execute(arguments, call).result(timeout=30)
 
 

@@ -88,11 +88,17 @@ class AgentTurn:
         """Whether the message is a Schedule reminder (not a person's message)."""
         return self.source.get("plugin") == "tool-schedule"
 
-    async def call_tool(self, name: str, arguments: Any) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: Any, *, call_id: str | None = None
+    ) -> ToolResult:
         """Run tool ``name`` for this agent; the call and its result are recorded in the log.
 
         ``arguments`` is a JSON value or the model's JSON text (the tools decode
-        text once, strictly). A failing tool, or a session that can no longer
+        text once, strictly). ``call_id`` is the model's tool-call id for this
+        call: the tool's span reports it as ``gen_ai.tool.call.id``, so it joins
+        the model's and a framework's records of the call. Without one (or with
+        one that is not a string of 1 to 256 characters) the call gets a
+        synthetic id, which no span reports. A failing tool, or a session that can no longer
         record the call, is an ``is_error`` result, never an exception.
         Cancelling the awaiting task cancels the call while it can still stop
         (a Schedule call before its append: then nothing changed); a call that
@@ -112,7 +118,7 @@ class AgentTurn:
         except Exception:
             _log.warning("the call of %s could not be recorded; it does not run", name)
             return error_result("tool_failed", "The tool failed.", name)
-        call = registry.submit(name, arguments, agent=agent)
+        call = registry.submit(name, arguments, agent=agent, call_id=call_id)
         recorded: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def record_outcome(done: concurrent.futures.Future[ToolResult]) -> None:

@@ -119,15 +119,19 @@ class Turn:
     inbox_seq: int | None = None
     started_seq: int | None = None
 
-    def call_tool(self, name: str, arguments: Any) -> ToolResult:
-        """Run a tool for this agent, record the call and result in the log, return the result."""
+    def call_tool(self, name: str, arguments: Any, *, call_id: str | None = None) -> ToolResult:
+        """Run a tool for this agent, record the call and result in the log, return the result.
+
+        ``call_id`` is the model's tool-call id, if it gave one (a synthetic
+        id otherwise, as with :meth:`ScopedToolRegistry.execute`).
+        """
         if self.tools is None:
             raise RuntimeError("this agent has no tool registry")
         try:
             self.agent.session.append(MESSAGE_EVENT, tool_call_data(name, arguments))
         except PayloadError:
             self.agent.session.append(MESSAGE_EVENT, tool_call_data(name, None, stored=False))
-        result = self.tools.execute(name, arguments, agent=self.agent)
+        result = self.tools.execute(name, arguments, agent=self.agent, call_id=call_id)
         self.agent.session.append(MESSAGE_EVENT, tool_result_data(name, result))
         return result
 

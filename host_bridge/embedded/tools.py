@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from actors._contract import Agent, ToolCall, ToolDefinition, ToolResult
+from actors._contract import Agent, ToolDefinition, ToolResult, tool_call
 from actors._futures import resolved
 from actors._runtime import wait_for
 
@@ -117,8 +117,15 @@ class ScopedToolRegistry:
             visible.update(self._scoped.get(agent.id, {}))
         return [visible[name] for name in sorted(visible)]
 
-    def submit(self, name: str, arguments: Any, *, agent: Agent) -> Future[ToolResult]:
+    def submit(
+        self, name: str, arguments: Any, *, agent: Agent, call_id: str | None = None
+    ) -> Future[ToolResult]:
         """Start a tool for ``agent`` without waiting; the future never fails.
+
+        ``call_id`` is the model's tool-call id, when the caller has it: the
+        tool's ``ToolCall`` carries it (and its span reports it). Without one,
+        or with one that is not a string of 1 to 256 characters, the call gets
+        a synthetic id (``ToolCall.synthetic``).
 
         An unknown tool, a tool that raises, a failed future or a non-``ToolResult``
         value resolve to an ``is_error`` result. Cancelling the returned future
@@ -126,7 +133,7 @@ class ScopedToolRegistry:
         Schedule call before its append), and fails once the tool went on, whose
         result then arrives.
         """
-        started = self._start(name, arguments, agent)
+        started = self._start(name, arguments, agent, call_id)
         if isinstance(started, ToolResult):
             return resolved(started)
         outer = _Outcome(started)
@@ -141,16 +148,22 @@ class ScopedToolRegistry:
         return outer
 
     def execute(
-        self, name: str, arguments: Any, *, agent: Agent, timeout: float | None = None
+        self,
+        name: str,
+        arguments: Any,
+        *,
+        agent: Agent,
+        timeout: float | None = None,
+        call_id: str | None = None,
     ) -> ToolResult:
         """Run a tool for ``agent`` and wait (at most ``timeout`` seconds) for its result.
 
-        Judged like :meth:`submit`, but waiting on the tool's own future (no
+        Judged like :meth:`submit` (``call_id`` too), but waiting on the tool's own future (no
         second future). The wait follows the caller (:func:`actors._runtime.wait_for`):
         a model running in a greenlet actor suspends only its greenlet, so the
         tool's owner can answer on the same gevent hub.
         """
-        started = self._start(name, arguments, agent)
+        started = self._start(name, arguments, agent, call_id)
         if isinstance(started, ToolResult):
             return started
         try:
@@ -164,17 +177,22 @@ class ScopedToolRegistry:
                 raise
         return self._outcome(name, agent, started)
 
-    def _start(self, name: str, arguments: Any, agent: Agent) -> Future[ToolResult] | ToolResult:
+    def _start(
+        self, name: str, arguments: Any, agent: Agent, call_id: str | None
+    ) -> Future[ToolResult] | ToolResult:
         """The tool's future, or the error result when it is unknown or raised."""
         tool = self.get(name, agent=agent)
         if tool is None:
             return error_result("unknown_tool", f"No tool named {name!r} is available.", name)
-        call = ToolCall(f"call-{next(self._call_ids)}", agent)  # (count() is thread-safe)
+        call = tool_call(agent, call_id, self._synthetic_id)
         try:
             return tool.execute(arguments, call)
         except Exception:
             _log.warning("tool %s raised for agent %s", name, agent.id, exc_info=True)
             return error_result("tool_failed", "The tool failed.", name)
+
+    def _synthetic_id(self) -> str:
+        return f"call-{next(self._call_ids)}"  # (count() is thread-safe)
 
     @staticmethod
     def _outcome(name: str, agent: Agent, done: Future[ToolResult]) -> ToolResult:

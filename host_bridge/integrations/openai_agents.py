@@ -56,7 +56,10 @@ def schedule_tools(*, strict: bool = False, calendar_rules: bool = True) -> list
     kept as they are: ``strict_json_schema=False``, because the SDK's strict
     conversion would close the open roots and make every selector required.
     The model's JSON arguments reach the tool unchanged and the tool's
-    content (its value or its error, as JSON) is the tool output.
+    content (its value or its error, as JSON) is the tool output. The
+    model's tool-call id (``ToolContext.tool_call_id``) is passed on
+    (``AgentTurn.call_tool(..., call_id=...)``): the tool's span carries it
+    as ``gen_ai.tool.call.id``.
 
     ``strict=True`` gives the strict-mode layout (``openai_tools(strict=True)``,
     ``strict_json_schema=True``; the SDK keeps it unchanged) and passes the
@@ -93,7 +96,7 @@ def _function_tool(
             else arguments
         )
         try:
-            result = await turn.call_tool(name, given)
+            result = await turn.call_tool(name, given, call_id=context.tool_call_id)
         except Exception:  # the turn's session is gone: say so, never invite a blind retry
             _log.warning("%s could not run in session %r", name, turn.session_id, exc_info=True)
             return json.dumps(

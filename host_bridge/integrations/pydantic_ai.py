@@ -95,11 +95,14 @@ class ScheduleToolset(AbstractToolset[Any]):
     ``invalid_selector``), ``strict=False`` (Pydantic AI would otherwise make a
     closed-looking schema strict on OpenAI and close every object), and
     ``sequential=True`` (calls run in the model's order, so ids and the log
-    follow it). A call runs ``current_turn().call_tool(name, arguments)`` with
-    the model's arguments as it sent them (its JSON text, or the object a
-    provider decoded), and returns the result's ``content``: the
-    model-visible JSON the tools define, errors included (an ordinary result
-    the model reads and corrects). Outside a turn the call fails with a
+    follow it). A call runs ``current_turn().call_tool(name, arguments,
+    call_id=...)`` with the model's arguments as it sent them (its JSON text,
+    or the object a provider decoded) and the model's tool-call id
+    (``RunContext.tool_call_id``: the tool's span and Pydantic AI's own
+    ``execute_tool`` span carry the same ``gen_ai.tool.call.id``), and
+    returns the result's ``content``: the model-visible JSON the tools
+    define, errors included (an ordinary result the model reads and
+    corrects). Outside a turn the call fails with a
     :class:`~pydantic_ai.ToolFailed` message the model reads; the run goes on.
 
     ``calendar_rules=False`` offers the catalog without the ``cron`` selector.
@@ -145,7 +148,7 @@ class ScheduleToolset(AbstractToolset[Any]):
             _log.warning("%s was called outside a Schedule turn; the model is told", name)
             raise ToolFailed(_NO_TURN) from None
         try:
-            result = await turn.call_tool(name, _as_sent(tool_args))
+            result = await turn.call_tool(name, _as_sent(tool_args), call_id=ctx.tool_call_id)
         except Exception:  # the turn's session is gone: say so, never invite a blind retry
             _log.warning("%s could not run in session %r", name, turn.session_id, exc_info=True)
             raise ToolFailed(_FAILED) from None

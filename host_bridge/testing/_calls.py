@@ -6,7 +6,7 @@ import itertools
 import json
 from typing import Any, Protocol
 
-from actors._contract import Agent, AgentRegistry, ToolCall, ToolRegistry, ToolResult
+from actors._contract import Agent, AgentRegistry, ToolRegistry, ToolResult, tool_call
 from actors._runtime import wait_for
 
 __all__ = ["call_tool", "call_tool_json"]
@@ -49,6 +49,7 @@ def call_tool(
     arguments: Any,
     *,
     timeout: float = 10.0,
+    call_id: str | None = None,
 ) -> ToolResult:
     """Run tool ``name`` for ``agent`` exactly as a host does; its ``ToolResult``.
 
@@ -56,7 +57,8 @@ def call_tool(
     (``FakeHost``, ``EmbeddedHost``, a ``HostContext``); ``agent`` is the
     ``Agent`` or, with a host that has ``.agents``, its id. The tool visible to
     that agent is looked up with ``get(name, agent=agent)``, called with a
-    ``ToolCall`` carrying a fresh call id, and its future is waited for (in
+    ``ToolCall`` carrying ``call_id`` (the model's tool-call id a host would
+    pass on) or, without one, a fresh synthetic id, and its future is waited for (in
     the caller's style: on a gevent hub only the calling greenlet waits).
 
     Unlike a registry's ``execute``, nothing is turned into an error value: a
@@ -69,7 +71,7 @@ def call_tool(
     tool = tools.get(name, agent=target)
     if tool is None:
         raise LookupError(f"no tool {name!r} is visible to agent {target.id!r}")
-    call = ToolCall(f"kit-call-{next(_call_ids)}", target)
+    call = tool_call(target, call_id, lambda: f"kit-call-{next(_call_ids)}")
     future = tool.execute(arguments, call)
     try:
         result = wait_for(future, timeout)
@@ -91,13 +93,14 @@ def call_tool_json(
     arguments: Any,
     *,
     timeout: float = 10.0,
+    call_id: str | None = None,
 ) -> dict[str, Any]:
     """:func:`call_tool`, then the result's ``content`` parsed as a JSON object.
 
     That is what a model reads; Schedule's domain errors (``{"code", "message"}``)
     are ordinary values here too. Content that is not a JSON object raises ``ValueError``.
     """
-    result = call_tool(host, agent, name, arguments, timeout=timeout)
+    result = call_tool(host, agent, name, arguments, timeout=timeout, call_id=call_id)
     try:
         value = json.loads(result.content)
     except (TypeError, ValueError) as error:

@@ -201,7 +201,7 @@ def test_the_model_sees_the_message_and_calls_tools_through_the_turn(host: Embed
 
     def model(turn: Turn) -> str:
         seen.append((turn.message.text, dict(turn.message.source), turn.tool_names()))
-        results.append(turn.call_tool("echo", {"x": 1}))
+        results.append(turn.call_tool("echo", {"x": 1}, call_id="call_MODEL_1"))
         results.append(turn.call_tool("missing", {}))
         return "done"
 
@@ -215,6 +215,7 @@ def test_the_model_sees_the_message_and_calls_tools_through_the_turn(host: Embed
     arguments, call = tool_calls[0]
     assert arguments == {"x": 1}
     assert call.agent is agent
+    assert (call.call_id, call.synthetic) == ("call_MODEL_1", False)  # the model's id, passed on
     assert results[0] == ToolResult(False, {"echo": {"x": 1}}, '{"echo": {"x": 1}}')
     assert results[1].is_error
     assert message_events(agent) == [

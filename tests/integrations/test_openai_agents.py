@@ -55,6 +55,7 @@ from tests.integrations.oai_helpers import (
     stored_history,
     text_of,
 )
+from tests.integrations.otel_helpers import CALL_ID, Spans, attributes, traced_host
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples"
@@ -653,3 +654,31 @@ async def test_a_sigkill_during_the_sdk_turn_presents_the_reminder_again_once(
 
 def user(text: str) -> TResponseInputItem:
     return {"role": "user", "content": text}
+
+
+# --- the model's tool-call id on the tool spans -----------------------------------------------
+
+
+async def test_the_tool_spans_carry_the_models_tool_call_ids(tmp_path: Path) -> None:
+    spans = Spans()
+    bot = Bot()
+    bot.model.enqueue([function_call("schedule_list", "{}", call_id="call_MODEL_abc123")])
+    async with traced_host(bot, tmp_path, spans) as host:
+        chat = await host.open("chat")
+        assert await chat.send("list them") == 'The tool answered: {"schedules":[]}'
+        reply = await chat.send("remind me in 5 seconds to stretch")
+        assert reply is not None and reply.startswith("OK, I will remind you to stretch")
+        last = bot.model.last_call
+        assert last is not None and isinstance(last.input, list)
+        called = [  # the history's calls: the scripted one, then one the model made an id for
+            item["call_id"]
+            for item in last.input
+            if isinstance(item, dict) and item.get("type") == "function_call"
+        ]
+        assert len(called) == 2 and called[0] == "call_MODEL_abc123"
+        created_by = called[1]
+    (listed,) = spans.named("execute_tool schedule_list", "dsh_schedule")
+    (created,) = spans.named("execute_tool schedule_create", "dsh_schedule")
+    assert attributes(listed)[CALL_ID] == "call_MODEL_abc123"
+    assert attributes(created)[CALL_ID] == created_by
+    spans.tracers.shutdown()

@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
@@ -51,6 +52,7 @@ from host_bridge.integrations.pydantic_ai import (
 from host_bridge.protocols import TextBlock, UserMessage, wall_clock_ms
 from host_bridge.testing import FakeClock, FakeTimers, advance_async, settle_async
 from tests.cli.helpers import Proc, create, write_session
+from tests.integrations.otel_helpers import CALL_ID, Spans, attributes, is_child, traced_host
 from tests.integrations.pai_hanging import PAUSED
 from tests.integrations.pai_helpers import (
     EXAMPLES,
@@ -617,3 +619,55 @@ def test_a_structured_output_is_the_turns_reply_as_json(tmp_path: Path) -> None:
             assert await chat.send("how many?") == '{"count":2}'
 
     run(scenario())
+
+
+# --- the model's tool-call id on the tool spans ---------------------------------------------
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    spans = Spans()
+    yield spans
+    spans.tracers.shutdown()
+
+
+@pytest.fixture
+def instrument_all(spans: Spans) -> Iterator[None]:
+    """``Agent.instrument_all`` on the private provider, undone afterwards."""
+    saved = Agent._instrument_default
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=spans.tracers))
+    yield
+    Agent.instrument_all(saved)
+
+
+def run_listing_call(tmp_path: Path, spans: Spans) -> None:
+    """One turn whose model calls ``schedule_list`` with the tool-call id ``call_MODEL_abc123``."""
+    model, seen = scripted([ToolCallPart("schedule_list", {}, tool_call_id="call_MODEL_abc123")])
+
+    runner = turn_runner(Agent(model, toolsets=[ScheduleToolset()]))
+
+    async def scenario() -> None:
+        async with traced_host(runner, tmp_path, spans) as host:
+            chat = await host.open("chat")
+            assert await chat.send("list them") == "done"
+        (answered,) = returns(seen[1])
+        assert json.loads(text_of(answered)) == {"schedules": []}
+
+    run(scenario())
+
+
+def test_the_tool_span_carries_the_models_tool_call_id(tmp_path: Path, spans: Spans) -> None:
+    run_listing_call(tmp_path, spans)
+    (ours,) = spans.named("execute_tool schedule_list", "dsh_schedule")
+    assert attributes(ours)[CALL_ID] == "call_MODEL_abc123"
+    assert spans.named("execute_tool schedule_list", "pydantic-ai") == []  # not instrumented
+
+
+def test_instrumented_the_tool_span_is_a_child_of_pydantic_ais_with_the_same_id(
+    tmp_path: Path, spans: Spans, instrument_all: None
+) -> None:
+    run_listing_call(tmp_path, spans)
+    (framework,) = spans.named("execute_tool schedule_list", "pydantic-ai")
+    (ours,) = spans.named("execute_tool schedule_list", "dsh_schedule")
+    assert attributes(framework)[CALL_ID] == attributes(ours)[CALL_ID] == "call_MODEL_abc123"
+    assert is_child(ours, framework)

@@ -36,7 +36,7 @@ from host_bridge._plugin import install_schedule
 from host_bridge._telemetry import LATENESS_BUCKETS, ScheduleTelemetry, sdk_configured
 from host_bridge.aio import AgentTurn, AsyncHost, wait
 from host_bridge.protocols import ToolCall
-from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers
+from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, call_tool
 from messages._mailbox import CreateSchedule
 from messages._tool_values import AfterSelector, AtSelector
 from tests.owner.harness import Harness
@@ -172,11 +172,9 @@ def test_tool_calls_count_confirmed_creates_and_deletes_with_one_span_each(
         ("execute_tool schedule_delete", "deleted", "schedule-1"),
         ("execute_tool schedule_delete", "not_found", "schedule-9"),
     ]
-    call_ids = set()
     for span in spans:
         attributes = dict(span_attrs(span))
-        call_ids.add(attributes.pop("gen_ai.tool.call.id"))
-        assert attributes == {
+        assert attributes == {  # the kit's calls had no model id: no gen_ai.tool.call.id
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": span.name.removeprefix("execute_tool "),
             "gen_ai.tool.type": "function",
@@ -191,7 +189,6 @@ def test_tool_calls_count_confirmed_creates_and_deletes_with_one_span_each(
         assert span.status.status_code is StatusCode.UNSET
         assert span.end_time is not None and span.start_time is not None
         assert span.start_time <= span.end_time
-    assert len(call_ids) == 5 and all(str(c).startswith("kit-call-") for c in call_ids)
     assert otel.counter("dsh.schedule.persistence_uncertain") == {}
     assert otel.counter("dsh.schedule.contained_failures") == {}
     assert otel.units() == {
@@ -225,6 +222,32 @@ def test_a_tool_span_is_a_child_of_the_span_current_where_the_host_called_the_to
     assert span_attrs(span)["gen_ai.tool.name"] == "schedule_list"
 
 
+def test_only_a_usable_model_call_id_is_reported(
+    host: FakeHost, runtime: Runtime, otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = install_schedule(host.context(), runtime=runtime, telemetry=otel.telemetry)
+    agent = host.spawn_root("agent-1")
+    tools = Tools(host, plugin, agent)
+    tools.settle()
+    tool = host.tools.get("schedule_list", agent=agent)
+    assert tool is not None
+    given: list[object] = ["call_MODEL_abc", "x" * 256, "x" * 257, "", 42, None]
+    with caplog.at_level(logging.WARNING):
+        for call_id in given:
+            result = call_tool(host, agent, "schedule_list", {}, call_id=call_id)  # type: ignore[arg-type]
+            assert result.value == {"schedules": []}
+        made_up = ToolCall("call-9", agent, synthetic=True)  # a host's own counter
+        assert tool.execute({}, made_up).result(timeout=5).value == {"schedules": []}
+        odd = ToolCall(7, agent)  # type: ignore[arg-type]  # a host breaking the contract
+        assert tool.execute({}, odd).result(timeout=5).value == {"schedules": []}
+    tools.settle()
+
+    reported = [span_attrs(s).get("gen_ai.tool.call.id") for s in otel.tool_spans()]
+    assert reported == ["call_MODEL_abc", "x" * 256, None, None, None, None, None, None]
+    replaced = [r for r in caplog.records if "tool-call id" in r.getMessage()]
+    assert len(replaced) == 3  # the long, the empty and the non-string id; None is no id
+
+
 def test_a_failing_call_origin_changes_nothing_the_call_does(
     host: FakeHost,
     runtime: Runtime,
@@ -255,7 +278,8 @@ async def test_on_the_asyncio_host_a_tool_span_is_a_child_of_the_turns_span(
     async def run_turn(turn: AgentTurn) -> str | None:
         with tracer.start_as_current_span("host tool call") as parent:
             callers.append(parent.get_span_context())
-            result = await turn.call_tool("schedule_list", "{}")
+            result = await turn.call_tool("schedule_list", "{}", call_id="call_abc123")
+            await turn.call_tool("schedule_list", "{}")  # no model id: none reported
         return result.content
 
     clock = FakeClock()
@@ -278,11 +302,13 @@ async def test_on_the_asyncio_host_a_tool_span_is_a_child_of_the_turns_span(
         finally:
             await wait(await asyncio.to_thread(plugin.dispose))
 
-    (span,) = otel.tool_spans()
+    span, unnamed = otel.tool_spans()
     (caller,) = callers
-    assert span.parent is not None
-    assert (span.parent.trace_id, span.parent.span_id) == (caller.trace_id, caller.span_id)
-    assert str(span_attrs(span)["gen_ai.tool.call.id"]).startswith("call-")
+    for each in (span, unnamed):
+        assert each.parent is not None
+        assert (each.parent.trace_id, each.parent.span_id) == (caller.trace_id, caller.span_id)
+    assert span_attrs(span)["gen_ai.tool.call.id"] == "call_abc123"
+    assert "gen_ai.tool.call.id" not in span_attrs(unnamed)
 
 
 def test_an_error_code_sets_the_tool_span_status_and_error_type(

@@ -49,6 +49,10 @@ def test_each_call_gets_a_fresh_id_and_the_calling_agent() -> None:
     assert first == ToolResult(False, {"a": 1}, '{"echo":1}')
     assert [c.agent for c in calls] == [agent, agent]
     assert calls[0].call_id != calls[1].call_id
+    assert calls[0].synthetic and calls[1].synthetic
+    call_tool_json(host, agent, "echo", {}, call_id="call_MODEL_abc")  # the model's id, passed on
+    assert calls[2] == ToolCall("call_MODEL_abc", agent)
+    assert not calls[2].synthetic
 
 
 def test_failures_are_loud_not_error_values() -> None:

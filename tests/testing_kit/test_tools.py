@@ -138,6 +138,34 @@ def test_execute_passes_arguments_and_unique_call_ids() -> None:
     assert all(call.agent is a for call in calls)
     assert len({call.call_id for call in calls}) == 2
     assert all(call.call_id.startswith("call-") for call in calls)
+    assert all(call.synthetic for call in calls)  # made up here: no model gave them
+
+
+def test_the_models_call_id_reaches_the_tool_and_an_unusable_one_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = ScopedToolRegistry()
+    a = agent("a")
+    calls: list[ToolCall] = []
+
+    def record(arguments: Any, call: ToolCall) -> Future[ToolResult]:
+        calls.append(call)
+        future: Future[ToolResult] = Future()
+        future.set_result(ToolResult(False, arguments, "ok"))
+        return future
+
+    registry.register(tool("t", record), agent=a)
+    assert not registry.execute("t", {}, agent=a, call_id="call_MODEL_1").is_error
+    assert not registry.submit("t", {}, agent=a, call_id="call_MODEL_2").result().is_error
+    with caplog.at_level(logging.WARNING):
+        for odd in ("x" * 257, "", 12, b"call"):
+            assert not registry.execute("t", {}, agent=a, call_id=odd).is_error  # type: ignore[arg-type]
+    assert calls[:2] == [ToolCall("call_MODEL_1", a), ToolCall("call_MODEL_2", a)]
+    assert not any(call.synthetic for call in calls[:2])
+    replaced = calls[2:]
+    assert all(call.synthetic and call.call_id.startswith("call-") for call in replaced)
+    assert len({call.call_id for call in replaced}) == 4
+    assert sum("tool-call id" in r.getMessage() for r in caplog.records) == 4
 
 
 def test_unknown_tool_is_an_error_result() -> None:
