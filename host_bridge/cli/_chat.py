@@ -696,8 +696,8 @@ def _kind(view: dict[str, Any]) -> str:
     default=HOLDER_WAIT_SECONDS,
     show_default=True,
     metavar="SECONDS",
-    help="How long to wait for another process that holds the session (a serve keeps a "
-    "session it woke for its --quiet-period) to let it go; then exit 2 naming it.",
+    help="How long to wait for another process that holds the session to let it go (a serve "
+    "is asked to hand it over, and does once its turns in it are done); then exit 2 naming it.",
 )
 @location_options
 @allow_shared_store_option
