@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -41,6 +41,7 @@ __all__ = [
     "HostContext",
     "Session",
     "SessionActivation",
+    "SessionDemand",
     "SessionDetachedError",
     "SessionEvent",
     "SessionHeader",
@@ -489,6 +490,27 @@ class SessionPassivation(Protocol):
 
         Resolves ``True`` when the session went cold, ``False`` when the host
         keeps it live (say a person opened it meanwhile).
+        """
+        ...
+
+
+@runtime_checkable
+class SessionDemand(Protocol):
+    """How Schedule hears that another process wants an activated session (optional).
+
+    Implemented by the same object as :class:`SessionPassivation`. While the
+    wake-up actor manages activated agents, it asks every
+    ``WakePolicy.demand_poll_ms`` which of their sessions are wanted (say a
+    person is opening one in another process) and lets such a session go as
+    soon as it is idle (agent idle, owner quiet, nothing due now) instead of
+    after its quiet period, through the same :meth:`SessionPassivation.passivate`.
+    """
+
+    def wanted(self, session_ids: Collection[str]) -> Set[str]:
+        """Those of ``session_ids`` that another process asks for now; may raise (none then).
+
+        A snapshot that may block briefly (one query); a session wrongly
+        reported only goes cold early, so an approximate answer is safe.
         """
         ...
 

@@ -23,6 +23,10 @@ class WakePolicy:
     ``quiet_period_ms``: an activated agent idle this long, with nothing due
     within this long, is let go (``None``: never). ``cold_batch``: how many
     sessions one cold-delivery pass may take (a host that offers cold delivery).
+    ``demand_poll_ms``: while it manages activated agents, how often the actor asks
+    a host that offers :class:`~actors._contract.SessionDemand` which of their
+    sessions another process wants; such a session is let go once it is idle,
+    before its quiet period ends (``None``: never asked).
     """
 
     max_concurrent: int = 8
@@ -31,12 +35,17 @@ class WakePolicy:
     max_retry_ms: int = 60_000
     quiet_period_ms: int | None = 30_000
     cold_batch: int = 512
+    demand_poll_ms: int | None = 500
 
     def __post_init__(self) -> None:
         for name in ("max_concurrent", "rescan_ms", "retry_ms", "max_retry_ms", "cold_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"WakePolicy.{name} must be a positive integer")
+        poll = self.demand_poll_ms
+        bad_poll = isinstance(poll, bool) or not isinstance(poll, int) or poll <= 0
+        if poll is not None and bad_poll:
+            raise ValueError("WakePolicy.demand_poll_ms must be a positive integer or None")
         quiet = self.quiet_period_ms
         bad = isinstance(quiet, bool) or not isinstance(quiet, int) or quiet < 0
         if quiet is not None and bad:
@@ -52,7 +61,8 @@ class WakeUpStatus:
 
     ``next_wake_ms``: the delay its timer was armed with; the counters count
     since install (``cold_passes`` and ``cold_deliveries``: the passes of a host
-    offering cold delivery and the reminder messages they delivered).
+    offering cold delivery and the reminder messages they delivered;
+    ``handovers``: the passivations among them of sessions another process wanted).
     """
 
     state: WakeState = "running"
@@ -69,6 +79,7 @@ class WakeUpStatus:
     restarts: int = 0
     cold_passes: int = 0
     cold_deliveries: int = 0
+    handovers: int = 0
 
 
 class WakeUpBoard:

@@ -18,10 +18,14 @@ activation or a passivation settled) does three things:
    in flight, skipping sessions in flight or backing off;
 2. lets go of activated agents that stayed quiet for ``quiet_period_ms`` (agent
    idle, owner quiet, no reminder due within the quiet period) through
-   :class:`~actors._contract.SessionPassivation`, when the host offers it;
+   :class:`~actors._contract.SessionPassivation`, when the host offers it; a
+   session that another process wants (:class:`~actors._contract.SessionDemand`,
+   asked at most every ``demand_poll_ms``) is let go the same way as soon as it
+   is idle with nothing due now, as if its quiet period had ended: a hand-over;
 3. arms the one timer for the earliest of: the next due target, the end of a
-   back-off, the end of a quiet period, and ``rescan_ms`` (the index is re-read
-   at least that often, so changes made by other processes are seen).
+   back-off, the end of a quiet period, the next demand poll (while agents are
+   managed), and ``rescan_ms`` (the index is re-read at least that often, so
+   changes made by other processes are seen).
 
 A host that also offers :class:`~actors._contract.ColdDelivery` gets *cold
 passes* instead of step 1: one pass at a time takes up to
@@ -56,6 +60,7 @@ from actors._contract import (
     ColdPass,
     HostContext,
     SessionActivation,
+    SessionDemand,
     SessionPassivation,
 )
 from actors._supervised import OwnerSupervisor, SupervisedActor
@@ -84,6 +89,7 @@ class _Activated:
     session_id: str
     quiet_until: int  # monotonic ms
     passivating: bool = False
+    wanted: bool = False  # another process asked for the session at the last demand poll
 
 
 @dataclass(slots=True)
@@ -103,6 +109,7 @@ class _Counters:
     restarts: int = 0
     cold_passes: int = 0
     cold_deliveries: int = 0
+    handovers: int = 0
 
 
 class WakeUpActor(SupervisedActor):
@@ -127,6 +134,9 @@ class WakeUpActor(SupervisedActor):
         self._activation = activation
         self._passivation = activation if isinstance(activation, SessionPassivation) else None
         self._cold = activation if isinstance(activation, ColdDelivery) else None
+        self._demand = activation if isinstance(activation, SessionDemand) else None
+        self._demand_at: int | None = None  # monotonic ms of the next demand poll
+        self._demand_failing = False  # the last poll raised (warned once until one works)
         if host.timers is None:
             raise ValueError("HostContext.timers must be set (install_schedule supplies them)")
         self._host = host
@@ -263,9 +273,12 @@ class WakeUpActor(SupervisedActor):
     def handle_PassivationSettled(self, message: PassivationSettled) -> None:
         """The host let an agent go (or kept it): it is no longer managed here."""
         self._passivating.discard(message.agent_id)
+        entry = self._activated.get(message.agent_id)
         self._forget(message.agent_id)
         if message.released:
             self._counters.passivations += 1
+            if entry is not None and entry.wanted:
+                self._counters.handovers += 1
         elif message.failed:
             self._counters.failures += 1
         if self._finish_if_disposed():
@@ -405,15 +418,46 @@ class WakeUpActor(SupervisedActor):
         quiet = self._policy.quiet_period_ms
         if passivation is None or quiet is None:
             return
+        self._poll_demand(mono)
         for agent_id, entry in list(self._activated.items()):
-            if entry.passivating or entry.quiet_until > mono:
+            if entry.passivating:
                 continue
-            if not self._is_quiet(entry.agent, now, quiet):
+            if entry.wanted:  # handed over once idle: nothing due now, the quiet period aside
+                if not self._is_quiet(entry.agent, now, 0):
+                    continue  # a turn in flight or something due: the next poll looks again
+            elif entry.quiet_until > mono:
+                continue
+            elif not self._is_quiet(entry.agent, now, quiet):
                 entry.quiet_until = mono + self._quiet_ms()
                 continue
             entry.passivating = True
             self._passivating.add(agent_id)
+            if entry.wanted:
+                self._log.info("handing session %r over: it is wanted elsewhere", entry.session_id)
             self._passivate(passivation, entry.agent)
+
+    def _poll_demand(self, mono: int) -> None:
+        """Once ``demand_poll_ms`` passed, mark the managed sessions another process wants."""
+        demand, poll = self._demand, self._policy.demand_poll_ms
+        entries = [e for e in self._activated.values() if not e.passivating]
+        if demand is None or poll is None or not entries:
+            self._demand_at = None
+            return
+        if self._demand_at is not None and self._demand_at > mono:
+            return
+        self._demand_at = mono + poll
+        try:
+            wanted = demand.wanted({entry.session_id for entry in entries})
+            wanted_ids = {session_id for session_id in wanted if isinstance(session_id, str)}
+        except Exception:
+            if not self._demand_failing:
+                self._log.warning("the host could not tell which sessions are wanted elsewhere")
+            self._log.debug("wanted failure", exc_info=True)
+            self._demand_failing = True
+            return
+        self._demand_failing = False
+        for entry in entries:
+            entry.wanted = entry.session_id in wanted_ids
 
     def _is_quiet(self, agent: Agent, now: int, quiet: int) -> bool:
         """Agent idle, owner quiet, and no reminder of its session due within ``quiet``."""
@@ -461,6 +505,8 @@ class WakeUpActor(SupervisedActor):
             delays.append(due - now)
         delays += [b.until - mono for b in self._backoff.values()]
         delays += [e.quiet_until - mono for e in self._activated.values() if not e.passivating]
+        if self._demand_at is not None:
+            delays.append(self._demand_at - mono)
         delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
         self._log.debug("next due %s; waking again in %d ms", due, delay)
         self._arm_timer(delay, WakeUpTimerFired)
@@ -555,5 +601,6 @@ class WakeUpActor(SupervisedActor):
             restarts=c.restarts,
             cold_passes=c.cold_passes,
             cold_deliveries=c.cold_deliveries,
+            handovers=c.handovers,
         )
         self._board.publish(status)

@@ -13,13 +13,16 @@ Ctrl-C during ``/wait`` ends the wait only; at the prompt it leaves the shell.
 
 A session another process holds (``serve`` keeps a session it woke for its
 quiet period) is waited for, up to ``--wait-for-holder`` seconds, naming the
-holder. On opening, the reminders another process presented (``serve``'s
-turns) since the session was last open in ``chat`` are listed, one line each;
+holder; meanwhile ``chat`` asks it to hand the session over, which ``serve``
+does as soon as its turns in the session are done. On opening, the reminders
+another process presented (``serve``'s turns) since the session was last open
+in ``chat`` are listed, one line each;
 a :data:`SEEN_EVENT` record then marks them as shown.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import queue
 import re
@@ -285,30 +288,33 @@ class ChatShell:
     def _open_session(self, host: EmbeddedHost) -> EmbeddedSession:
         """Open the session; while another process holds it, wait (bounded) for it to let go.
 
-        Retries with a growing pause (up to 1 s) until ``holder_wait`` seconds
-        passed (Ctrl-C gives up at once); then :class:`StoreUnavailable` names
-        the holder and what to do.
+        While it waits it asks the holder to hand the session over (the store's
+        :meth:`~host_bridge.embedded.stores.EventStore.want`: a ``serve`` lets
+        a wanted session go as soon as it is idle). Retries with a growing pause
+        (up to 1 s) until ``holder_wait`` seconds passed (Ctrl-C gives up at
+        once); then :class:`StoreUnavailable` names the holder and what to do.
         """
+        with contextlib.ExitStack() as wanting:
+            return self._open_asking(host, wanting)
+
+    def _open_asking(self, host: EmbeddedHost, wanting: contextlib.ExitStack) -> EmbeddedSession:
+        """:meth:`_open_session`'s loop; ``wanting`` holds the request to the holder."""
         deadline = time.monotonic() + self._holder_wait
         pause = 0.05
-        told = False
+        asked: bool | None = None  # None: not held (yet); else whether the holder can see it
+        program: str | None = None
         while True:
             try:
-                return host.sessions.open(self._session_id)
+                session = host.sessions.open(self._session_id)
             except SessionLeaseRefusedError as error:
                 holder = holder_phrase(error.holder)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StoreUnavailable(self._held(holder, error.holder)) from None
-                if not told:
-                    click.echo(
-                        visible(
-                            f"session {self._session_id} is held by {holder}; waiting up to "
-                            f"{self._holder_wait:g} s for it to let go"
-                            f"{_why_held(error.holder)} (Ctrl-C stops waiting)"
-                        )
-                    )
-                    told = True
+                if asked is None:
+                    asked = self._ask_holder(host, wanting)
+                    program = _program(error.holder)
+                    click.echo(visible(self._waiting_line(holder, error.holder, asked)))
                 try:
                     time.sleep(min(pause, left))
                 except KeyboardInterrupt:
@@ -316,6 +322,33 @@ class ChatShell:
                 pause = min(pause * 2, 1.0)
             except (SessionError, StoreError) as error:
                 raise StoreUnavailable(str(error)) from None
+            else:
+                if asked and program == "serve":
+                    click.echo("serve handed the session over")
+                return session
+
+    def _ask_holder(self, host: EmbeddedHost, wanting: contextlib.ExitStack) -> bool:
+        """Tell the holder that this chat wants the session; whether it can see that."""
+        store = host.persistence
+        if store is None:
+            return False
+        try:
+            return wanting.enter_context(store.want(self._session_id))
+        except StoreError:
+            return False
+
+    def _waiting_line(self, holder: str, owner: str | None, asked: bool) -> str:
+        """The line ``chat`` shows once it waits for the holder ``owner``."""
+        wait = f"waiting up to {self._holder_wait:g} s"
+        if asked and _program(owner) == "serve":
+            return (
+                f"session {self._session_id} is held by {holder}; asked it to hand the session "
+                f"over, {wait} (Ctrl-C stops waiting)"
+            )
+        return (
+            f"session {self._session_id} is held by {holder}; {wait} for it to let go"
+            f"{_why_held(owner)} (Ctrl-C stops waiting)"
+        )
 
     def _held(self, holder: str, owner: str | None) -> str:
         """Why the session could not be opened, and what to do, in one line."""
@@ -323,8 +356,9 @@ class ChatShell:
         waited = f"did not let it go within {self._holder_wait:g} s"
         if program == "serve":
             todo = (
-                "serve keeps a session it woke until nothing was due in it for its "
-                "--quiet-period (5 s by default): retry in a moment, or stop that serve"
+                "serve hands a session over once its turns in it are done and nothing is due "
+                "(a serve of an earlier release only after its --quiet-period, 5 s by "
+                "default): retry in a moment, or stop that serve"
             )
         elif program == "chat":
             todo = "leave that chat (/quit), then retry"
@@ -662,8 +696,8 @@ def _kind(view: dict[str, Any]) -> str:
     default=HOLDER_WAIT_SECONDS,
     show_default=True,
     metavar="SECONDS",
-    help="How long to wait for another process that holds the session (a serve keeps a "
-    "session it woke for its --quiet-period) to let it go; then exit 2 naming it.",
+    help="How long to wait for another process that holds the session to let it go (a serve "
+    "is asked to hand it over, and does once its turns in it are done); then exit 2 naming it.",
 )
 @location_options
 @allow_shared_store_option

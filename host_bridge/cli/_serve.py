@@ -668,8 +668,8 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
     default=5.0,
     show_default=True,
     metavar="SECONDS",
-    help="Let a woken session go once its agent was idle this long with nothing due in it "
-    "(until then `chat` cannot open it).",
+    help="Let a woken session go once its agent was idle this long with nothing due in it; "
+    "a `chat` that asks for the session gets it as soon as its turns are done.",
 )
 @click.option(
     "--concurrency",

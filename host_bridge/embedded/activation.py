@@ -1,8 +1,9 @@
 """Activation for the embedded host: wake cold sessions from the store's due index.
 
 :class:`EmbeddedActivation` implements
-:class:`~host_bridge.protocols.SessionActivation` and
-:class:`~host_bridge.protocols.SessionPassivation` for
+:class:`~host_bridge.protocols.SessionActivation`,
+:class:`~host_bridge.protocols.SessionPassivation` and
+:class:`~host_bridge.protocols.SessionDemand` for
 :class:`~host_bridge.embedded.host.EmbeddedHost` (see
 :meth:`EmbeddedHost.enable_activation`). It reads the store's due index
 (:mod:`host_bridge.embedded.stores`) and takes a session the way every host
@@ -19,7 +20,10 @@ queued again first) and spawns a root agent with the activation's model, in a
 worker thread; the plugin installs the owner on ``on_created`` and the owner
 delivers what is due. Passivation disposes that agent, detaches the session
 and gives it back to the store, unless another root agent (a person's) uses
-the session too.
+the session too. A session another process waits to open (its store's
+``want``, as ``dsh-schedule chat`` does) reads as wanted
+(:meth:`host_bridge.embedded.stores.EventStore.wanted`), so
+the wake-up actor hands it over as soon as it is idle.
 
 The log decides, not the index. Once resumed, the session's log is projected
 again: when its index row disagrees (damaged by hand, restored from an older
@@ -37,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -226,6 +230,12 @@ class EmbeddedActivation:
         except RuntimeError as error:
             future.set_exception(error)
         return future
+
+    # --- SessionDemand ----------------------------------------------------------------
+
+    def wanted(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` another process waits to open (the store's signal)."""
+        return self._store.wanted(session_ids)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -440,7 +450,7 @@ class EmbeddedActivation:
             with self._lock:
                 self._mine.pop(agent.id, None)
             return False  # someone else uses the session: it stays live
-        _log.info("letting session %r go (agent %r was quiet)", session.id, agent.id)
+        _log.info("letting session %r go (agent %r)", session.id, agent.id)
         host.agents.dispose(agent)
         host.sessions.detach(session)
         with self._lock:

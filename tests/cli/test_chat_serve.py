@@ -1,10 +1,10 @@
-"""``dsh-schedule chat`` beside ``serve``: a held session is waited for, what serve presented
-is listed once, and Ctrl-C ends a ``/wait`` only.
+"""``dsh-schedule chat`` beside ``serve``: a held session is asked for and handed over, what
+serve presented is listed once, and Ctrl-C ends a ``/wait`` only.
 
 Real subprocesses on a real store; every wait is on an output line (read by a
 thread into a queue) or on a process's exit, never on a sleep. ``serve`` runs
-with a quiet period far longer than any test, so it holds the session it woke
-until the test stops it.
+with a quiet period far longer than any test, so the session it woke comes to
+``chat`` only by a hand-over (or when the test stops serve).
 """
 
 from __future__ import annotations
@@ -66,17 +66,19 @@ def test_chat_names_the_serve_that_holds_the_session_and_says_what_to_do(
     assert server.stop() == 0
 
 
-def test_chat_waits_for_serve_to_let_go_then_lists_what_serve_presented_once(
+def test_serve_hands_the_session_over_to_chat_long_before_its_quiet_period_ends(
     data_dir: Path, home: Path, procs: list[Proc]
 ) -> None:
-    server = woken_by_serve(data_dir, home, procs)
+    server = woken_by_serve(data_dir, home, procs)  # quiet period: an hour
     args = ["-m", "host_bridge.cli", "chat", "--session", "s1", "--data", str(data_dir)]
-    chat = Proc([*args, "--wait-for-holder", "600"], home, stdin=True)
+    chat = Proc(args, home, stdin=True)  # the default wait: 15 s
     procs.append(chat)
     waiting = chat.wait_line("session s1 is held by ")
     assert f"`dsh-schedule serve` (pid {server.popen.pid} on host " in waiting
-    assert "waiting up to 600 s for it to let go" in waiting
-    assert server.stop() == 0  # serve lets the session go: the chat takes it
+    assert waiting.endswith(
+        "; asked it to hand the session over, waiting up to 15 s (Ctrl-C stops waiting)"
+    )
+    chat.wait_line("serve handed the session over")
     chat.wait_line("session s1: resumed")
     header = chat.wait_line("presented by another process")
     assert header.endswith("while this chat was closed: 1 reminder(s)")
@@ -85,6 +87,8 @@ def test_chat_waits_for_serve_to_let_go_then_lists_what_serve_presented_once(
     assert "(due " in listed
     assert chat.finish("/quit\n") == 0
     assert "\x1b" not in "\n".join(chat.out)
+    assert server.popen.poll() is None  # serve let the session go and serves on
+    assert server.stop() == 0
 
     again = run_cli(["chat", "--session", "s1", "--data", str(data_dir)], home, stdin="/quit\n")
     assert again.code == 0, again.err

@@ -12,15 +12,16 @@ from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.cron import CronContract
 from tests.stores.due_index import DueIndexContract
+from tests.stores.wants import WantContract
 
 psycopg = pytest.importorskip("psycopg")
 
 
 class TestPostgresStore(
-    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract
+    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract, WantContract
 ):
-    """Every case of the store contract, its due index, checkpoints, batch claims and
-    cron records, on a PostgreSQL database."""
+    """Every case of the store contract, its due index, checkpoints, batch claims, cron
+    records and hand-over requests, on a PostgreSQL database."""
 
     store_class: ClassVar[type[Store]] = PostgresEventStore
     schema_version = POSTGRES_SCHEMA_VERSION
@@ -37,6 +38,15 @@ class TestPostgresStore(
 
     def construct(self, **options: Any) -> Store:
         return PostgresEventStore(self.location, **options)
+
+    def collide_want_keys(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from host_bridge.embedded.stores import _postgres  # needs the postgres extra
+
+        monkeypatch.setattr(_postgres, "want_key", lambda session_id: 7)
+
+    def wait_gone(self, backend_pid: int) -> None:
+        # the server ends a dead client's backend once it sees the closed socket: wait for it
+        self.sql("SELECT pg_terminate_backend(?, 60000)", backend_pid)
 
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.location, autocommit=True) as conn:

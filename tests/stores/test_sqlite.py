@@ -27,13 +27,14 @@ from tests.stores.claims import ClaimContract
 from tests.stores.contract import StoreContract
 from tests.stores.cron import CronContract
 from tests.stores.due_index import DueIndexContract
+from tests.stores.wants import WantContract
 
 
 class TestSqliteStore(
-    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract
+    StoreContract, DueIndexContract, CheckpointContract, ClaimContract, CronContract, WantContract
 ):
-    """Every case of the store contract, its due index, checkpoints, batch claims and
-    cron records, on an SQLite file."""
+    """Every case of the store contract, its due index, checkpoints, batch claims, cron
+    records and hand-over requests, on an SQLite file."""
 
     store_class: ClassVar[type[Store]] = SqliteEventStore
     schema_version = SQLITE_SCHEMA_VERSION
@@ -49,6 +50,12 @@ class TestSqliteStore(
 
     def construct(self, **options: Any) -> Store:
         return SqliteEventStore(self.location, **options)
+
+    def collide_want_keys(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sqlite_module, "want_offset", lambda session_id: 7)
+
+    def wait_gone(self, backend_pid: int) -> None:
+        pass  # the kernel dropped the dead process's locks before its exit was reported
 
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         with contextlib.closing(sqlite3.connect(self.location, isolation_level=None)) as conn:

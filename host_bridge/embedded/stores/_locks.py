@@ -1,9 +1,14 @@
-"""Per-session exclusive locks for the SQLite store: one byte of a lock file per session.
+"""Per-session locks for the SQLite store: one byte of a lock file per session.
 
 :class:`SessionLockFile` locks one byte of ``<store>.locks`` per session with
 Linux open file description locks (``F_OFD_SETLK``; dropped by the kernel with
 the descriptor, so a dead process leaves nothing behind), falling back to one
 ``flock()`` on the whole file. Why OFD locks, and the fallback: docs/storage.md.
+
+The same class, ``shared`` and keyed by :func:`want_offset`, keeps
+``<store>.wants``: a process waiting to open a session that another holds
+read-locks the session's byte there, and the holder sees it
+(:meth:`SessionLockFile.held_elsewhere`) and hands the session over.
 """
 
 from __future__ import annotations
@@ -15,13 +20,20 @@ import hashlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from host_bridge.embedded.private_files import PRIVATE_FILE_MODE, files_exposure, open_private_file
 from host_bridge.embedded.stores._errors import StoreError
 
-__all__ = ["LockMechanism", "SessionLockFile", "lock_offset", "ofd_locks_available"]
+__all__ = [
+    "LockMechanism",
+    "SessionLockFile",
+    "lock_offset",
+    "ofd_locks_available",
+    "want_offset",
+]
 
 LockMechanism = Literal["ofd", "flock"]
 """``"ofd"``: one byte-range OFD lock per session; ``"flock"``: one lock on the whole file."""
@@ -57,8 +69,21 @@ def lock_offset(session_id: str) -> int:
 
     BLAKE2b of the UTF-8 id, so it is the same in every process and version.
     """
+    return _offset(session_id, b"dsh-lock")
+
+
+def want_offset(session_id: str) -> int:
+    """The byte that stands for ``session_id`` in the wants file (as :func:`lock_offset`).
+
+    Two sessions on one byte only make a holder think the other one is wanted
+    too: it lets that one go early, as if its quiet period had ended.
+    """
+    return _offset(session_id, b"dsh-want")
+
+
+def _offset(session_id: str, person: bytes) -> int:
     digest = hashlib.blake2b(
-        session_id.encode("utf-8", "surrogatepass"), digest_size=8, person=b"dsh-lock"
+        session_id.encode("utf-8", "surrogatepass"), digest_size=8, person=person
     ).digest()
     return 1 + int.from_bytes(digest, "big") % _OFFSETS
 
@@ -102,11 +127,14 @@ def _probe_ofd(path: Path) -> bool:
 
 
 class SessionLockFile:
-    """Exclusive per-session locks in one lock file, held through one open file description.
+    """Per-session locks in one lock file, held through one open file description.
 
-    ``mechanism`` forces ``"ofd"`` or ``"flock"`` (default: OFD when a probe shows they
-    work); a missing file is created with ``mode``. Thread-safe. Raises ``OSError``, and
-    ``SharedStoreError`` for a file not private to this user unless ``allow_shared``.
+    Exclusive, or ``shared`` (read locks: many descriptions may hold one session's
+    byte; any of them is "held elsewhere" for the others). ``offset`` maps a session
+    to its byte (default :func:`lock_offset`). ``mechanism`` forces ``"ofd"`` or
+    ``"flock"`` (default: OFD when a probe shows they work); a missing file is
+    created with ``mode``. Thread-safe. Raises ``OSError``, and ``SharedStoreError``
+    for a file not private to this user unless ``allow_shared``.
     """
 
     def __init__(
@@ -116,8 +144,12 @@ class SessionLockFile:
         mechanism: LockMechanism | None = None,
         mode: int = PRIVATE_FILE_MODE,
         allow_shared: bool = False,
+        shared: bool = False,
+        offset: Callable[[str], int] = lock_offset,
     ):
         self._path = Path(os.fspath(path))
+        self._shared = shared
+        self._offset = offset
         self._mode = mode
         self._allow_shared = allow_shared
         self._mutex = threading.Lock()
@@ -147,7 +179,7 @@ class SessionLockFile:
     def try_lock(self, session_id: str) -> bool:
         """Take ``session_id``'s lock without waiting; False when another holder has it
         (or another session of this object hashes to the same byte)."""
-        offset = lock_offset(session_id)
+        offset = self._offset(session_id)
         with self._mutex:
             if self._closed:
                 raise OSError(errno.EBADF, "the session lock file is closed")
@@ -161,7 +193,7 @@ class SessionLockFile:
 
     def unlock(self, session_id: str) -> None:
         """Release ``session_id``'s lock (nothing happens if this object does not hold it)."""
-        offset = lock_offset(session_id)
+        offset = self._offset(session_id)
         with self._mutex:
             if self._closed or self._held.get(offset) != session_id:
                 return
@@ -174,12 +206,12 @@ class SessionLockFile:
     def holds(self, session_id: str) -> bool:
         """Whether this object holds ``session_id``'s lock."""
         with self._mutex:
-            return self._held.get(lock_offset(session_id)) == session_id
+            return self._held.get(self._offset(session_id)) == session_id
 
     def held_elsewhere(self, session_id: str) -> bool:
         """Whether another open file description locks ``session_id`` now (a snapshot;
         :meth:`try_lock` decides). Always False with the ``flock`` fallback."""
-        offset = lock_offset(session_id)
+        offset = self._offset(session_id)
         with self._mutex:
             if self._closed:
                 raise OSError(errno.EBADF, "the session lock file is closed")
@@ -252,9 +284,11 @@ class SessionLockFile:
         """Take the lock of ``offset`` on ``fd``; ``first``: nothing is held on ``fd`` yet."""
         try:
             if self._mechanism == "ofd":
-                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _pack(fcntl.F_WRLCK, offset))
+                kind = fcntl.F_RDLCK if self._shared else fcntl.F_WRLCK
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _pack(kind, offset))
             elif first:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                kind = fcntl.LOCK_SH if self._shared else fcntl.LOCK_EX
+                fcntl.flock(fd, kind | fcntl.LOCK_NB)
         except OSError as error:
             if error.errno in _BUSY or isinstance(error, BlockingIOError):
                 return False

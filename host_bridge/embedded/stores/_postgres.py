@@ -23,6 +23,7 @@ Schema (version :data:`PG_SCHEMA_VERSION`)::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -67,6 +68,7 @@ __all__ = [
     "PostgresEventStore",
     "PostgresRecorder",
     "PostgresStoreReader",
+    "want_key",
 ]
 
 _log = logging.getLogger(f"dsh_schedule.{__name__}")
@@ -81,6 +83,18 @@ CHECKPOINT_SCHEMA_VERSION = 3
 """The first PostgreSQL schema version with the ``schedule_checkpoints`` table."""
 
 _MIGRATION_LOCK = 0x64736873  # advisory lock key serialising migrations ("dshs")
+
+_WANT_CLASS = 0x64736877  # first key of the two-key advisory locks that want a session ("dshw")
+"""Wanting a session: ``pg_advisory_lock_shared(_WANT_CLASS, want_key(id))`` on the lease
+connection. Two int4 keys are another key space than the leases' one bigint key."""
+
+_WANTED = (
+    "SELECT DISTINCT k.objid::bigint FROM pg_locks k"
+    " WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2"
+    " AND k.classid = %s::bigint::oid AND k.objid::bigint = ANY(%s::bigint[]) AND k.pid <> %s"
+    " AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+"""Which of the given want keys another connection holds (one snapshot of ``pg_locks``)."""
 
 _LEASE_APP = "dsh-lease "
 """``application_name`` prefix of a store's lease connection; the rest names its owner."""
@@ -112,6 +126,18 @@ _LOCK_HOLDER = (
     " LEFT JOIN pg_stat_activity a ON a.pid = k.pid"
     f" WHERE {_ADVISORY_HERE} AND {_KEY_OF_LOCK} = hashtextextended(%s, 0) LIMIT 1"
 )
+
+
+def want_key(session_id: str) -> int:
+    """The second key of ``session_id``'s want lock: 31 bits of BLAKE2b of its UTF-8 id.
+
+    Two sessions on one key only make a holder think the other one is wanted
+    too: it lets that one go early, as if its quiet period had ended.
+    """
+    digest = hashlib.blake2b(
+        session_id.encode("utf-8", "surrogatepass"), digest_size=4, person=b"dsh-want"
+    ).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF
 
 
 def _build_due_index(conn: psycopg.Connection[Any]) -> None:
@@ -331,6 +357,58 @@ class PostgresRecorder:
     def closing(self, holding: bool) -> list[SideWrite]:
         """Nothing to write: the leases go with the lease connection."""
         return []
+
+    # --- wanting a session held elsewhere ---------------------------------------------
+
+    def want(self, session_id: str) -> bool:
+        """Take the session's shared want lock on the lease connection (never waiting);
+        False when that fails. It goes with the lease connection."""
+        with self._lease_mutex:
+            conn = self._lease_conn
+            if conn is None or conn.closed:
+                return False
+            try:
+                row = conn.execute(
+                    "SELECT pg_try_advisory_lock_shared(%s, %s)",
+                    (_WANT_CLASS, want_key(session_id)),
+                ).fetchone()
+            except psycopg.Error as error:
+                _log.debug("cannot want session %r (%s)", session_id, _category(error))
+                return False
+        return row is not None and row[0] is True
+
+    def unwant(self, session_id: str) -> None:
+        """Drop the session's want lock (nothing happens on a replaced lease connection)."""
+        with self._lease_mutex:
+            conn = self._lease_conn
+            if conn is None or conn.closed:
+                return
+            try:
+                conn.execute(
+                    "SELECT pg_advisory_unlock_shared(%s, %s)", (_WANT_CLASS, want_key(session_id))
+                )
+            except psycopg.Error as error:
+                _log.debug("cannot unwant session %r (%s)", session_id, _category(error))
+
+    def wanted(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` whose want lock another connection holds, in one query
+        (a query that fails: none)."""
+        by_key: dict[int, list[str]] = {}
+        for session_id in session_ids:
+            by_key.setdefault(want_key(session_id), []).append(session_id)
+        if not by_key:
+            return set()
+        own = self._lease_backend[0]
+
+        def look(conn: psycopg.Connection[Any]) -> list[Any]:
+            return conn.execute(_WANTED, (_WANT_CLASS, list(by_key), own)).fetchall()
+
+        try:
+            rows = self.query(look, "read who wants a session")
+        except StoreError as error:
+            _log.debug("%s", error)
+            return set()
+        return {s for (key,) in rows for s in by_key.get(int(key), ())}
 
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]

@@ -122,6 +122,15 @@ class Recorder(Protocol):
     def closing(self, holding: bool) -> list[SideWrite]:
         """At the first close: what the final round must also write."""
 
+    def want(self, session_id: str) -> bool:
+        """Signal that this store wants ``session_id``, never waiting; False when it cannot."""
+
+    def unwant(self, session_id: str) -> None:
+        """Withdraw :meth:`want` (nothing happens when it is not signalled)."""
+
+    def wanted(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` another store wants now; a failed look finds none."""
+
     def due_sessions(
         self, until_ms: int | None, limit: int, held_here: Callable[[str], bool]
     ) -> list[tuple[str, int]]:

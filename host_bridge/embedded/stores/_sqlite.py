@@ -46,7 +46,7 @@ from host_bridge.embedded.stores._errors import (
     StoreError,
     StoreMissingError,
 )
-from host_bridge.embedded.stores._locks import SessionLockFile
+from host_bridge.embedded.stores._locks import SessionLockFile, want_offset
 from host_bridge.embedded.stores._reads import ReadQueries, sql_reads
 from host_bridge.embedded.stores._recorder import Epochs, LoseHeld, SideWrite, Stage, TakeMany
 from host_bridge.embedded.stores._rows import INT64_MAX, CommitResult, Loss, Op, show_id
@@ -165,6 +165,8 @@ class SqliteRecorder:
         self._read_lock = threading.Lock()
         self._locks_mutex = threading.Lock()  # opening and closing the lock file
         self._session_locks: SessionLockFile | None = None  # opened with the first lease
+        self._wants: SessionLockFile | None = None  # opened with the first want or look
+        self._wants_closed = False
         self._writer_conn: sqlite3.Connection | None = self._open_writer(
             create=create, initialise=True
         )
@@ -457,6 +459,70 @@ class SqliteRecorder:
                 f" ({error.strerror or type(error).__name__})"
             ) from None
 
+    # --- wanting a session held elsewhere ---------------------------------------------
+
+    def want(self, session_id: str) -> bool:
+        """Read-lock the session's byte in ``<store>.wants``; False when that cannot be
+        (no OFD locks here, the file refused): then nobody hears of it."""
+        wants = self._want_file(create=True)
+        if wants is None:
+            return False
+        try:
+            return wants.try_lock(session_id)
+        except OSError as error:
+            _log.debug("cannot want session %r (%s)", session_id, error.strerror or error)
+            return False
+
+    def unwant(self, session_id: str) -> None:
+        """Drop the session's byte in the wants file (if this store holds it)."""
+        wants = self._wants
+        if wants is None:
+            return
+        try:
+            wants.unlock(session_id)
+        except OSError as error:
+            _log.debug("cannot unwant session %r (%s)", session_id, error.strerror or error)
+
+    def wanted(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` whose byte another open file description read-locks in
+        the wants file (no file yet: none; a look that fails: none)."""
+        if not session_ids:
+            return set()
+        wants = self._want_file(create=False)
+        if wants is None:
+            return set()
+        try:
+            return {s for s in session_ids if wants.held_elsewhere(s)}
+        except OSError as error:
+            _log.debug("cannot read the wants file (%s)", error.strerror or error)
+            return set()
+
+    def _want_file(self, *, create: bool) -> SessionLockFile | None:
+        """The wants file on OFD locks, opened on first use; None when there is none (yet)."""
+        with self._locks_mutex:
+            if self._wants is not None or self._wants_closed:
+                return self._wants
+            path = _sidecar(self._path, ".wants")
+            if not create and not path.exists():
+                return None  # nobody wanted a session of this store yet
+            try:
+                wants = SessionLockFile(
+                    path,
+                    mode=self._file_mode,
+                    allow_shared=self._allow_shared,
+                    shared=True,
+                    offset=want_offset,
+                )
+            except (OSError, StoreError) as error:
+                _log.debug("cannot open %s (%s)", path, error)
+                return None
+            if wants.mechanism != "ofd":  # a lock on the whole file would tell nothing
+                wants.close()
+                self._wants_closed = True
+                return None
+            self._wants = wants
+            return wants
+
     def _lock_file(self) -> SessionLockFile:
         """The session lock file, opened on first use (raises ``OSError``, ``StoreError``)."""
         with self._locks_mutex:
@@ -522,8 +588,11 @@ class SqliteRecorder:
             self._writer_conn = None
         with self._locks_mutex:
             locks, self._session_locks = self._session_locks, None
-        if locks is not None:
-            locks.close()
+            wants, self._wants = self._wants, None
+            self._wants_closed = True
+        for held in (locks, wants):
+            if held is not None:
+                held.close()
         self._files.close()
 
     def close(self, writer_stopped: bool) -> None:

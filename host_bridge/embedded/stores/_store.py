@@ -6,6 +6,7 @@ projection and the shared reads; the backends' stores only build those parts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -13,7 +14,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, replace
 from typing import Any, Self
@@ -114,6 +115,8 @@ class EventStore(SessionReads[Any]):
             recorder, self._projection, fault_hook=fault_hook, thread_name=thread_name
         )
         self._ownership = threading.Lock()  # serialises taking and giving back sessions
+        self._wanting_lock = threading.Lock()
+        self._wanting: dict[str, int] = {}  # sessions this store wants: open want blocks
         super().__init__(
             recorder.label,
             recorder.queries,
@@ -322,6 +325,49 @@ class EventStore(SessionReads[Any]):
             loss = self._writer.loss(session_id)
             lost = loss is not None and loss.kind == "lease"
             self._writer.queue_side(self._recorder.unlock(session_id, lost))
+
+    @contextlib.contextmanager
+    def want(self, session_id: str) -> Iterator[bool]:
+        """Tell the store that holds ``session_id`` that this one wants it, while the block runs.
+
+        For a process waiting to open a session that another holds (a person's
+        chat beside ``serve``): the holder sees it with :meth:`wanted` and may
+        let the session go early. It is only a request, never a lock: taking
+        the session is still :meth:`acquire_session`. The value tells whether
+        the request is visible (``False``: the backend cannot signal here, say
+        SQLite on a file system without OFD locks; then the holder lets go at
+        its own pace). Other processes see it until the block ends or this
+        process ends (on SQLite a read lock in ``<store>.wants``, on PostgreSQL
+        a shared advisory lock of the lease connection; see docs/storage.md).
+        """
+        check_id(session_id, "session id")
+        with self._wanting_lock:
+            count = self._wanting.get(session_id, 0)
+            signalled = count > 0 or self._recorder.want(session_id)
+            if signalled:
+                self._wanting[session_id] = count + 1
+        try:
+            yield signalled
+        finally:
+            if signalled:
+                with self._wanting_lock:
+                    left = self._wanting[session_id] - 1
+                    if left:
+                        self._wanting[session_id] = left
+                    else:
+                        del self._wanting[session_id]
+                        self._recorder.unwant(session_id)
+
+    def wanted(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` that another store wants now (see :meth:`want`).
+
+        A snapshot, for a holder that polls: a store never sees its own
+        requests, and a look that fails finds none. Two sessions that share a
+        lock key may both read as wanted (a holder then lets one go early,
+        never anything worse).
+        """
+        ids = [s for s in session_ids if is_storable_id(s)]
+        return self._recorder.wanted(ids) if ids else set()
 
     def holds_lease(self, session_id: str) -> bool:
         """Whether this store holds ``session_id`` and has not lost it."""
