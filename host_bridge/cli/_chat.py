@@ -43,6 +43,7 @@ from host_bridge._tools import present_value
 from host_bridge.cli._common import (
     EXIT_FAILED,
     WRITE_STORE_EXIT,
+    Seconds,
     StoreUnavailable,
     allow_shared_store_option,
     close_host,
@@ -210,6 +211,14 @@ def presented_elsewhere(events: Sequence[SessionEvent], seed: int) -> list[Prese
     return found
 
 
+class _WaitInterruptedError(Exception):
+    """Ctrl-C while ``chat`` waited for the holder ``refusal`` names."""
+
+    def __init__(self, refusal: SessionLeaseRefusedError) -> None:
+        super().__init__(refusal.holder)
+        self.refusal = refusal
+
+
 class ChatShell:
     """The shell's state: the host, the agent played by the person, and the input queue."""
 
@@ -298,34 +307,58 @@ class ChatShell:
             return self._open_asking(host, wanting)
 
     def _open_asking(self, host: EmbeddedHost, wanting: contextlib.ExitStack) -> EmbeddedSession:
-        """:meth:`_open_session`'s loop; ``wanting`` holds the request to the holder."""
-        deadline = time.monotonic() + self._holder_wait
+        """:meth:`_open_session`'s loop; ``wanting`` holds the request to the holder.
+
+        Ctrl-C once the session was found held, wherever it lands in the loop,
+        ends the wait with the holder named; before that it propagates.
+        """
+        started = time.monotonic()
+        try:
+            return self._open_waiting(host, wanting, started)
+        except _WaitInterruptedError as interrupted:
+            owner = interrupted.refusal.holder
+            stopped = time.monotonic() - started
+            message = self._held(holder_phrase(owner), owner, interrupted_after=stopped)
+        raise StoreUnavailable(message) from None
+
+    def _open_waiting(
+        self,
+        host: EmbeddedHost,
+        wanting: contextlib.ExitStack,
+        started: float,
+    ) -> EmbeddedSession:
+        """Try to open, wait and retry until the deadline; see :meth:`_open_asking`."""
+        deadline = started + self._holder_wait
         pause = 0.05
         asked: bool | None = None  # None: not held (yet); else whether the holder can see it
         program: str | None = None
-        while True:
-            try:
-                session = host.sessions.open(self._session_id)
-            except SessionLeaseRefusedError as error:
-                holder = holder_phrase(error.holder)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StoreUnavailable(self._held(holder, error.holder)) from None
-                if asked is None:
-                    asked = self._ask_holder(host, wanting)
-                    program = _program(error.holder)
-                    click.echo(visible(self._waiting_line(holder, error.holder, asked)))
+        refusal: SessionLeaseRefusedError | None = None
+        try:
+            while True:
                 try:
+                    session = host.sessions.open(self._session_id)
+                except SessionLeaseRefusedError as error:
+                    refusal = error
+                    holder = holder_phrase(error.holder)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise StoreUnavailable(self._held(holder, error.holder)) from None
+                    if asked is None:
+                        asked = self._ask_holder(host, wanting)
+                        program = _program(error.holder)
+                        click.echo(visible(self._waiting_line(holder, error.holder, asked)))
                     time.sleep(min(pause, left))
-                except KeyboardInterrupt:
-                    raise StoreUnavailable(self._held(holder, error.holder)) from None
-                pause = min(pause * 2, 1.0)
-            except (SessionError, StoreError) as error:
-                raise StoreUnavailable(str(error)) from None
-            else:
-                if asked and program == "serve":
-                    click.echo("serve handed the session over")
-                return session
+                    pause = min(pause * 2, 1.0)
+                except (SessionError, StoreError) as error:
+                    raise StoreUnavailable(str(error)) from None
+                else:
+                    if asked and program == "serve":
+                        click.echo("serve handed the session over")
+                    return session
+        except KeyboardInterrupt:
+            if refusal is None:
+                raise
+            raise _WaitInterruptedError(refusal) from None
 
     def _ask_holder(self, host: EmbeddedHost, wanting: contextlib.ExitStack) -> bool:
         """Tell the holder that this chat wants the session; whether it can see that."""
@@ -350,10 +383,20 @@ class ChatShell:
             f"{_why_held(owner)} (Ctrl-C stops waiting)"
         )
 
-    def _held(self, holder: str, owner: str | None) -> str:
-        """Why the session could not be opened, and what to do, in one line."""
+    def _held(
+        self, holder: str, owner: str | None, *, interrupted_after: float | None = None
+    ) -> str:
+        """Why the session could not be opened, and what to do, in one line.
+
+        ``interrupted_after``: the person stopped the wait (Ctrl-C) after that many seconds.
+        """
         program = _program(owner)
-        waited = f"did not let it go within {self._holder_wait:g} s"
+        if interrupted_after is None:
+            waited = f"which did not let it go within {self._holder_wait:g} s"
+            longer = " (--wait-for-holder SECONDS waits longer)"
+        else:
+            waited = f"and the wait was stopped after {interrupted_after:.1f} s"
+            longer = ""
         if program == "serve":
             todo = (
                 "serve hands a session over once its turns in it are done and nothing is due "
@@ -364,10 +407,7 @@ class ChatShell:
             todo = "leave that chat (/quit), then retry"
         else:
             todo = "retry once it has closed the session"
-        return (
-            f"session {self._session_id} is held by {holder}, which {waited}; {todo} "
-            "(--wait-for-holder SECONDS waits longer)"
-        )
+        return f"session {self._session_id} is held by {holder}, {waited}; {todo}{longer}"
 
     def _show_presented_elsewhere(self, session: EmbeddedSession) -> None:
         """List what other processes presented since the last look; mark it as shown."""
@@ -692,7 +732,7 @@ def _kind(view: dict[str, Any]) -> str:
 @click.option(
     "--wait-for-holder",
     "holder_wait",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=HOLDER_WAIT_SECONDS,
     show_default=True,
     metavar="SECONDS",

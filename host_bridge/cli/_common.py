@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -56,6 +57,7 @@ __all__ = [
     "WRITE_STORE_EXIT",
     "CommandFailed",
     "InternalError",
+    "Seconds",
     "StoreUnavailable",
     "allow_shared_store",
     "allow_shared_store_option",
@@ -165,6 +167,19 @@ def _escape(char: str) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+class Seconds(click.FloatRange):
+    """A duration option in seconds: a finite number within the range (``nan``, ``inf`` refused)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a usage error naming the option."""
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
 
 
 def visible(text: str) -> str:

@@ -51,6 +51,7 @@ from host_bridge.aio import LoopThread, TurnRunner, TurnRunnerImportError, impor
 from host_bridge.aio._turn import LoopTurns
 from host_bridge.cli._common import (
     WRITE_STORE_EXIT,
+    Seconds,
     allow_shared_store_option,
     close_host,
     describe_store,
@@ -655,7 +656,7 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
 )
 @click.option(
     "--notify-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     default=NOTIFY_TIMEOUT_SECONDS,
     show_default=True,
     metavar="SECONDS",
@@ -664,7 +665,7 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
 )
 @click.option(
     "--quiet-period",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=5.0,
     show_default=True,
     metavar="SECONDS",
@@ -680,7 +681,7 @@ def _report_cut(cut: Sequence[CutTurn], stop_timeout: float) -> None:
 )
 @click.option(
     "--stop-timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=10.0,
     show_default=True,
     metavar="SECONDS",

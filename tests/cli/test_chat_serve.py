@@ -137,3 +137,41 @@ def test_a_holder_record_names_its_program_and_one_of_an_earlier_release_still_r
         assert recorded is not None and recorded.program == "serve"
     finally:
         store.close()
+
+
+def test_ctrl_c_while_waiting_for_another_chat_says_the_wait_was_stopped(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    args = ["-m", "host_bridge.cli", "chat", "--session", "c", "--data", str(data_dir)]
+    first = Proc(args, home, stdin=True)
+    procs.append(first)
+    first.wait_line("session c: new")
+    second = Proc([*args, "--wait-for-holder", "600"], home, stdin=True)
+    procs.append(second)
+    waiting = second.wait_line("session c is held by ")
+    assert "`dsh-schedule chat` (pid " in waiting
+    assert waiting.endswith(
+        "waiting up to 600 s for it to let go (when that chat ends) (Ctrl-C stops waiting)"
+    )
+    assert second.stop(signal.SIGINT) == 2
+    [line] = second.err
+    assert line.startswith("Error: session c is held by `dsh-schedule chat` (pid ")
+    assert ", and the wait was stopped after " in line
+    assert line.endswith(" s; leave that chat (/quit), then retry")
+    assert "within 600 s" not in line and "waits longer" not in line
+    assert first.finish("/quit\n") == 0
+
+
+def test_a_duration_that_is_not_a_finite_number_is_a_usage_error(
+    data_dir: Path, home: Path
+) -> None:
+    for args in (
+        ["chat", "--wait-for-holder", "nan"],
+        ["chat", "--wait-for-holder", "inf"],
+        ["serve", "--quiet-period", "nan"],
+        ["serve", "--notify-timeout", "inf"],
+        ["serve", "--stop-timeout", "nan"],
+    ):
+        run = run_cli([*args, "--data", str(data_dir)], home, stdin="")
+        assert run.code == 2, (args, run.err)
+        assert "is not a finite number of seconds" in run.err, args
