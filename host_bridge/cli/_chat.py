@@ -42,6 +42,7 @@ from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge._tools import present_value
 from host_bridge.cli._common import (
     EXIT_FAILED,
+    SIGNAL_POLL_S,
     WRITE_STORE_EXIT,
     Seconds,
     StoreUnavailable,
@@ -443,7 +444,23 @@ class ChatShell:
         if self._interactive and not self._prompt_shown:
             click.echo("schedule> ", nl=False)
             self._prompt_shown = True
-        return self._inbox.get()
+        return self._get(None)
+
+    def _get(self, timeout: float | None) -> _Item:
+        """The next item, waiting at most ``timeout`` s (``None``: as long as it takes).
+
+        Waits in slices of :data:`SIGNAL_POLL_S`, so a Ctrl-C the kernel handed
+        to another thread still interrupts it; ``queue.Empty`` when time is up.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = SIGNAL_POLL_S if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise queue.Empty
+            try:
+                return self._inbox.get(timeout=min(left, SIGNAL_POLL_S))
+            except queue.Empty:
+                continue
 
     def _loop(self) -> None:
         while True:
@@ -589,7 +606,7 @@ class ChatShell:
             deadline = started + seconds
             while not arrived and (remaining := deadline - time.monotonic()) > 0:
                 try:
-                    item = self._inbox.get(timeout=remaining)
+                    item = self._get(remaining)
                 except queue.Empty:
                     break
                 if isinstance(item, _Reminder):

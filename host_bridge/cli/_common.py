@@ -53,6 +53,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "READ_STORE_EXIT",
+    "SIGNAL_POLL_S",
     "STORE_ENV",
     "WRITE_STORE_EXIT",
     "CommandFailed",
@@ -167,6 +168,15 @@ def _escape(char: str) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+SIGNAL_POLL_S = 0.25
+"""How often a command's main thread wakes from a wait so a pending signal handler runs.
+
+The kernel may hand SIGINT or SIGTERM to any thread; Python runs the handler
+on the main thread only, between bytecodes, so a main thread blocked in a
+wait without a timeout would not see it until the wait ends.
+"""
 
 
 class Seconds(click.FloatRange):

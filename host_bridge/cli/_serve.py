@@ -50,6 +50,7 @@ from host_bridge._plugin import SchedulePlugin, WakePolicy, install_schedule
 from host_bridge.aio import LoopThread, TurnRunner, TurnRunnerImportError, import_turn_runner
 from host_bridge.aio._turn import LoopTurns
 from host_bridge.cli._common import (
+    SIGNAL_POLL_S,
     WRITE_STORE_EXIT,
     Seconds,
     allow_shared_store_option,
@@ -538,10 +539,6 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
         pass  # the group is gone: nothing of it runs any more
     except OSError:
         _log.warning("could not signal the process group of a notify command")
-
-
-SIGNAL_POLL_S = 0.25
-"""How often ``serve``'s main thread wakes up so a pending SIGTERM/SIGINT handler can run."""
 
 
 @contextlib.contextmanager

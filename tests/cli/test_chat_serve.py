@@ -175,3 +175,34 @@ def test_a_duration_that_is_not_a_finite_number_is_a_usage_error(
         run = run_cli([*args, "--data", str(data_dir)], home, stdin="")
         assert run.code == 2, (args, run.err)
         assert "is not a finite number of seconds" in run.err, args
+
+
+SIGINT_TO_ANOTHER_THREAD = """
+import signal, sys, threading
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # it alone takes SIGINT
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # threads started later inherit this
+from dsh_schedule.cli import main
+main(sys.argv[1:])
+"""
+"""Runs ``dsh-schedule`` where the kernel can hand SIGINT only to a thread that is not main."""
+
+
+def test_ctrl_c_handed_to_another_thread_still_ends_the_wait_and_the_chat(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    """Regression: a wait without a timeout did not see a signal another thread received."""
+    args = ["-c", SIGINT_TO_ANOTHER_THREAD, "chat", "--session", "t", "--data", str(data_dir)]
+    chat = Proc(args, home, stdin=True)
+    procs.append(chat)
+    chat.wait_line("session t: new")
+    assert chat.popen.stdin is not None
+    chat.popen.stdin.write("/wait 600\n")
+    chat.popen.stdin.flush()
+    chat.wait_line("waiting up to 600 s for reminders")
+    chat.popen.send_signal(signal.SIGINT)
+    chat.wait_line("wait cancelled")
+    chat.popen.stdin.write("/list\n")
+    chat.popen.stdin.flush()
+    chat.wait_line("no active reminders")
+    assert chat.stop(signal.SIGINT) == 0
+    assert chat.out[-1].startswith("bye: ")
