@@ -502,7 +502,8 @@ class SessionDemand(Protocol):
     wake-up actor manages activated agents, it asks every
     ``WakePolicy.demand_poll_ms`` which of their sessions are wanted (say a
     person is opening one in another process) and lets such a session go as
-    soon as it is idle (agent idle, owner quiet, nothing due now) instead of
+    soon as it is idle (agent idle, owner quiet, nothing due within
+    ``HANDOVER_MARGIN_MS``) instead of
     after its quiet period, through the same :meth:`SessionPassivation.passivate`.
     """
 

@@ -12,6 +12,16 @@ from actors._status_box import StatusBox
 __all__ = ["WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 
 
+HANDOVER_MARGIN_MS = 5_000
+"""How far ahead a wanted session must have nothing due to be handed over.
+
+Letting a session go is decided here and done later by the host (another
+thread); a reminder coming due in between would start a turn the let-go then
+cuts, and the next holder would present it again. Like the quiet period's own
+margin, this makes that need a let-go slower than the margin.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class WakePolicy:
     """How the wake-up actor works.
@@ -25,8 +35,10 @@ class WakePolicy:
     sessions one cold-delivery pass may take (a host that offers cold delivery).
     ``demand_poll_ms``: while it manages activated agents, how often the actor asks
     a host that offers :class:`~actors._contract.SessionDemand` which of their
-    sessions another process wants; such a session is let go once it is idle,
-    before its quiet period ends (``None``: never asked).
+    sessions another process wants; such a session is let go once it is idle
+    and nothing in it is due within :data:`HANDOVER_MARGIN_MS` (or the quiet
+    period, when that is shorter), before its quiet period ends (``None``:
+    never asked).
     """
 
     max_concurrent: int = 8

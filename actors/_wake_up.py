@@ -64,7 +64,7 @@ from actors._contract import (
     SessionPassivation,
 )
 from actors._supervised import OwnerSupervisor, SupervisedActor
-from actors._wake_policy import WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
+from actors._wake_policy import HANDOVER_MARGIN_MS, WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
 from messages._delivery import MAX_TIMER_DELAY_MS
 from messages._mailbox import (
     ActivationSettled,
@@ -422,9 +422,9 @@ class WakeUpActor(SupervisedActor):
         for agent_id, entry in list(self._activated.items()):
             if entry.passivating:
                 continue
-            if entry.wanted:  # handed over once idle: nothing due now, the quiet period aside
-                if not self._is_quiet(entry.agent, now, 0):
-                    continue  # a turn in flight or something due: the next poll looks again
+            if entry.wanted:  # handed over once idle, the quiet period aside
+                if not self._is_quiet(entry.agent, now, min(quiet, HANDOVER_MARGIN_MS)):
+                    continue  # a turn in flight or something due soon: the next poll looks again
             elif entry.quiet_until > mono:
                 continue
             elif not self._is_quiet(entry.agent, now, quiet):

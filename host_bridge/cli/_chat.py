@@ -401,6 +401,7 @@ class ChatShell:
         if program == "serve":
             todo = (
                 "serve hands a session over once its turns in it are done and nothing is due "
+                "within 5 s "
                 "(a serve of an earlier release only after its --quiet-period, 5 s by "
                 "default): retry in a moment, or stop that serve"
             )

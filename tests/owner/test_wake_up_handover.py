@@ -15,6 +15,7 @@ import pykka
 import pytest
 
 from actors._runtime import Runtime
+from actors._wake_policy import HANDOVER_MARGIN_MS
 from host_bridge._plugin import WakePolicy
 from host_bridge.protocols import SessionDemand
 from host_bridge.testing import FakeActivation, FakeHost
@@ -117,17 +118,18 @@ def test_a_wanted_session_with_a_reminder_due_is_kept_until_it_was_delivered(
 def test_a_session_handed_over_before_its_next_reminder_gets_it_delivered_once(
     runtime: Runtime,
 ) -> None:
-    events = [reminder("schedule-1", START), reminder("schedule-2", START + 2_000)]
+    later = START + POLL + HANDOVER_MARGIN_MS + 1  # beyond the margin at the next poll
+    events = [reminder("schedule-1", START), reminder("schedule-2", later)]
     w, activation = waker(runtime, events)
     agent = w.woken()
     agent.run_queued_turns()
     w.settle()
     activation.wanted_ids.add("s1")
-    w.advance(POLL)  # idle, schedule-2 not due yet: handed over
+    w.advance(POLL)  # idle, schedule-2 not due within the margin: handed over
     assert [e[1] for e in w.host.journal.of("passivated")] == [agent.id]
     assert w.dispatched(agent) == ["schedule-1"]
     activation.wanted_ids.clear()
-    w.advance(2_000)  # whoever holds it next delivers schedule-2 (here: woken again)
+    w.advance(later - START - POLL)  # whoever holds it next delivers schedule-2 (here: woken again)
     assert w.activated() == ["s1", "s1"]
     assert w.dispatched(w.woken(1)) == ["schedule-1", "schedule-2"]
 
@@ -178,3 +180,24 @@ def test_no_demand_poll_without_the_policy(runtime: Runtime) -> None:
     assert w.activation.polls == [] and w.host.journal.of("passivate") == []
     with pytest.raises(ValueError, match="demand_poll_ms"):
         WakePolicy(demand_poll_ms=0)
+
+
+def test_a_wanted_session_with_a_reminder_due_within_the_margin_is_kept_until_it_ran(
+    runtime: Runtime,
+) -> None:
+    """Regression: a reminder due just after the check started a turn the let-go then cut."""
+    soon = START + HANDOVER_MARGIN_MS  # due within the margin once the first turn is done
+    w, activation = waker(runtime, [reminder("schedule-1", START), reminder("schedule-2", soon)])
+    agent = w.woken()
+    agent.run_queued_turns()
+    w.settle()
+    activation.wanted_ids.add("s1")
+    w.advance(POLL)
+    assert w.host.journal.of("passivate") == []  # schedule-2 is due within the margin
+    w.advance(soon - START - POLL)
+    assert w.dispatched(agent) == ["schedule-1", "schedule-2"]
+    agent.run_queued_turns()
+    w.settle()
+    w.advance(POLL)
+    assert [e[1] for e in w.host.journal.of("passivate")] == [agent.id]
+
