@@ -43,8 +43,11 @@ PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 """The mode of the files the store creates."""
 
-STORE_COMPANIONS = ("-wal", "-shm", "-journal", ".locks")
-"""The suffixes of the files kept beside the database file (SQLite's, and the session locks)."""
+STORE_COMPANIONS = ("-wal", "-shm", "-journal", ".locks", ".wants")
+"""The suffixes of the files kept beside the database file.
+
+SQLite's, the session locks and the hand-over requests (``.wants``).
+"""
 
 _GROUP_OTHER = 0o077
 _GROUP_OTHER_WRITE = 0o022

@@ -178,6 +178,12 @@ SHARED = [
         id="lock-file-0644",
     ),
     pytest.param(
+        lambda db: sidecar(db, ".wants").touch(0o644),  # left by a chat that asked for a session
+        "the session store file {db}.wants (mode 0644) is accessible to other local users",
+        "run chmod 600 {db}.wants",
+        id="wants-file-0644",
+    ),
+    pytest.param(
         lambda db: db.parent.chmod(0o777),
         "the directory {dir} of the session store is writable by other users (mode 0777)",
         "run chmod 700 {dir}",
