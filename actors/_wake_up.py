@@ -136,6 +136,7 @@ class WakeUpActor(SupervisedActor):
         self._cold = activation if isinstance(activation, ColdDelivery) else None
         self._demand = activation if isinstance(activation, SessionDemand) else None
         self._demand_at: int | None = None  # monotonic ms of the next demand poll
+        self._scan_at: int | None = None  # monotonic ms by which the next full pass is due
         self._demand_failing = False  # the last poll raised (warned once until one works)
         if host.timers is None:
             raise ValueError("HostContext.timers must be set (install_schedule supplies them)")
@@ -185,10 +186,20 @@ class WakeUpActor(SupervisedActor):
         self._pass()
 
     def handle_WakeUpTimerFired(self, message: WakeUpTimerFired) -> None:
-        """The timer woke: run a pass."""
-        if self._timer_fired(message.generation):
-            self._cold_rested = False
-            self._pass()
+        """The timer woke: run a pass, or only look at the managed sessions.
+
+        Before the next full pass is due (the rescan, a due time, a back-off),
+        the timer fired for a managed session (a demand poll, a quiet period
+        ending): the store is not scanned for that.
+        """
+        if not self._timer_fired(message.generation):
+            return
+        scan_at = self._scan_at
+        if scan_at is not None and self._host.monotonic() < scan_at:
+            self._look_at_managed()
+            return
+        self._cold_rested = False
+        self._pass()
 
     def handle_DueIndexMoved(self, message: DueIndexMoved) -> None:
         """A cold session's due time may have moved: run a pass."""
@@ -325,6 +336,15 @@ class WakeUpActor(SupervisedActor):
             self._activate_handed_back()
         self._let_go_of_quiet(now, mono)
         self._arm_next(now, mono)
+
+    def _look_at_managed(self) -> None:
+        """Let quiet or wanted managed sessions go, and arm the timer; no scan of the store."""
+        if self._disposing or self._restart_pending or self._faulted:
+            return
+        now = self._host.clock()
+        mono = self._host.monotonic()
+        self._let_go_of_quiet(now, mono)
+        self._arm_next(now, mono, scan=False)
 
     def _start_activations(self, now: int) -> None:
         free = self._policy.max_concurrent - len(self._in_flight)
@@ -493,22 +513,34 @@ class WakeUpActor(SupervisedActor):
         future.add_done_callback(settled)
         self._log.debug("letting agent %r go", agent_id)
 
-    def _arm_next(self, now: int, mono: int) -> None:
-        delays = [self._policy.rescan_ms]
-        try:
-            due = self._activation.next_due()
-        except Exception:
-            self._log.warning("the host could not tell the next due session; trying again later")
-            self._log.debug("next_due failure", exc_info=True)
-            due = None
-        if due is not None and due > now:
-            delays.append(due - now)
-        delays += [b.until - mono for b in self._backoff.values()]
+    def _arm_next(self, now: int, mono: int, *, scan: bool = True) -> None:
+        """Arm the timer for the next full pass or managed session's moment, whichever is first.
+
+        ``scan``: this pass scanned, so the next full pass's moment (the rescan,
+        the next due time, a back-off's end) is computed afresh; otherwise the
+        one computed at the last full pass stands.
+        """
+        if scan or self._scan_at is None:
+            scans = [self._policy.rescan_ms]
+            try:
+                due = self._activation.next_due()
+            except Exception:
+                self._log.warning(
+                    "the host could not tell the next due session; trying again later"
+                )
+                self._log.debug("next_due failure", exc_info=True)
+                due = None
+            if due is not None and due > now:
+                scans.append(due - now)
+            scans += [b.until - mono for b in self._backoff.values()]
+            self._scan_at = mono + max(0, min(*scans, MAX_TIMER_DELAY_MS))
+            self._log.debug("next due %s", due)
+        delays = [self._scan_at - mono]
         delays += [e.quiet_until - mono for e in self._activated.values() if not e.passivating]
         if self._demand_at is not None:
             delays.append(self._demand_at - mono)
         delay = max(0, min(*delays, MAX_TIMER_DELAY_MS))
-        self._log.debug("next due %s; waking again in %d ms", due, delay)
+        self._log.debug("waking again in %d ms", delay)
         self._arm_timer(delay, WakeUpTimerFired)
 
     # --- helpers ------------------------------------------------------------------------------

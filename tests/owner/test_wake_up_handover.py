@@ -33,10 +33,15 @@ class DemandActivation(FakeActivation):
         super().__init__(host)
         self.wanted_ids: set[str] = set()
         self.polls: list[frozenset[str]] = []
+        self.scans = 0  # next_due calls: the store scans of the wake-up actor
 
     def wanted(self, session_ids: Collection[str]) -> set[str]:
         self.polls.append(frozenset(session_ids))
         return self.wanted_ids & set(session_ids)
+
+    def next_due(self) -> int | None:
+        self.scans += 1
+        return super().next_due()
 
 
 @pytest.fixture(autouse=True)
@@ -201,3 +206,20 @@ def test_a_wanted_session_with_a_reminder_due_within_the_margin_is_kept_until_it
     w.advance(POLL)
     assert [e[1] for e in w.host.journal.of("passivate")] == [agent.id]
 
+
+@pytest.mark.parametrize("poll", [None, POLL])
+def test_demand_polls_do_not_scan_the_store(runtime: Runtime, poll: int | None) -> None:
+    """Regression: each demand poll ran a full pass, doubling the due-index reads."""
+    policy = WakePolicy(rescan_ms=1_000, quiet_period_ms=QUIET, demand_poll_ms=poll)
+    w = Waker(
+        runtime, policy, stored={"s1": [reminder("schedule-1", START)]}, activation=DemandActivation
+    )
+    activation = w.activation
+    assert isinstance(activation, DemandActivation)
+    agent = w.woken()
+    agent.run_queued_turns()
+    w.settle()
+    before = activation.scans
+    w.advance(10_000)  # one idle managed session, nobody wants it
+    assert 10 <= activation.scans - before <= 12  # one scan per rescan, polls or not
+    assert len(activation.polls) >= (20 if poll else 0)
