@@ -65,9 +65,12 @@ def is_child(span: ReadableSpan, parent: ReadableSpan) -> bool:
 
 @asynccontextmanager
 async def traced_host(
-    run_turn: TurnRunner, data_dir: Path, spans: Spans
+    run_turn: TurnRunner, data_dir: Path, traced: Spans | ScheduleTelemetry
 ) -> AsyncIterator[AsyncHost]:
-    """An AsyncHost on fake time whose Schedule reports its spans to ``spans``."""
+    """An AsyncHost on fake time whose Schedule reports to ``traced``.
+
+    ``traced`` is a ``ScheduleTelemetry`` or the :class:`Spans` it should trace to.
+    """
     clock = FakeClock()
     async with AsyncHost(
         run_turn,
@@ -78,7 +81,11 @@ async def traced_host(
         timers=FakeTimers(clock),
         clock_watch_ms=None,
     ) as host:
-        telemetry = ScheduleTelemetry(tracer_provider=spans.tracers)
+        telemetry = (
+            traced
+            if isinstance(traced, ScheduleTelemetry)
+            else ScheduleTelemetry(tracer_provider=traced.tracers)
+        )
         context = dataclasses.replace(host.embedded.context(), clock_watch_ms=None)
         plugin = await asyncio.to_thread(
             install_schedule, context, runtime=host.embedded.runtime, telemetry=telemetry

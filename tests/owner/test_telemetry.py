@@ -10,7 +10,6 @@ through their mailboxes.
 from __future__ import annotations
 
 import ast
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
@@ -34,11 +33,12 @@ from actors._runtime import Runtime
 from host_bridge import _telemetry as telemetry_module
 from host_bridge._plugin import install_schedule
 from host_bridge._telemetry import LATENESS_BUCKETS, ScheduleTelemetry, sdk_configured
-from host_bridge.aio import AgentTurn, AsyncHost, wait
+from host_bridge.aio import AgentTurn
 from host_bridge.protocols import ToolCall
-from host_bridge.testing import PENDING, FakeClock, FakeHost, FakeTimers, call_tool
+from host_bridge.testing import PENDING, FakeClock, FakeHost, call_tool
 from messages._mailbox import CreateSchedule
 from messages._tool_values import AfterSelector, AtSelector
+from tests.integrations.otel_helpers import traced_host
 from tests.owner.harness import Harness
 from tests.owner.helpers import Tools, error
 
@@ -282,25 +282,9 @@ async def test_on_the_asyncio_host_a_tool_span_is_a_child_of_the_turns_span(
             await turn.call_tool("schedule_list", "{}")  # no model id: none reported
         return result.content
 
-    clock = FakeClock()
-    async with AsyncHost(
-        run_turn,
-        data_dir=tmp_path,
-        wake=False,
-        schedule=False,
-        clock=clock,
-        timers=FakeTimers(clock),
-        clock_watch_ms=None,
-    ) as host:
-        context = dataclasses.replace(host.embedded.context(), clock_watch_ms=None)
-        plugin = await asyncio.to_thread(
-            install_schedule, context, runtime=host.embedded.runtime, telemetry=otel.telemetry
-        )
-        try:
-            chat = await host.open("u-1")
-            assert await chat.send("list them") == '{"schedules":[]}'
-        finally:
-            await wait(await asyncio.to_thread(plugin.dispose))
+    async with traced_host(run_turn, tmp_path, otel.telemetry) as host:
+        chat = await host.open("u-1")
+        assert await chat.send("list them") == '{"schedules":[]}'
 
     span, unnamed = otel.tool_spans()
     (caller,) = callers
