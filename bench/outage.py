@@ -286,27 +286,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.rounds, args.agents, args.reminders = 2, 2, 3
     logging.disable(logging.ERROR)  # the refused commits are expected; keep the table clean
-    started = time.monotonic()
-    rng = random.Random(args.seed)
-    rounds: list[dict[str, Any]] = []
-    with data_root(args.data, "dsh-outage-") as root:
-        info = machine_info(root)
-        print_machine(info)
-        for index in range(1, args.rounds + 1):
-            data_dir = root / f"round-{index:03d}"
-            outcome = run_round(data_dir, rng, agents=args.agents, reminders=args.reminders)
-            rounds.append(outcome)
-            print(
-                f"round {index:3d}: full {outcome['fail_at_s']}-{outcome['clear_at_s']} s, "
-                f"shutdown at {outcome['shutdown_at_s']} s"
-                f", restart at {outcome['restart_at_s']} s"
-                f"{' (still full)' if outcome['restarted_while_full'] else ''}; "
-                f"{outcome['reminders']} reminders, {outcome['model_runs']} turns, "
-                f"lost {outcome['lost']}, duplicates {outcome['duplicates']}, "
-                f"early {outcome['early']}",
-                flush=True,
-            )
-    logging.disable(logging.NOTSET)
+    try:
+        started = time.monotonic()
+        rng = random.Random(args.seed)
+        rounds: list[dict[str, Any]] = []
+        with data_root(args.data, "dsh-outage-") as root:
+            info = machine_info(root)
+            print_machine(info)
+            for index in range(1, args.rounds + 1):
+                data_dir = root / f"round-{index:03d}"
+                outcome = run_round(data_dir, rng, agents=args.agents, reminders=args.reminders)
+                rounds.append(outcome)
+                print(
+                    f"round {index:3d}: full {outcome['fail_at_s']}-{outcome['clear_at_s']} s, "
+                    f"shutdown at {outcome['shutdown_at_s']} s"
+                    f", restart at {outcome['restart_at_s']} s"
+                    f"{' (still full)' if outcome['restarted_while_full'] else ''}; "
+                    f"{outcome['reminders']} reminders, {outcome['model_runs']} turns, "
+                    f"lost {outcome['lost']}, duplicates {outcome['duplicates']}, "
+                    f"early {outcome['early']}",
+                    flush=True,
+                )
+    finally:
+        logging.disable(logging.NOTSET)
     totals = {
         key: sum(int(r[key]) for r in rounds)
         for key in (

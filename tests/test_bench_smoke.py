@@ -7,6 +7,7 @@ APScheduler is optional (the ``bench`` extra); its runs are skipped here unless 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,9 @@ def test_delivery_precision(tmp_path: Path) -> None:
 
 
 def test_clock_faults(tmp_path: Path) -> None:
+    level = logging.getLogger("dsh_schedule").level
     out = run(clock_faults.main, "clock_faults", tmp_path)
+    assert logging.getLogger("dsh_schedule").level == level  # later tests log as before
     results = out["results"]
     assert results["fault"]["late"]["count"] == 1  # delivered after the fault, no restart needed
     assert results["fault"]["restarts"] == [1]
@@ -177,6 +180,7 @@ def test_session_race(tmp_path: Path) -> None:
 
 def test_outage(tmp_path: Path) -> None:
     out = run(outage.main, "outage", tmp_path)
+    assert logging.root.manager.disable == logging.NOTSET  # later tests log as before
     totals = out["totals"]
     assert out["targets"]["exactly_once"]["met"] is True
     assert totals["reminders"] == 12

@@ -157,7 +157,7 @@ def test_the_models_call_id_reaches_the_tool_and_an_unusable_one_is_replaced(
     registry.register(tool("t", record), agent=a)
     assert not registry.execute("t", {}, agent=a, call_id="call_MODEL_1").is_error
     assert not registry.submit("t", {}, agent=a, call_id="call_MODEL_2").result().is_error
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
         for odd in ("x" * 257, "", 12, b"call"):
             assert not registry.execute("t", {}, agent=a, call_id=odd).is_error  # type: ignore[arg-type]
     assert calls[:2] == [ToolCall("call_MODEL_1", a), ToolCall("call_MODEL_2", a)]
