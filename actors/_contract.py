@@ -503,7 +503,7 @@ class SessionDemand(Protocol):
     ``WakePolicy.demand_poll_ms`` which of their sessions are wanted (say a
     person is opening one in another process) and lets such a session go as
     soon as it is idle (agent idle, owner quiet, nothing due within
-    ``HANDOVER_MARGIN_MS``) instead of
+    ``HANDOVER_MARGIN_MS`` or the quiet period, whichever is shorter) instead of
     after its quiet period, through the same :meth:`SessionPassivation.passivate`.
     """
 

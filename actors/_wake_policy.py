@@ -12,6 +12,9 @@ from actors._status_box import StatusBox
 __all__ = ["WakePolicy", "WakeState", "WakeUpBoard", "WakeUpStatus"]
 
 
+QUIET_RECHECK_MS = 250
+"""The least time before a managed session that was not quiet is looked at again."""
+
 HANDOVER_MARGIN_MS = 5_000
 """How far ahead a wanted session must have nothing due to be handed over.
 

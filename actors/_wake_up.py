@@ -11,8 +11,9 @@ barrier). Which host may activate a session is the host's business (a lock or
 a lease); a declined activation is retried only after a back-off.
 
 Every step is a mailbox message (:mod:`messages._mailbox`). A *pass* (on start,
-on the timer, when the host says the index moved, on a clock jump, after an
-activation or a passivation settled) does three things:
+on the timer once a rescan, a due time or a back-off's end has come, when the
+host says the index moved, on a clock jump, after an activation or a
+passivation settled) does three things:
 
 1. starts activations of due sessions while fewer than ``max_concurrent`` are
    in flight, skipping sessions in flight or backing off;
@@ -21,11 +22,19 @@ activation or a passivation settled) does three things:
    :class:`~actors._contract.SessionPassivation`, when the host offers it; a
    session that another process wants (:class:`~actors._contract.SessionDemand`,
    asked at most every ``demand_poll_ms``) is let go the same way as soon as it
-   is idle with nothing due now, as if its quiet period had ended: a hand-over;
+   is idle with nothing due within ``HANDOVER_MARGIN_MS`` (or the quiet period,
+   when that is shorter), as if its quiet period had ended: a hand-over; a
+   session that was not quiet is looked at again after its quiet period, but
+   not sooner than ``QUIET_RECHECK_MS``;
 3. arms the one timer for the earliest of: the next due target, the end of a
    back-off, the end of a quiet period, the next demand poll (while agents are
    managed), and ``rescan_ms`` (the index is re-read at least that often, so
    changes made by other processes are seen).
+
+When the timer fires for a managed session only (a demand poll, the end of a
+quiet period) before the next pass is due, step 2 runs alone and the timer is
+armed again: the store is not scanned for it, and ``status().passes`` does not
+count it.
 
 A host that also offers :class:`~actors._contract.ColdDelivery` gets *cold
 passes* instead of step 1: one pass at a time takes up to
@@ -64,7 +73,14 @@ from actors._contract import (
     SessionPassivation,
 )
 from actors._supervised import OwnerSupervisor, SupervisedActor
-from actors._wake_policy import HANDOVER_MARGIN_MS, WakePolicy, WakeState, WakeUpBoard, WakeUpStatus
+from actors._wake_policy import (
+    HANDOVER_MARGIN_MS,
+    QUIET_RECHECK_MS,
+    WakePolicy,
+    WakeState,
+    WakeUpBoard,
+    WakeUpStatus,
+)
 from messages._delivery import MAX_TIMER_DELAY_MS
 from messages._mailbox import (
     ActivationSettled,
@@ -444,11 +460,13 @@ class WakeUpActor(SupervisedActor):
                 continue
             if entry.wanted:  # handed over once idle, the quiet period aside
                 if not self._is_quiet(entry.agent, now, min(quiet, HANDOVER_MARGIN_MS)):
-                    continue  # a turn in flight or something due soon: the next poll looks again
+                    if entry.quiet_until <= mono:  # the polls look again, not a timer at once
+                        entry.quiet_until = mono + self._recheck_ms()
+                    continue  # a turn in flight or something due soon
             elif entry.quiet_until > mono:
                 continue
             elif not self._is_quiet(entry.agent, now, quiet):
-                entry.quiet_until = mono + self._quiet_ms()
+                entry.quiet_until = mono + self._recheck_ms()
                 continue
             entry.passivating = True
             self._passivating.add(agent_id)
@@ -548,6 +566,15 @@ class WakeUpActor(SupervisedActor):
     def _quiet_ms(self) -> int:
         quiet = self._policy.quiet_period_ms
         return quiet if quiet is not None else MAX_TIMER_DELAY_MS
+
+    def _recheck_ms(self) -> int:
+        """How long a managed session that was not quiet is left before it is looked at again.
+
+        The quiet period, but at least :data:`QUIET_RECHECK_MS`: with a quiet
+        period of 0, a session whose turn runs would otherwise be looked at on a
+        timer of 0 ms, over and over, until the turn ends.
+        """
+        return max(self._quiet_ms(), QUIET_RECHECK_MS)
 
     def _back_off(self, session_id: str, mono: int) -> None:
         previous = self._failed.get(session_id)

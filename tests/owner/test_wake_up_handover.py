@@ -3,8 +3,8 @@
 A host that also offers :class:`~host_bridge.protocols.SessionDemand` is asked
 every ``demand_poll_ms`` which managed sessions another process wants; such a
 session is let go by the ordinary passivation as soon as its agent is idle,
-its owner quiet and nothing is due in it now, long before its quiet period
-ends. Every test runs on both actor runtimes.
+its owner quiet and nothing is due in it within the hand-over margin, long
+before its quiet period ends. Every test runs on both actor runtimes.
 """
 
 from __future__ import annotations
@@ -223,3 +223,33 @@ def test_demand_polls_do_not_scan_the_store(runtime: Runtime, poll: int | None) 
     w.advance(10_000)  # one idle managed session, nobody wants it
     assert 10 <= activation.scans - before <= 12  # one scan per rescan, polls or not
     assert len(activation.polls) >= (20 if poll else 0)
+
+
+@pytest.mark.parametrize("quiet", [0, 1_000])
+def test_a_long_turn_is_looked_at_again_on_a_timer_that_lets_time_pass(
+    runtime: Runtime, quiet: int
+) -> None:
+    """Regression: a not-quiet session past its quiet period re-armed a 0 ms timer, on and on.
+
+    ``Waker.advance`` fails with "timers kept firing" when timers fire without
+    time passing; the turn runs longer than the quiet period, wanted or not.
+    """
+    policy = WakePolicy(rescan_ms=60_000, quiet_period_ms=quiet, demand_poll_ms=POLL)
+    w = Waker(
+        runtime, policy, stored={"s1": [reminder("schedule-1", START)]}, activation=DemandActivation
+    )
+    activation = w.activation
+    assert isinstance(activation, DemandActivation)
+    agent = w.woken()
+    agent.run_queued_turns()
+    agent.begin_turn()  # a turn of its own, longer than the quiet period
+    w.settle()
+    w.advance(5 * POLL)
+    activation.wanted_ids.add("s1")
+    w.advance(5 * POLL)
+    assert w.host.journal.of("passivate") == []  # not idle: kept
+    agent.end_turn()
+    w.settle()
+    w.advance(POLL)
+    assert [e[1] for e in w.host.journal.of("passivate")] == [agent.id]
+    assert w.dispatched(agent) == ["schedule-1"]
