@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A shell that starts the suite in the background ignores SIGINT for it, and every
+    # command a test starts would inherit that: the Ctrl-C tests could not send one.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
