@@ -24,7 +24,7 @@ from actors._wake_policy import WakePolicy
 from host_bridge._plugin import SchedulePlugin, install_schedule
 from host_bridge.aio._futures import wait
 from host_bridge.aio._turn import LoopTurns, TurnRunner
-from host_bridge.embedded.agents import EmbeddedAgent
+from host_bridge.embedded.agents import EmbeddedAgent, TurnRecord
 from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import new_session_id
 
@@ -47,6 +47,7 @@ class Conversation:
         self._host = host
         self._agent = agent
         self._closing: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Future[TurnRecord]] = set()  # submitted, not yet answered
 
     @property
     def session_id(self) -> str:
@@ -71,7 +72,10 @@ class Conversation:
         if self._closing is not None:
             raise RuntimeError(f"conversation {self.session_id!r} is closed")
         message = UserMessage((TextBlock(text),), {"kind": "user"})
-        record = await wait(self._agent.submit(message))
+        answer = asyncio.ensure_future(wait(self._agent.submit(message)))
+        self._sends.add(answer)  # a close waits for it, even once this caller stopped waiting
+        answer.add_done_callback(self._answered)
+        record = await asyncio.shield(answer)
         if record.error is not None:
             raise record.error
         return record.reply
@@ -79,6 +83,12 @@ class Conversation:
     async def when_idle(self) -> None:
         """Return once no turn runs or waits in this conversation."""
         await wait(self._agent.when_idle())
+
+    def _answered(self, answer: asyncio.Future[TurnRecord]) -> None:
+        """A send's answer settled: no close waits for it any more (its error is retrieved)."""
+        self._sends.discard(answer)
+        if not answer.cancelled():
+            answer.exception()  # the caller may have stopped waiting; it was not lost
 
     async def close(self) -> None:
         """Let the session go once its turns are done; its reminders then reach it cold.
@@ -93,6 +103,8 @@ class Conversation:
         await asyncio.shield(self._closing)
 
     async def _close_now(self) -> None:
+        if self._sends:  # submitted before the close: their turns are this session's too
+            await asyncio.wait(set(self._sends))
         with contextlib.suppress(Exception):  # disposed by the host's close meanwhile
             await self.when_idle()
         self._host._forget(self)

@@ -486,6 +486,35 @@ async def test_a_cancelled_close_still_lets_the_session_go_and_an_open_waits_for
         assert await again.send("next") == "done"
 
 
+
+async def test_a_close_waits_for_a_send_made_before_it_even_when_the_agent_looks_idle(
+    tmp_path: Path,
+) -> None:
+    """Regression: a close that found the agent idle before a submitted turn counted let
+    the session go, and that send failed with AgentDisposedError (seen on a loaded machine).
+    """
+    release = asyncio.Event()
+
+    async def slow(turn: AgentTurn) -> str | None:
+        await release.wait()
+        return "done"
+
+    async def looks_idle() -> None:
+        return None  # what a close saw when it ran before the submitted turn was counted
+
+    async with AsyncHost(slow, data_dir=tmp_path) as host:
+        chat = await host.open("u-1")
+        chat.when_idle = looks_idle  # type: ignore[method-assign]
+        sending = asyncio.ensure_future(chat.send("hi"))
+        await asyncio.sleep(0)  # the send has submitted its message
+        closing = asyncio.ensure_future(chat.close())
+        await asyncio.sleep(0)
+        assert not closing.done()  # it waits for the send's turn
+        release.set()
+        assert await sending == "done"
+        await asyncio.wait_for(closing, TIMEOUT)
+        assert roots_on(host, "u-1") == []
+
 async def test_a_runner_that_ends_cancelled_by_itself_fails_its_turn_instead_of_rerunning(
     tmp_path: Path,
 ) -> None:
