@@ -20,7 +20,7 @@ from host_bridge.embedded.host import EmbeddedHost
 from host_bridge.embedded.sessions import SessionLeaseRefusedError
 from host_bridge.testing import FakeClock, FakeTimers
 from tests.changes import reopened_changes
-from tests.e2e.test_wake_embedded import TIMEOUT, Recorder, advance, quiet
+from tests.e2e.test_wake_embedded import TIMEOUT, Recorder, advance, closed_chat, quiet
 
 POLL = 500
 
@@ -29,18 +29,8 @@ def test_a_woken_session_is_handed_over_to_a_host_that_wants_it(
     tmp_path: Path, runtime: Runtime
 ) -> None:
     clock = FakeClock()
+    closed_chat(tmp_path, runtime, clock, "remind 60 stretch", "remind 120 drink water")
     timers = FakeTimers(clock)
-    first = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
-    plugin = install_schedule(first.context(), runtime=runtime)
-    author = Recorder()
-    agent = first.spawn_root(model=author, session_id="chat")
-    agent.prompt("remind 60 stretch")
-    agent.prompt("remind 120 drink water")
-    for _ in range(3):
-        plugin.wait_quiet(agent, TIMEOUT)
-        agent.when_idle().result(timeout=TIMEOUT)
-    plugin.dispose().result(timeout=TIMEOUT)
-    assert first.close() is None
 
     host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
     model = Recorder()

@@ -98,18 +98,7 @@ def test_a_host_that_never_opened_a_session_delivers_its_reminders(
     tmp_path: Path, runtime: Runtime
 ) -> None:
     clock = FakeClock()
-    first_timers = FakeTimers(clock)
-    first = EmbeddedHost(tmp_path, clock=clock, timers=first_timers, runtime=runtime)
-    plugin = install_schedule(first.context(), runtime=runtime)
-    author = Recorder()
-    agent = first.spawn_root(model=author, session_id="chat")
-    agent.prompt("remind 60 stretch")
-    agent.prompt("remind 3600 drink water")
-    for _ in range(3):
-        plugin.wait_quiet(agent, TIMEOUT)
-        agent.when_idle().result(timeout=TIMEOUT)
-    plugin.dispose().result(timeout=TIMEOUT)
-    assert first.close() is None  # the person closed the chat: nobody has the session open
+    closed_chat(tmp_path, runtime, clock, "remind 60 stretch", "remind 3600 drink water")
 
     timers = FakeTimers(clock)
     host = EmbeddedHost(tmp_path, clock=clock, timers=timers, runtime=runtime)
