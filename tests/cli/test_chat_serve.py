@@ -96,17 +96,24 @@ def test_serve_hands_the_session_over_to_chat_long_before_its_quiet_period_ends(
     assert "presented by another process" not in again.out  # listed once only
 
 
-def test_ctrl_c_during_wait_ends_the_wait_and_at_the_prompt_ends_the_chat(
-    data_dir: Path, home: Path, procs: list[Proc]
-) -> None:
-    args = ["-m", "host_bridge.cli", "chat", "--session", "w", "--data", str(data_dir)]
+def waiting_chat(args: list[str], session: str, home: Path, procs: list[Proc]) -> Proc:
+    """A chat on the new session ``session`` (run with ``args``), inside ``/wait 600``."""
     chat = Proc(args, home, stdin=True)
     procs.append(chat)
-    chat.wait_line("session w: new")
+    chat.wait_line(f"session {session}: new")
     assert chat.popen.stdin is not None
     chat.popen.stdin.write("/wait 600\n")
     chat.popen.stdin.flush()
     chat.wait_line("waiting up to 600 s for reminders")
+    return chat
+
+
+def test_ctrl_c_during_wait_ends_the_wait_and_at_the_prompt_ends_the_chat(
+    data_dir: Path, home: Path, procs: list[Proc]
+) -> None:
+    args = ["-m", "host_bridge.cli", "chat", "--session", "w", "--data", str(data_dir)]
+    chat = waiting_chat(args, "w", home, procs)
+    assert chat.popen.stdin is not None
     chat.popen.send_signal(signal.SIGINT)
     cancelled = chat.wait_line("wait cancelled")
     assert cancelled.endswith("; back to the prompt")
@@ -192,13 +199,8 @@ def test_ctrl_c_handed_to_another_thread_still_ends_the_wait_and_the_chat(
 ) -> None:
     """Regression: a wait without a timeout did not see a signal another thread received."""
     args = ["-c", SIGINT_TO_ANOTHER_THREAD, "chat", "--session", "t", "--data", str(data_dir)]
-    chat = Proc(args, home, stdin=True)
-    procs.append(chat)
-    chat.wait_line("session t: new")
+    chat = waiting_chat(args, "t", home, procs)
     assert chat.popen.stdin is not None
-    chat.popen.stdin.write("/wait 600\n")
-    chat.popen.stdin.flush()
-    chat.wait_line("waiting up to 600 s for reminders")
     chat.popen.send_signal(signal.SIGINT)
     chat.wait_line("wait cancelled")
     chat.popen.stdin.write("/list\n")

@@ -121,7 +121,8 @@ def test_tools_for_is_sorted_by_name() -> None:
     ]
 
 
-def test_execute_passes_arguments_and_unique_call_ids() -> None:
+def recording_registry() -> tuple[ScopedToolRegistry, FakeAgent, list[ToolCall]]:
+    """Tool ``t`` for agent ``a``: it answers its arguments and records each call."""
     registry = ScopedToolRegistry()
     a = agent("a")
     calls: list[ToolCall] = []
@@ -133,6 +134,11 @@ def test_execute_passes_arguments_and_unique_call_ids() -> None:
         return future
 
     registry.register(tool("t", record), agent=a)
+    return registry, a, calls
+
+
+def test_execute_passes_arguments_and_unique_call_ids() -> None:
+    registry, a, calls = recording_registry()
     assert registry.execute("t", {"k": 1}, agent=a).value == {"k": 1}
     registry.execute("t", None, agent=a)
     assert all(call.agent is a for call in calls)
@@ -144,17 +150,7 @@ def test_execute_passes_arguments_and_unique_call_ids() -> None:
 def test_the_models_call_id_reaches_the_tool_and_an_unusable_one_is_replaced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    registry = ScopedToolRegistry()
-    a = agent("a")
-    calls: list[ToolCall] = []
-
-    def record(arguments: Any, call: ToolCall) -> Future[ToolResult]:
-        calls.append(call)
-        future: Future[ToolResult] = Future()
-        future.set_result(ToolResult(False, arguments, "ok"))
-        return future
-
-    registry.register(tool("t", record), agent=a)
+    registry, a, calls = recording_registry()
     assert not registry.execute("t", {}, agent=a, call_id="call_MODEL_1").is_error
     assert not registry.submit("t", {}, agent=a, call_id="call_MODEL_2").result().is_error
     with caplog.at_level(logging.WARNING, logger="dsh_schedule"):
